@@ -1,0 +1,1 @@
+"""ComponentResources that install one GPU allocation owner per node cohort, and the typed stack config."""

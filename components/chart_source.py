@@ -1,0 +1,38 @@
+"""Turn a pinned chart and its optional source override into Helm arguments."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from components.config import ChartPin
+
+
+@dataclass(frozen=True)
+class HelmSource:
+    """What Chart v4 and Release take: a chart reference, a version or None, and a repository URL or None."""
+
+    chart: str
+    version: str | None
+    repo: str | None
+    plain_http: bool = False
+
+
+def resolve(
+    pin: ChartPin, chart_name: str, default_repo: str | None, default_oci: str | None, project_dir: Path
+) -> HelmSource:
+    """Resolve the upstream default or the configured override (Helm repo, OCI mirror, local archive).
+
+    A local archive carries its own version (checked against the pin by config validation), so no version
+    is passed for it.
+    """
+    source = pin.source
+    if source is not None and source.archive:
+        return HelmSource(str((project_dir / source.archive).resolve()), None, None)
+    if source is not None and source.oci:
+        return HelmSource(source.oci, pin.version, None, source.plain_http)
+    if source is not None and source.repo:
+        return HelmSource(chart_name, pin.version, source.repo)
+    if default_oci is not None:
+        return HelmSource(default_oci, pin.version, None)
+    return HelmSource(chart_name, pin.version, default_repo)

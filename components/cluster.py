@@ -1,0 +1,101 @@
+"""The stack's Kubernetes target: facts about the cluster and the provider that talks to it."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import ClusterConfig
+from components.validation import ClusterFacts
+
+LOCAL_KUBECONFIG_ENV = "EKS_HYBRID_GPU_KUBECONFIG"
+
+
+def local_state_dir() -> Path:
+    """Where `eks-hybrid-gpu local up` keeps the loopback cluster (overridable for tests)."""
+    root = os.environ.get("EKS_HYBRID_GPU_CACHE") or str(Path.home() / ".cache" / "eks-hybrid-gpu")
+    return Path(root) / "local-cluster"
+
+
+def local_kubeconfig() -> Path:
+    """The kubeconfig of the local API server."""
+    override = os.environ.get(LOCAL_KUBECONFIG_ENV)
+    return Path(override) if override else local_state_dir() / "kubeconfig"
+
+
+@dataclass(frozen=True)
+class ClusterTarget:
+    """How to reach the cluster, for the provider and for the preflight's reads."""
+
+    facts: ClusterFacts
+    kubeconfig_path: str | None
+    """A kubeconfig file (local and kubeconfig sources)."""
+    kubeconfig_content: str | None
+    """A generated kubeconfig with exec auth (eks source)."""
+    context: str | None
+
+
+def eks_kubeconfig(name: str, region: str, endpoint: str, ca_data: str) -> str:
+    """A kubeconfig that authenticates through `aws eks get-token`, so no token is stored in state."""
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": endpoint, "certificate-authority-data": ca_data}}],
+        "users": [
+            {
+                "name": name,
+                "user": {
+                    "exec": {
+                        "apiVersion": "client.authentication.k8s.io/v1beta1",
+                        "command": "aws",
+                        "args": ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"],
+                        "interactiveMode": "Never",
+                    }
+                },
+            }
+        ],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+    }
+    return json.dumps(document)
+
+
+def resolve_target(cluster: ClusterConfig) -> ClusterTarget:
+    """Read the facts the cluster source can tell (an EKS describe for source eks)."""
+    if cluster.source == "eks":
+        import pulumi_aws as aws
+
+        if cluster.name is None or cluster.region is None:
+            msg = "cluster.name and cluster.region are required for source eks"
+            raise ValueError(msg)
+        found = aws.eks.get_cluster(name=cluster.name, region=cluster.region)
+        auto_mode = any(bool(c.enabled) for c in found.compute_configs)
+        content = eks_kubeconfig(found.name, cluster.region, found.endpoint, found.certificate_authorities[0].data)
+        facts = ClusterFacts(kubernetes_version=found.version, auto_mode=auto_mode)
+        pulumi.log.info(
+            f"EKS {found.name}: Kubernetes {found.version}, Auto Mode {'on' if auto_mode else 'off'}, "
+            f"{len(found.remote_network_configs)} remote network config(s)"
+        )
+        return ClusterTarget(facts, None, content, None)
+    if cluster.source == "kubeconfig":
+        return ClusterTarget(ClusterFacts(), cluster.kubeconfig, None, cluster.context)
+    return ClusterTarget(ClusterFacts(), str(local_kubeconfig()), None, None)
+
+
+def make_provider(target: ClusterTarget) -> k8s.Provider:
+    """The Kubernetes provider every component inherits through parentage.
+
+    Server-side apply is the provider default; preview is a server-side dry run, so the API server's
+    admission and validation (DRA CEL included) run at preview.
+    """
+    kubeconfig: pulumi.Input[str] | None
+    if target.kubeconfig_content is not None:
+        kubeconfig = target.kubeconfig_content
+    else:
+        kubeconfig = target.kubeconfig_path
+    return k8s.Provider("cluster", kubeconfig=kubeconfig, context=target.context)

@@ -1,0 +1,108 @@
+"""The standalone NVIDIA device plugin for one cohort, rendered with Chart v4 so every DaemonSet is visible."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+import yaml
+
+from components import versions
+from components.chart_source import resolve
+from components.config import ChartPin, CohortConfig, Mig, TimeSlicing
+from components.stamping import Ownership, stamp
+
+TIME_SLICING_CONFIG_NAME = "time-slicing"
+"""Key of the sharing config inside the chart's config map, selected as the default config."""
+
+
+def time_slicing_config(sharing: TimeSlicing) -> str:
+    """The device plugin's sharing config file (a plugin config, not a Kubernetes object)."""
+    document = {
+        "version": "v1",
+        "sharing": {
+            "timeSlicing": {
+                "renameByDefault": sharing.rename_by_default,
+                "failRequestsGreaterThanOne": sharing.fail_requests_greater_than_one,
+                "resources": [{"name": "nvidia.com/gpu", "replicas": sharing.replicas}],
+            }
+        },
+    }
+    return yaml.safe_dump(document, sort_keys=False)
+
+
+def device_plugin_values(cohort: CohortConfig, selector: Mapping[str, str], runtime_class: str) -> dict[str, Any]:
+    """The seed's values, with the cohort's selector and sharing.
+
+    `affinity` is deliberately absent: the chart's GPU-discovery affinity is ANDed with the nodeSelector,
+    and removing it to get pods running is what the source material forbids. Types matter: the chart
+    tests `failOnInitError` with typeIs bool and `migStrategy` with typeIs string.
+    """
+    mig_strategy = cohort.sharing.mig_strategy if isinstance(cohort.sharing, Mig) else "none"
+    values: dict[str, Any] = {
+        "nodeSelector": dict(selector),
+        "runtimeClassName": runtime_class,
+        "migStrategy": mig_strategy,
+        "failOnInitError": True,
+        "deviceListStrategy": "envvar",
+        "gfd": {"enabled": False},
+        "nfd": {"enabled": False},
+        "resources": {
+            "requests": {"cpu": "50m", "memory": "64Mi"},
+            "limits": {"cpu": "500m", "memory": "256Mi"},
+        },
+    }
+    if isinstance(cohort.sharing, TimeSlicing):
+        # An unattached ConfigMap changes nothing: config.map renders the chart's own ConfigMap and
+        # config.default selects it on every node of the release.
+        values["config"] = {
+            "map": {TIME_SLICING_CONFIG_NAME: time_slicing_config(cohort.sharing)},
+            "default": TIME_SLICING_CONFIG_NAME,
+        }
+    return values
+
+
+class DevicePlugin(pulumi.ComponentResource):
+    """nvidia-device-plugin on the nodes of one cohort."""
+
+    release_name: pulumi.Output[str]
+    """Helm release name; prefixes the rendered object names."""
+    resource_name: pulumi.Output[str]
+    """Extended resource the cohort's nodes advertise: nvidia.com/gpu or nvidia.com/gpu.shared."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cohort: CohortConfig,
+        ownership: Ownership,
+        chart: ChartPin,
+        namespace: pulumi.Input[str],
+        runtime_class: str,
+        skip_await: bool,
+        project_dir: Path,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("eks-hybrid-gpu:owners:DevicePlugin", name, None, opts)
+        source = resolve(chart, versions.DEVICE_PLUGIN_CHART, versions.DEVICE_PLUGIN_REPO, None, project_dir)
+        release = f"hybrid-gpu-{cohort.name}"
+        k8s.helm.v4.Chart(
+            f"{name}-chart",
+            chart=source.chart,
+            version=source.version,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=source.repo) if source.repo else None,
+            plain_http=source.plain_http or None,
+            name=release,
+            namespace=namespace,
+            values=device_plugin_values(cohort, ownership.selector, runtime_class),
+            # The local API server has no nodes, so no DaemonSet can ever become ready there.
+            skip_await=skip_await,
+            opts=pulumi.ResourceOptions(parent=self, transforms=[stamp(ownership)]),
+        )
+        self.release_name = pulumi.Output.from_input(release)
+        shared = isinstance(cohort.sharing, TimeSlicing) and cohort.sharing.rename_by_default
+        self.resource_name = pulumi.Output.from_input("nvidia.com/gpu.shared" if shared else "nvidia.com/gpu")
+        self.register_outputs({"release_name": self.release_name, "resource_name": self.resource_name})

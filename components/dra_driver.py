@@ -1,0 +1,82 @@
+"""The standalone NVIDIA DRA driver for one cohort, rendered with Chart v4 from its OCI chart."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import versions
+from components.chart_source import resolve
+from components.config import ChartPin
+from components.stamping import Ownership, stamp
+
+
+def dra_driver_values(selector: Mapping[str, str], feature_gates: Mapping[str, bool]) -> dict[str, Any]:
+    """The seed's values with the cohort's selector.
+
+    `nvidiaDriverRoot: /` assumes a host-installed driver with CDI; an Operator-installed driver uses a
+    different root, so this component is never combined with an Operator-managed driver. ComputeDomains
+    stay off: ordinary H100/H200 allocation needs no multi-node NVLink orchestration.
+    """
+    return {
+        "gpuResourcesEnabledOverride": True,
+        "nvidiaDriverRoot": "/",
+        "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
+        "featureGates": dict(feature_gates),
+        "kubeletPlugin": {
+            "nodeSelector": dict(selector),
+            "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1}},
+            "containers": {
+                "gpus": {
+                    "resources": {
+                        "requests": {"cpu": "50m", "memory": "128Mi"},
+                        "limits": {"cpu": "1", "memory": "512Mi"},
+                    }
+                }
+            },
+        },
+        "webhook": {"enabled": False},
+    }
+
+
+class DraDriver(pulumi.ComponentResource):
+    """dra-driver-nvidia-gpu with its kubelet plugin on the nodes of one cohort."""
+
+    release_name: pulumi.Output[str]
+    """Helm release name."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        cohort_name: str,
+        ownership: Ownership,
+        chart: ChartPin,
+        namespace: pulumi.Input[str],
+        feature_gates: Mapping[str, bool],
+        skip_await: bool,
+        project_dir: Path,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("eks-hybrid-gpu:owners:DraDriver", name, None, opts)
+        source = resolve(chart, versions.DRA_DRIVER_CHART, None, versions.DRA_DRIVER_OCI, project_dir)
+        release = f"hybrid-gpu-{cohort_name}"
+        k8s.helm.v4.Chart(
+            f"{name}-chart",
+            chart=source.chart,
+            version=source.version,
+            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=source.repo) if source.repo else None,
+            plain_http=source.plain_http or None,
+            name=release,
+            namespace=namespace,
+            values=dra_driver_values(ownership.selector, feature_gates),
+            # The local API server has no nodes, so the kubelet plugin DaemonSet can never become ready there.
+            skip_await=skip_await,
+            opts=pulumi.ResourceOptions(parent=self, transforms=[stamp(ownership)]),
+        )
+        self.release_name = pulumi.Output.from_input(release)
+        self.register_outputs({"release_name": self.release_name})

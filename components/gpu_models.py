@@ -1,0 +1,22 @@
+"""Published MIG profiles per GPU model: profile name -> maximum instances of that profile.
+
+Sources: the seed's A100 40 GB table, and NVIDIA's MIG User Guide "Supported MIG Profiles" tables for
+A100 80 GB, H100 80 GB and H200 141 GB. Nominal memory labels are not a usable-memory guarantee, and mixed
+placements have further geometry limits; this table only says which names exist for a model.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+MIG_PROFILES: Final[dict[str, dict[str, int]]] = {
+    "A100-40GB": {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
+    "A100-80GB": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "H100-80GB": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "H200-141GB": {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1},
+}
+
+
+def known_profiles(model: str) -> dict[str, int] | None:
+    """The profile table of a model, or None when the model is not in the table."""
+    return MIG_PROFILES.get(model)

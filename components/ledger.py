@@ -1,0 +1,57 @@
+"""The ownership ledger: the cohort -> owner map as data, in the cluster and as a stack output."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import StackConfig
+from components.ownership import LEDGER_KEY, LEDGER_LABEL, LEDGER_NAME
+
+
+def ownership_map(config: StackConfig) -> dict[str, Any]:
+    """Cohort -> owner, selector, sharing and namespace; plus the Operator mode when there is one."""
+    namespaces = {
+        "device-plugin": config.namespaces.device_plugin,
+        "dra": config.namespaces.dra_driver,
+        "gpu-operator": config.namespaces.gpu_operator,
+    }
+    cohorts = {
+        cohort.name: {
+            "owner": cohort.owner,
+            "nodeSelector": cohort.selector(config.cohort_label_key),
+            "sharing": cohort.sharing_label,
+            "namespace": namespaces[cohort.owner],
+        }
+        for cohort in config.cohorts
+    }
+    operator_mode = config.operator.mode if config.cohorts_of("gpu-operator") else None
+    return {"cohorts": cohorts, "operatorMode": operator_mode}
+
+
+class OwnershipLedger(pulumi.ComponentResource):
+    """A ConfigMap holding the ownership map, so people and the day-2 commands can read it in-cluster."""
+
+    ownership: pulumi.Output[dict[str, Any]]
+    """The ownership map."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        ownership: dict[str, Any],
+        namespace: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("eks-hybrid-gpu:cluster:OwnershipLedger", name, None, opts)
+        k8s.core.v1.ConfigMap(
+            f"{name}-configmap",
+            metadata={"name": LEDGER_NAME, "namespace": namespace, "labels": {LEDGER_LABEL: "true"}},
+            data={LEDGER_KEY: json.dumps(ownership, sort_keys=True, indent=2)},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.ownership = pulumi.Output.from_input(ownership)
+        self.register_outputs({"ownership": self.ownership})

@@ -1,0 +1,46 @@
+"""The ownership vocabulary shared by the components, the policy pack and the day-2 commands.
+
+CrossGuard policies see Kubernetes objects, not ComponentResource inputs, so every object an allocation
+owner creates is stamped with these labels and annotations, and the cohort -> owner map is also written
+into the cluster as a ledger ConfigMap.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal
+
+Owner = Literal["device-plugin", "dra", "gpu-operator"]
+OWNERS: Final[tuple[Owner, ...]] = ("device-plugin", "dra", "gpu-operator")
+
+LABEL_PREFIX: Final = "eks-hybrid-gpu.io"
+OWNER_LABEL: Final = f"{LABEL_PREFIX}/owner"
+"""Label on every object an allocation owner creates: device-plugin, dra or gpu-operator."""
+COHORT_LABEL: Final = f"{LABEL_PREFIX}/cohort"
+"""Label on every object that belongs to one cohort: the cohort name."""
+SHARING_ANNOTATION: Final = f"{LABEL_PREFIX}/sharing"
+"""Annotation: none, time-slicing, mig-single or mig-mixed."""
+SELECTOR_ANNOTATION: Final = f"{LABEL_PREFIX}/node-selector"
+"""Annotation: the cohort's node selector as compact JSON with sorted keys."""
+SMOKE_JOB_LABEL: Final = f"{LABEL_PREFIX}/smoke-job"
+"""Label "true" on the smoke Jobs."""
+APPROVED_ANNOTATION: Final = f"{LABEL_PREFIX}/approved-to-run"
+"""Annotation "true" on a smoke Job whose cohort the stack config approves to run."""
+CONFIG_PATH_ANNOTATION: Final = f"{LABEL_PREFIX}/config-path"
+"""Annotation: the stack-config path that produced the object, for remediation messages."""
+LEDGER_LABEL: Final = f"{LABEL_PREFIX}/ledger"
+"""Label "true" on the ledger ConfigMap."""
+LEDGER_NAME: Final = "gpu-allocation-ledger"
+LEDGER_KEY: Final = "ownership.json"
+"""Ledger data key. JSON: {"cohorts": {name: {"owner", "nodeSelector", "sharing", "namespace"}},
+"operatorMode": null | "cluster-policy" | "gpu-cluster"}."""
+
+COMPUTE_TYPE_LABEL: Final = "eks.amazonaws.com/compute-type"
+HYBRID: Final = "hybrid"
+AUTO_MODE: Final = "auto"
+DEFAULT_COHORT_LABEL_KEY: Final = "workload.example.com/gpu-allocation"
+MPS_CAPABLE_LABEL: Final = "nvidia.com/mps.capable"
+OPERANDS_OPT_OUT_LABEL: Final = "nvidia.com/gpu.deploy.operands"
+"""A node labelled "false" is excluded from every GPU Operator operand."""
+
+PROJECT: Final = "eks-hybrid-gpu"
+"""The Pulumi project name, and the namespace of every stack-config key."""

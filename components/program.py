@@ -1,0 +1,58 @@
+"""The Pulumi program: read and validate the stack config, check the live nodes, build the stack, export."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pulumi
+
+from components.cluster import make_provider, resolve_target
+from components.config import CONFIG_KEYS
+from components.ownership import PROJECT
+from components.preflight import check_nodes, read_nodes
+from components.stack import HybridGpuCluster
+from components.validation import StackConfigError, load_stack_config
+
+
+def read_raw_config() -> dict[str, Any]:
+    """The stack's values of the program's config keys, as plain data."""
+    config = pulumi.Config(PROJECT)
+    raw: dict[str, Any] = {}
+    for key in CONFIG_KEYS:
+        value = config.get_object(key)
+        if value is None:
+            value = config.get(key)
+        if value is not None:
+            raw[key] = value
+    return raw
+
+
+def run(project_dir: Path) -> HybridGpuCluster:
+    """Everything `__main__.py` does; a function so tests and the local runner can call it."""
+    stack_file = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
+    raw = read_raw_config()
+    try:
+        precheck = load_stack_config(raw, project_dir, stack_file=stack_file)
+        target = resolve_target(precheck.cluster)
+        config = load_stack_config(raw, project_dir, target.facts, stack_file=stack_file)
+    except StackConfigError as error:
+        raise pulumi.RunError(str(error)) from None
+    if config.cluster.preflight:
+        pulumi.log.info("preflight: reading the cohorts' nodes")
+        problems = check_nodes(config, read_nodes(target.kubeconfig_path, target.kubeconfig_content, target.context))
+        if problems:
+            raise pulumi.RunError(
+                str(StackConfigError(problems, stack_file)).replace(
+                    "The stack config", "The live nodes do not fit the stack config"
+                )
+            )
+    provider = make_provider(target)
+    cluster = HybridGpuCluster(
+        "gpu", config=config, project_dir=project_dir, opts=pulumi.ResourceOptions(provider=provider)
+    )
+    pulumi.export("ownership", cluster.ownership)
+    pulumi.export("namespaces", cluster.namespaces)
+    pulumi.export("smokeJobs", cluster.smoke_jobs)
+    pulumi.export("releases", cluster.releases)
+    return cluster

@@ -1,0 +1,5 @@
+"""`python -m eks_hybrid_gpu.hostcheck`."""
+
+from eks_hybrid_gpu.hostcheck import main
+
+raise SystemExit(main())

@@ -1,0 +1,101 @@
+"""`eks-hybrid-gpu hostcheck`: step one of adding a GPU host to a cohort."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TextIO, cast
+
+from eks_hybrid_gpu.hostcheck import collect, floors, labels, report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Describe the command line."""
+    parser = argparse.ArgumentParser(
+        prog="eks-hybrid-gpu hostcheck",
+        description=(
+            "Check a prepared NVIDIA GPU host against the compatibility floors of one allocation owner "
+            "and print its inventory and node labels. The floors are compatibility floors, not "
+            "recommendations. Exit 0 pass, 1 a floor not met, 2 cannot inspect."
+        ),
+    )
+    parser.add_argument("--owner", required=True, choices=floors.OWNERS, help="the cohort's allocation owner")
+    parser.add_argument("--json", action="store_true", help="print the inventory document as JSON")
+    parser.add_argument(
+        "--mig",
+        choices=("disabled", "enabled"),
+        default="disabled",
+        help="MIG mode the cohort expects on every GPU (default: disabled, full-GPU allocation)",
+    )
+    parser.add_argument("--cohort-label-key", default=labels.DEFAULT_COHORT_LABEL_KEY)
+    parser.add_argument("--cohort-label-value", help="default: the owner (gpu-operator for both Operator modes)")
+    parser.add_argument("--root", type=Path, default=Path("/"), help="host filesystem root, e.g. /host in a Pod")
+    parser.add_argument("--nvidia-smi", default="nvidia-smi")
+    parser.add_argument("--nvidia-ctk", default="nvidia-ctk")
+    parser.add_argument("--containerd", default="containerd")
+    parser.add_argument("--containerd-config", default="/etc/containerd/config.toml")
+    parser.add_argument(
+        "--cdi-dir",
+        action="append",
+        dest="cdi_dirs",
+        help=("CDI spec directory (repeatable; default: containerd's cdi_spec_dirs, else /etc/cdi and /var/run/cdi)"),
+    )
+    return parser
+
+
+def check(
+    sources: collect.Sources,
+    owner: floors.Owner,
+    mig: floors.MigExpectation = "disabled",
+    cohort_key: str = labels.DEFAULT_COHORT_LABEL_KEY,
+    cohort_value: str | None = None,
+) -> report.Outcome:
+    """Inspect the host and judge it against the owner's floors."""
+    facts = collect.collect(sources)
+    error = floors.cannot_inspect(facts, owner)
+    if error is not None:
+        return report.Outcome(owner, mig, facts, (), error, {})
+    value = cohort_value or floors.COHORT_VALUES[owner]
+    return report.Outcome(
+        owner,
+        mig,
+        facts,
+        tuple(floors.evaluate(facts, owner, mig)),
+        None,
+        labels.node_labels(facts.gpu.gpus, cohort_key, value),
+    )
+
+
+def main(
+    argv: list[str] | None = None,
+    sources: collect.Sources | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    """Run the host check; `sources` replaces the host for tests (its runner and root are kept)."""
+    args = build_parser().parse_args(argv)
+    base = sources or collect.Sources()
+    sources = collect.Sources(
+        runner=base.runner,
+        root=args.root if sources is None else base.root,
+        nvidia_smi=args.nvidia_smi,
+        nvidia_ctk=args.nvidia_ctk,
+        containerd=args.containerd,
+        containerd_config=args.containerd_config,
+        cdi_dirs=tuple(args.cdi_dirs) if args.cdi_dirs else None,
+        hostname=base.hostname,
+    )
+    outcome = check(
+        sources,
+        cast(floors.Owner, args.owner),
+        cast(floors.MigExpectation, args.mig),
+        args.cohort_label_key,
+        args.cohort_label_value,
+    )
+    out = stdout or sys.stdout
+    if args.json:
+        out.write(json.dumps(report.inventory(outcome), indent=2) + "\n")
+    else:
+        out.write(report.table(outcome))
+    return outcome.exit_code

@@ -1,0 +1,154 @@
+"""What containerd's configuration says about the `nvidia` runtime handler and CDI.
+
+containerd has used three config layouts; the CRI plugin's table moved between them:
+version 1 `plugins.cri`, version 2 `plugins."io.containerd.grpc.v1.cri"`, version 3 (containerd 2.x)
+`plugins."io.containerd.cri.v1.runtime"`. Drop-ins count only when `imports` names them, as in
+containerd itself; a drop-in that is not imported is reported, because `nvidia-ctk runtime configure`
+writes one and an edited config.toml can lose the import line.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any, Final
+
+CRI_TABLES: Final[tuple[tuple[str, ...], ...]] = (
+    ("plugins", "io.containerd.cri.v1.runtime"),
+    ("plugins", "io.containerd.grpc.v1.cri"),
+    ("plugins", "cri"),
+)
+DEFAULT_CDI_SPEC_DIRS: Final[tuple[str, ...]] = ("/etc/cdi", "/var/run/cdi")
+RUNTIME_HANDLER: Final = "nvidia"
+
+
+@dataclass(frozen=True)
+class ConfigFile:
+    """One containerd config file: its host path and text (None when it does not exist)."""
+
+    path: str
+    text: str | None
+
+
+@dataclass(frozen=True)
+class ContainerdFacts:
+    """The parts of containerd's merged config that decide GPU allocation."""
+
+    config_path: str
+    config_found: bool
+    files_read: tuple[str, ...]
+    errors: tuple[str, ...]
+    config_version: int | None
+    containerd_version: str | None
+    runtime_handler: bool
+    runtime_binary: str | None
+    default_runtime: str | None
+    cdi_enabled: bool | None
+    """True/False when decided; None when neither the config nor the containerd version decides it."""
+    cdi_source: str
+    cdi_spec_dirs: tuple[str, ...]
+    unimported_dropins: tuple[str, ...] = field(default=())
+
+
+def _dig(table: dict[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = table
+    for key in path:
+        if not isinstance(node, dict) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    """Merge extra into a copy of base, tables recursively, later scalars winning."""
+    merged = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def import_patterns(config: dict[str, Any], config_path: str) -> list[str]:
+    """Return the absolute glob patterns in `imports`, relative ones resolved against the config."""
+    patterns = config.get("imports") or []
+    base = PurePosixPath(config_path).parent
+    return [str(p) if (p := PurePosixPath(str(raw))).is_absolute() else str(base / p) for raw in patterns]
+
+
+def analyse(
+    main: ConfigFile,
+    dropins: list[ConfigFile],
+    unimported: list[str],
+    containerd_version: str | None,
+    read_errors: list[str] | None = None,
+) -> ContainerdFacts:
+    """Merge the main config with its imported drop-ins and read the handler and CDI settings."""
+    errors: list[str] = list(read_errors or [])
+    files_read: list[str] = []
+    merged: dict[str, Any] = {}
+    for config in [main, *dropins]:
+        if config.text is None:
+            continue
+        try:
+            merged = deep_merge(merged, tomllib.loads(config.text))
+        except tomllib.TOMLDecodeError as error:
+            errors.append(f"{config.path} is not valid TOML ({error}); containerd will not start with it")
+            continue
+        files_read.append(config.path)
+    raw_version = merged.get("version", 1 if files_read else None)
+    config_version = raw_version if isinstance(raw_version, int) else None
+    runtime, binary, default_runtime = _runtime_handler(merged)
+    cdi_enabled, cdi_source, spec_dirs = _cdi(merged, containerd_version, config_version)
+    return ContainerdFacts(
+        config_path=main.path,
+        config_found=main.text is not None,
+        files_read=tuple(files_read),
+        errors=tuple(errors),
+        config_version=config_version,
+        containerd_version=containerd_version,
+        runtime_handler=runtime,
+        runtime_binary=binary,
+        default_runtime=default_runtime,
+        cdi_enabled=cdi_enabled,
+        cdi_source=cdi_source,
+        cdi_spec_dirs=spec_dirs,
+        unimported_dropins=tuple(unimported),
+    )
+
+
+def _runtime_handler(merged: dict[str, Any]) -> tuple[bool, str | None, str | None]:
+    for table in CRI_TABLES:
+        runtimes = _dig(merged, (*table, "containerd", "runtimes"))
+        default = _dig(merged, (*table, "containerd", "default_runtime_name"))
+        if isinstance(runtimes, dict) and isinstance(runtimes.get(RUNTIME_HANDLER), dict):
+            handler = runtimes[RUNTIME_HANDLER]
+            binary = _dig(handler, ("options", "BinaryName"))
+            return True, str(binary) if binary else None, str(default) if default else None
+    return False, None, None
+
+
+def _cdi(
+    merged: dict[str, Any], containerd_version: str | None, config_version: int | None
+) -> tuple[bool | None, str, tuple[str, ...]]:
+    for table in CRI_TABLES:
+        cri = _dig(merged, table)
+        if isinstance(cri, dict) and "enable_cdi" in cri:
+            dirs = cri.get("cdi_spec_dirs") or list(DEFAULT_CDI_SPEC_DIRS)
+            where = ".".join(f'"{part}"' if "." in part else part for part in table)
+            return bool(cri["enable_cdi"]), f"enable_cdi in [{where}]", tuple(str(d) for d in dirs)
+    dirs = DEFAULT_CDI_SPEC_DIRS
+    for table in CRI_TABLES:
+        configured = _dig(merged, (*table, "cdi_spec_dirs"))
+        if isinstance(configured, list):
+            dirs = tuple(str(d) for d in configured)
+    if containerd_version is not None:
+        major = int(containerd_version.split(".", 1)[0])
+        if major >= 2:
+            return True, f"containerd {containerd_version} enables CDI by default", dirs
+        return False, f"containerd {containerd_version} leaves CDI off unless enable_cdi = true", dirs
+    if config_version == 3:
+        return True, "a version 3 config means containerd 2.x, which enables CDI by default", dirs
+    return None, "enable_cdi is not set and the containerd version is unknown", dirs

@@ -1,0 +1,331 @@
+"""Compatibility floors per allocation owner, and the checks that compare a host with them.
+
+The floors come from the reviewed guide (DRA driver 0.5.0 prerequisites, GPU Operator 26.7 DRA workflow,
+device plugin 0.20.0). They are compatibility floors, not current patch or branch recommendations:
+choose the actual driver and toolkit from NVIDIA's support matrix for the GPU, OS and kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from eks_hybrid_gpu.hostcheck import parse
+from eks_hybrid_gpu.hostcheck.collect import HostFacts
+
+Owner = Literal["device-plugin", "dra", "gpu-operator-dra", "gpu-operator"]
+OWNERS: Final[tuple[Owner, ...]] = ("device-plugin", "dra", "gpu-operator-dra", "gpu-operator")
+MigExpectation = Literal["disabled", "enabled"]
+Status = Literal["pass", "fail", "warn", "info"]
+
+FLOORS_NOTE: Final = "These are compatibility floors, not recommendations."
+
+
+@dataclass(frozen=True)
+class Floor:
+    """What one allocation owner needs on the host before it can work."""
+
+    title: str
+    driver_major: int | None
+    toolkit: tuple[int, int] | None
+    """Minimum (major, minor) NVIDIA Container Toolkit; None: installed, any version."""
+    toolkit_required: bool
+    runtime_handler_required: bool
+    cdi_required: bool
+    source: str
+    without_handler: str
+    """Why a missing nvidia runtime handler is not a failure for this owner (unused when it is)."""
+
+
+FLOORS: Final[dict[Owner, Floor]] = {
+    "device-plugin": Floor(
+        title="standalone NVIDIA device plugin 0.20.0",
+        driver_major=None,
+        toolkit=None,
+        toolkit_required=True,
+        runtime_handler_required=True,
+        cdi_required=False,
+        source="device plugin path: prepared driver, NVIDIA Container Toolkit and the nvidia runtime handler",
+        without_handler="",
+    ),
+    "dra": Floor(
+        title="standalone DRA driver 0.5.0",
+        driver_major=565,
+        toolkit=(1, 18),
+        toolkit_required=True,
+        runtime_handler_required=False,
+        cdi_required=True,
+        source="DRA 0.5.0 prerequisites: driver 565+, Container Toolkit 1.18+, CDI-enabled runtime",
+        without_handler="it allocates through CDI instead",
+    ),
+    "gpu-operator-dra": Floor(
+        title="GPU Operator 26.7 DRA workflow (GPUCluster)",
+        driver_major=580,
+        toolkit=(1, 18),
+        toolkit_required=True,
+        runtime_handler_required=False,
+        cdi_required=True,
+        source=(
+            "GPU Operator DRA workflow: driver 580+; GPUCluster does not manage the toolkit, "
+            "so the DRA toolkit and CDI floors apply"
+        ),
+        without_handler="it allocates through CDI instead",
+    ),
+    "gpu-operator": Floor(
+        title="GPU Operator 26.7 with ClusterPolicy",
+        driver_major=None,
+        toolkit=None,
+        toolkit_required=False,
+        runtime_handler_required=False,
+        cdi_required=False,
+        source="ClusterPolicy: the Operator's toolkit component can configure the runtime",
+        without_handler="the Operator's toolkit component configures it while toolkit.enabled=true",
+    ),
+}
+
+COHORT_VALUES: Final[dict[Owner, str]] = {
+    "device-plugin": "device-plugin",
+    "dra": "dra",
+    "gpu-operator-dra": "gpu-operator",
+    "gpu-operator": "gpu-operator",
+}
+"""Default cohort label value per owner; the Operator's two modes share the owner name gpu-operator."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One verdict: what was found, and what to install or change when it is not enough."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str | None = None
+
+
+def cannot_inspect(facts: HostFacts, owner: Owner) -> str | None:
+    """Return the reason the GPUs could not be read, with what to install, or None."""
+    if facts.gpu.error is None:
+        return None
+    message = (
+        f"cannot inspect the GPUs: {facts.gpu.error.rstrip('.')}. Being on premises does not imply that a driver "
+        "exists: install the NVIDIA data-center driver approved for this GPU, OS and kernel (it provides "
+        "nvidia-smi), load it (check `lsmod | grep nvidia` and `dmesg`), then re-run this check."
+    )
+    if owner == "gpu-operator":
+        message += " If the GPU Operator is to install the driver (driver.enabled=true), run it after that."
+    return message
+
+
+def driver_check(facts: HostFacts, owner: Owner) -> Check:
+    """Compare the driver branch with the owner's floor."""
+    floor = FLOORS[owner]
+    versions = sorted({gpu.driver_version for gpu in facts.gpu.gpus})
+    version = versions[0]
+    if floor.driver_major is None:
+        return Check("driver", "pass", f"driver {version} present ({floor.title} names no driver floor)")
+    if parse.driver_major(version) < floor.driver_major:
+        return Check(
+            "driver",
+            "fail",
+            f"driver {version} is below the {floor.driver_major} floor for {floor.title}",
+            f"install an NVIDIA driver of branch {floor.driver_major} or newer that NVIDIA's matrix "
+            "supports for this GPU, OS and kernel, then reboot",
+        )
+    return Check("driver", "pass", f"driver {version} meets the {floor.driver_major} floor for {floor.title}")
+
+
+def toolkit_check(facts: HostFacts, owner: Owner) -> Check:
+    """Compare the NVIDIA Container Toolkit with the owner's floor."""
+    floor = FLOORS[owner]
+    wanted = f"{floor.toolkit[0]}.{floor.toolkit[1]}" if floor.toolkit else None
+    install = "install nvidia-container-toolkit" + (f" {wanted} or newer" if wanted else "")
+    install += " from NVIDIA's repository (it provides nvidia-ctk and nvidia-container-runtime)"
+    if facts.toolkit_version is None:
+        if not floor.toolkit_required:
+            return Check(
+                "toolkit",
+                "warn",
+                f"NVIDIA Container Toolkit not found: {facts.toolkit_error}; {floor.title} must then manage it",
+                "keep the Operator's toolkit component enabled (toolkit.enabled=true), or " + install,
+            )
+        return Check(
+            "toolkit",
+            "fail",
+            f"NVIDIA Container Toolkit not found: {facts.toolkit_error}; {floor.title} needs it",
+            install,
+        )
+    if floor.toolkit is not None and parse.version_tuple(facts.toolkit_version)[:2] < floor.toolkit:
+        return Check(
+            "toolkit",
+            "fail",
+            f"NVIDIA Container Toolkit {facts.toolkit_version} is below the {wanted} floor for {floor.title}",
+            f"upgrade nvidia-container-toolkit to {wanted} or newer",
+        )
+    suffix = f"meets the {wanted} floor" if wanted else "is installed"
+    return Check("toolkit", "pass", f"NVIDIA Container Toolkit {facts.toolkit_version} {suffix}")
+
+
+def containerd_check(facts: HostFacts) -> Check:
+    """Every owner runs on containerd, which Node Bootstrap (nodeadm) installs on a Hybrid Node."""
+    runtime = facts.containerd
+    if runtime.containerd_version is None and not runtime.config_found:
+        return Check(
+            "containerd",
+            "fail",
+            f"containerd not found: no containerd on PATH and no {runtime.config_path}; the host has not "
+            "completed Node Bootstrap",
+            "complete Node Bootstrap first (`nodeadm install` installs containerd for EKS Hybrid Nodes, then "
+            "`nodeadm init` joins the node), then re-run this check",
+        )
+    version = runtime.containerd_version or "version unknown (binary not on PATH)"
+    config = ", ".join(runtime.files_read) if runtime.files_read else f"no {runtime.config_path}, built-in defaults"
+    return Check("containerd", "pass", f"containerd {version}; config: {config}")
+
+
+def containerd_config_check(facts: HostFacts) -> Check | None:
+    """Fail on a containerd config that does not parse: containerd would not start with it."""
+    if not facts.containerd.errors:
+        return None
+    return Check(
+        "containerd-config",
+        "fail",
+        "; ".join(facts.containerd.errors),
+        "make each file valid TOML that this user can read (`containerd config dump` shows what containerd "
+        "reads), restart containerd and re-run this check",
+    )
+
+
+def runtime_handler_check(facts: HostFacts, owner: Owner) -> Check:
+    """Look for containerd's `nvidia` runtime handler, which the RuntimeClass nvidia points at."""
+    floor = FLOORS[owner]
+    runtime = facts.containerd
+    if runtime.runtime_handler:
+        binary = f" ({runtime.runtime_binary})" if runtime.runtime_binary else ""
+        return Check("runtime-handler", "pass", f"containerd defines the nvidia runtime handler{binary}")
+    where = ", ".join(runtime.files_read) if runtime.files_read else "no containerd config was found"
+    detail = f"containerd has no nvidia runtime handler ({where})"
+    if runtime.unimported_dropins:
+        detail += f"; drop-ins present but not imported: {', '.join(runtime.unimported_dropins)}"
+    fix = (
+        "run `sudo nvidia-ctk runtime configure --runtime=containerd` and restart containerd; the "
+        "RuntimeClass named nvidia must use handler nvidia (the class name alone does not configure it)"
+    )
+    if floor.runtime_handler_required:
+        return Check("runtime-handler", "fail", detail + f"; {floor.title} needs it", fix)
+    return Check("runtime-handler", "info", f"{detail}; {floor.without_handler}")
+
+
+def cdi_check(facts: HostFacts, owner: Owner) -> Check:
+    """Decide whether containerd resolves CDI devices, which DRA needs."""
+    floor = FLOORS[owner]
+    runtime = facts.containerd
+    if runtime.cdi_enabled:
+        return Check("cdi-runtime", "pass", f"CDI is enabled in containerd ({runtime.cdi_source})")
+    if not runtime.config_found and runtime.containerd_version is None:
+        detail = f"CDI is not enabled: neither containerd nor {runtime.config_path} was found"
+    else:
+        state = "disabled" if runtime.cdi_enabled is False else "not known to be enabled"
+        detail = f"CDI is {state} ({runtime.cdi_source})"
+    fix = (
+        "install containerd 2.x (CDI on by default) or set enable_cdi = true in the CRI plugin table, e.g. "
+        "`sudo nvidia-ctk runtime configure --runtime=containerd --cdi.enabled`, then restart containerd"
+    )
+    if floor.cdi_required:
+        return Check("cdi-runtime", "fail", detail + f"; {floor.title} needs a CDI-enabled runtime", fix)
+    return Check("cdi-runtime", "info", detail + f"; {floor.title} does not need CDI")
+
+
+def cdi_specs_check(facts: HostFacts, owner: Owner) -> Check:
+    """Report CDI specs; informational, since the DRA driver writes its own per-claim specs."""
+    devices = [device for cdi in facts.cdi_dirs for device in cdi.devices]
+    errors = [error for cdi in facts.cdi_dirs for error in cdi.errors]
+    present = [cdi.path for cdi in facts.cdi_dirs if cdi.exists]
+    if errors:
+        return Check(
+            "cdi-specs",
+            "fail",
+            f"unreadable CDI spec: {'; '.join(errors)}",
+            "regenerate it (`sudo nvidia-ctk cdi generate --output=/var/run/cdi/nvidia.yaml`) or remove it",
+        )
+    if devices:
+        shown = ", ".join(devices[:6]) + (f" and {len(devices) - 6} more" if len(devices) > 6 else "")
+        return Check("cdi-specs", "info", f"CDI devices declared: {shown}")
+    where = ", ".join(present) if present else "no CDI spec directory exists"
+    note = (
+        "the DRA driver writes per-claim specs under /var/run/cdi when it prepares a claim"
+        if FLOORS[owner].cdi_required
+        else "this owner does not use CDI specs"
+    )
+    return Check("cdi-specs", "info", f"no CDI device specs ({where}); {note}")
+
+
+def mig_checks(facts: HostFacts, expectation: MigExpectation) -> list[Check]:
+    """Compare each GPU's MIG mode with what the cohort allocates."""
+    checks: list[Check] = []
+    if "mig.mode.current" not in facts.gpu.fields:
+        return [Check("mig", "warn", "MIG mode not read: this nvidia-smi rejected the MIG query fields")]
+    for gpu in facts.gpu.gpus:
+        label = f"GPU {gpu.index} ({gpu.uuid})"
+        if gpu.mig_mode is not None and gpu.mig_mode_pending not in (None, gpu.mig_mode):
+            checks.append(
+                Check(
+                    "mig",
+                    "fail",
+                    f"{label} has a MIG mode change pending ({gpu.mig_mode} -> {gpu.mig_mode_pending})",
+                    f"reset the GPU (`sudo nvidia-smi -i {gpu.index} -r`) or reboot to apply it",
+                )
+            )
+        elif expectation == "disabled" and gpu.mig_mode == "Enabled":
+            checks.append(
+                Check(
+                    "mig",
+                    "fail",
+                    f"{label} has MIG mode Enabled but the cohort allocates full GPUs",
+                    f"disable MIG (`sudo nvidia-smi -i {gpu.index} -mig 0`, then reset the GPU) or run the "
+                    "check with --mig enabled for a MIG cohort",
+                )
+            )
+        elif expectation == "enabled" and gpu.mig_mode != "Enabled":
+            mode = gpu.mig_mode or "not supported"
+            checks.append(
+                Check(
+                    "mig",
+                    "fail",
+                    f"{label} has MIG mode {mode} but the cohort expects MIG",
+                    f"enable MIG (`sudo nvidia-smi -i {gpu.index} -mig 1`, then reset the GPU) on a "
+                    "MIG-capable GPU, or run the check with --mig disabled",
+                )
+            )
+    if not checks:
+        modes = sorted({gpu.mig_mode or "not supported" for gpu in facts.gpu.gpus})
+        checks.append(Check("mig", "pass", f"MIG mode {'/'.join(modes)} matches --mig {expectation}"))
+    return checks
+
+
+def model_check(facts: HostFacts) -> Check:
+    """Warn about mixed models, which one set of product labels cannot describe."""
+    models = sorted({gpu.model for gpu in facts.gpu.gpus})
+    if len(models) > 1:
+        return Check(
+            "models",
+            "warn",
+            f"GPU models differ on this host: {', '.join(models)}; the product label names only GPU 0",
+            "put hosts with one GPU model in a cohort, or select devices by DRA attributes instead",
+        )
+    return Check("models", "pass", f"{len(facts.gpu.gpus)} x {models[0]}")
+
+
+def evaluate(facts: HostFacts, owner: Owner, mig: MigExpectation) -> list[Check]:
+    """Run every check for an inspectable host."""
+    config = containerd_config_check(facts)
+    return [
+        driver_check(facts, owner),
+        containerd_check(facts),
+        *([config] if config else []),
+        toolkit_check(facts, owner),
+        runtime_handler_check(facts, owner),
+        cdi_check(facts, owner),
+        cdi_specs_check(facts, owner),
+        *mig_checks(facts, mig),
+        model_check(facts),
+    ]

@@ -1,0 +1,51 @@
+"""The node labels a checked host should carry, GFD-style, so a cohort can be declared from inventory.
+
+Labels are scheduling inputs, not a security boundary or proof of healthy GPU hardware. The key names
+mirror components/ownership.py; they are repeated here because the host check runs on the GPU host
+with the standard library only.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from eks_hybrid_gpu.hostcheck.parse import Gpu
+
+COMPUTE_TYPE_LABEL: Final = "eks.amazonaws.com/compute-type"
+HYBRID: Final = "hybrid"
+DEFAULT_COHORT_LABEL_KEY: Final = "workload.example.com/gpu-allocation"
+GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
+GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL: Final = "nvidia.com/gpu.memory"
+GPU_COUNT_LABEL: Final = "nvidia.com/gpu.count"
+
+_INVALID: Final = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def label_value(text: str) -> str:
+    """Make a Kubernetes label value the way GFD does: whitespace to '-', at most 63 characters."""
+    value = _INVALID.sub("-", "-".join(text.split()))[:63]
+    return value.strip("-_.")
+
+
+def node_labels(gpus: tuple[Gpu, ...], cohort_key: str, cohort_value: str) -> dict[str, str]:
+    """Return the labels for a host whose GPU 0 model and memory stand for all of them."""
+    first = min(gpus, key=lambda gpu: gpu.index)
+    return {
+        COMPUTE_TYPE_LABEL: HYBRID,
+        cohort_key: cohort_value,
+        GPU_PRESENT_LABEL: "true",
+        GPU_PRODUCT_LABEL: label_value(first.model),
+        GPU_MEMORY_LABEL: str(first.memory_mib),
+        GPU_COUNT_LABEL: str(len(gpus)),
+    }
+
+
+def kubelet_flag(labels: dict[str, str]) -> str:
+    """Return a --node-labels kubelet flag for nodeadm's kubelet flags, without the EKS-set label.
+
+    nodeadm sets eks.amazonaws.com/compute-type itself on Hybrid Nodes.
+    """
+    pairs = ",".join(f"{key}={value}" for key, value in labels.items() if key != COMPUTE_TYPE_LABEL)
+    return f"--node-labels={pairs}"

@@ -1,0 +1,192 @@
+"""Pure parsers for what the host check reads: nvidia-smi CSV, tool versions, CDI specs.
+
+Everything here takes text and returns values, so the tests can feed captured host output.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass
+from typing import Final
+
+QUERY_FIELDS: Final[tuple[str, ...]] = (
+    "index",
+    "name",
+    "uuid",
+    "driver_version",
+    "memory.total",
+    "mig.mode.current",
+    "mig.mode.pending",
+    "pci.bus_id",
+    "compute_cap",
+)
+"""The full query: the seed's four fields plus what the MIG and inventory checks need."""
+
+SEED_FIELDS: Final[tuple[str, ...]] = ("name", "driver_version", "uuid", "memory.total")
+"""The seed's query, the fallback when an old nvidia-smi rejects a newer field name."""
+
+_NOT_AVAILABLE: Final = frozenset({"[N/A]", "N/A", "[Not Supported]", "Not Supported", ""})
+_DRIVER_RE: Final = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+_UUID_RE: Final = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
+_VERSION_RE: Final = re.compile(r"\bv?(\d+)\.(\d+)\.(\d+)((?:[-~+][0-9A-Za-z.]+)?)")
+
+
+class ParseError(ValueError):
+    """Output that does not have the shape the check relies on."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One physical GPU as nvidia-smi reports it."""
+
+    index: int
+    model: str
+    uuid: str
+    driver_version: str
+    memory_mib: int
+    mig_mode: str | None
+    """"Enabled", "Disabled", or None when the GPU is not MIG-capable or the field was not read."""
+    mig_mode_pending: str | None
+    pci_bus_id: str | None
+    compute_capability: str | None
+
+
+def query_argv(nvidia_smi: str, fields: tuple[str, ...]) -> list[str]:
+    """Build the nvidia-smi query command for the given fields."""
+    return [
+        nvidia_smi,
+        f"--query-gpu={','.join(fields)}",
+        "--format=csv,noheader,nounits",
+    ]
+
+
+def _optional(value: str) -> str | None:
+    return None if value.strip() in _NOT_AVAILABLE else value.strip()
+
+
+def parse_gpu_csv(text: str, fields: tuple[str, ...]) -> list[Gpu]:
+    """Parse `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` output.
+
+    Raises ParseError naming the first line that is not a GPU row, because a half-parsed inventory
+    would give the cohort the wrong labels.
+    """
+    gpus: list[Gpu] = []
+    lines = [line for line in text.splitlines() if line.strip()]
+    for number, line in enumerate(lines, start=1):
+        row = next(csv.reader(io.StringIO(line), skipinitialspace=True))
+        if len(row) != len(fields):
+            msg = (
+                f"nvidia-smi output line {number} has {len(row)} fields, expected {len(fields)} "
+                f"({','.join(fields)}): {line.strip()[:120]!r}"
+            )
+            raise ParseError(msg)
+        values = dict(zip(fields, (cell.strip() for cell in row), strict=True))
+        gpus.append(_gpu_from_row(values, number, line))
+    return gpus
+
+
+def _gpu_from_row(values: dict[str, str], number: int, line: str) -> Gpu:
+    memory = values["memory.total"].removesuffix("MiB").strip()
+    driver = values["driver_version"]
+    uuid = values["uuid"]
+    if not memory.isdigit() or not _DRIVER_RE.match(driver) or not _UUID_RE.match(uuid):
+        msg = (
+            f"nvidia-smi output line {number} is not a GPU row (memory.total in MiB, a driver "
+            f"version such as 580.95.05 and a GPU-... UUID expected): {line.strip()[:120]!r}"
+        )
+        raise ParseError(msg)
+    index_text = values.get("index", str(number - 1))
+    return Gpu(
+        index=int(index_text) if index_text.isdigit() else number - 1,
+        model=values["name"],
+        uuid=uuid,
+        driver_version=driver,
+        memory_mib=int(memory),
+        mig_mode=_optional(values.get("mig.mode.current", "")),
+        mig_mode_pending=_optional(values.get("mig.mode.pending", "")),
+        pci_bus_id=_optional(values.get("pci.bus_id", "")),
+        compute_capability=_optional(values.get("compute_cap", "")),
+    )
+
+
+def driver_major(version: str) -> int:
+    """Return the driver branch, e.g. 580 for 580.159.04."""
+    match = _DRIVER_RE.match(version)
+    if match is None:
+        msg = f"not a driver version: {version!r}"
+        raise ParseError(msg)
+    return int(match.group(1))
+
+
+def parse_version(text: str) -> str | None:
+    """Return the first x.y.z version in a tool's --version output, or None."""
+    match = _VERSION_RE.search(text)
+    if match is None:
+        return None
+    return f"{match.group(1)}.{match.group(2)}.{match.group(3)}{match.group(4)}"
+
+
+def version_tuple(version: str) -> tuple[int, int, int]:
+    """Return (major, minor, patch); a pre-release suffix is ignored."""
+    match = _VERSION_RE.search(version)
+    if match is None:
+        msg = f"not a version: {version!r}"
+        raise ParseError(msg)
+    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+
+
+def cdi_devices(text: str, filename: str) -> list[str]:
+    """Return the fully qualified device names (kind=name) that one CDI spec file declares.
+
+    JSON specs are parsed fully. YAML specs, the toolkit's default, are read line by line for `kind:`
+    and the `- name:` items of the top-level `devices:` list, since the check may use only the
+    standard library.
+    """
+    if filename.endswith(".json"):
+        try:
+            spec = json.loads(text)
+        except json.JSONDecodeError as error:
+            msg = f"{filename} is not valid JSON: {error.msg} at line {error.lineno}"
+            raise ParseError(msg) from error
+        kind = str(spec.get("kind", ""))
+        names = [str(device.get("name", "")) for device in spec.get("devices") or []]
+    else:
+        kind, names = _yaml_kind_and_devices(text)
+    if not kind:
+        msg = f"{filename} has no top-level kind: it is not a CDI spec"
+        raise ParseError(msg)
+    return [f"{kind}={name}" for name in names if name]
+
+
+def _yaml_kind_and_devices(text: str) -> tuple[str, list[str]]:
+    kind = ""
+    names: list[str] = []
+    in_devices = False
+    item_indent: int | None = None
+    for raw in text.splitlines():
+        line = raw.split(" #", 1)[0].rstrip()
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        indent = len(line) - len(line.lstrip())
+        if indent == 0 and not line.startswith("-"):
+            key, _, value = line.partition(":")
+            in_devices = key == "devices"
+            if key == "kind":
+                kind = value.strip().strip("'\"")
+            continue
+        if not in_devices:
+            continue
+        stripped = line.lstrip()
+        if stripped.startswith("- "):
+            if item_indent is None:
+                item_indent = indent
+            if indent != item_indent:
+                continue
+            stripped = stripped[2:].lstrip()
+            indent += 2
+        if stripped.startswith("name:") and item_indent is not None and indent == item_indent + 2:
+            names.append(stripped.partition(":")[2].strip().strip("'\""))
+    return kind, names
