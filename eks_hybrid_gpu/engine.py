@@ -1,0 +1,148 @@
+"""Drive the real Pulumi engine offline: toolchain, isolated Pulumi home, file backend, inline program.
+
+The program runs in-process through the Automation API, whose language server stands in for the Python
+language host (the offline toolchain has none: the Go module proxy does not serve it). The policy pack
+runs through its executable entry point `policy/analyzer`. Everything else — engine, Kubernetes
+provider, Chart v4 rendering, server-side apply — is the real thing.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pulumi import automation as auto
+
+from components.ownership import PROJECT
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLCHAIN_SCRIPT = ROOT / "scripts" / "toolchain.sh"
+POLICY_PACK = ROOT / "policy" / "analyzer"
+PROVIDER_PLUGIN = "kubernetes"
+
+
+def _versions() -> dict[str, str]:
+    pairs = {}
+    for line in (ROOT / "scripts" / "toolchain-versions.env").read_text().splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            key, value = line.split("=", 1)
+            pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def provider_version() -> str:
+    """The Kubernetes provider version the pinned Python SDK requires."""
+    return _versions()["K8S_PROVIDER_VERSION"]
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    """Where the built tools are."""
+
+    path_entries: tuple[str, ...]
+    provider_binary: Path
+
+
+def ensure_toolchain() -> Toolchain:
+    """Build (or find in the cache) every tool; progress goes to stderr, so long builds are visible."""
+    result = subprocess.run(  # noqa: S603
+        ["bash", str(TOOLCHAIN_SCRIPT), "--print-env"], check=False, stdout=subprocess.PIPE, text=True,  # noqa: S607
+    )
+    if result.returncode != 0:
+        msg = f"scripts/toolchain.sh failed with exit code {result.returncode}; its progress output above says where"
+        raise RuntimeError(msg)
+    path_entries: tuple[str, ...] = ()
+    provider = ""
+    for line in result.stdout.splitlines():
+        if line.startswith("export PATH="):
+            path_entries = tuple(p.strip("'\"") for p in line.removeprefix("export PATH=").split(":")[:-1])
+        elif line.startswith("export EKS_HYBRID_GPU_PROVIDER_BIN="):
+            provider = line.split("=", 1)[1].strip("'\"")
+    return Toolchain(path_entries, Path(provider))
+
+
+@dataclass(frozen=True)
+class EngineEnv:
+    """An isolated Pulumi home and file-state backend for one working area."""
+
+    state_dir: Path
+    toolchain: Toolchain
+    kubeconfig: Path
+
+    @property
+    def pulumi_home(self) -> Path:
+        """Plugins and credentials of this area only."""
+        return self.state_dir / "pulumi-home"
+
+    @property
+    def variables(self) -> dict[str, str]:
+        """Environment for the CLI and the in-process program."""
+        backend = self.state_dir / "backend"
+        backend.mkdir(parents=True, exist_ok=True)
+        return {
+            "PATH": os.pathsep.join([*self.toolchain.path_entries, os.environ.get("PATH", "")]),
+            "PULUMI_HOME": str(self.pulumi_home),
+            "PULUMI_BACKEND_URL": f"file://{backend}",
+            # Secrets in this local state are encrypted with this passphrase; the state never leaves the machine.
+            "PULUMI_CONFIG_PASSPHRASE": os.environ.get("PULUMI_CONFIG_PASSPHRASE", "eks-hybrid-gpu-local"),
+            "PULUMI_SKIP_UPDATE_CHECK": "true",
+            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+            "PULUMI_DISABLE_REGISTRY_RESOLVE": "true",
+            "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
+            "PULUMI_PYTHON_CMD": sys.executable,
+            "EKS_HYBRID_GPU_KUBECONFIG": str(self.kubeconfig),
+        }
+
+
+def prepare(state_dir: Path, kubeconfig: Path, toolchain: Toolchain | None = None) -> EngineEnv:
+    """Register the locally built Kubernetes provider under the exact version the Python SDK asks for."""
+    engine = EngineEnv(state_dir, toolchain or ensure_toolchain(), kubeconfig)
+    version = provider_version()
+    plugin_dir = engine.pulumi_home / "plugins" / f"resource-{PROVIDER_PLUGIN}-v{version}"
+    if not (plugin_dir / f"pulumi-resource-{PROVIDER_PLUGIN}").exists():
+        subprocess.run(  # noqa: S603
+            ["pulumi", "plugin", "install", "resource", PROVIDER_PLUGIN, version,  # noqa: S607
+             "--file", str(engine.toolchain.provider_binary)],
+            check=True, env={**os.environ, **engine.variables}, capture_output=True,
+        )
+    # The in-process program reads these too (the kubeconfig of the local source, the passphrase).
+    os.environ.update({k: v for k, v in engine.variables.items() if k != "PATH"})
+    return engine
+
+
+def stack(engine: EngineEnv, name: str, work_dir: Path = ROOT, program: Callable[[], None] | None = None) -> auto.Stack:
+    """Select or create a stack whose config lives in `work_dir`/stacks, running the real program inline."""
+
+    def default_program() -> None:
+        from components.program import run  # noqa: PLC0415 - import inside the engine's program context
+
+        run(ROOT)
+
+    workspace = auto.LocalWorkspaceOptions(
+        work_dir=str(work_dir),
+        pulumi_home=str(engine.pulumi_home),
+        env_vars=engine.variables,
+        pulumi_command=auto.PulumiCommand(root=str(Path(_which("pulumi", engine)).parent.parent), skip_version_check=True),
+    )
+    return auto.create_or_select_stack(name, project_name=PROJECT, program=program or default_program, opts=workspace)
+
+
+def _which(binary: str, engine: EngineEnv) -> str:
+    for entry in engine.toolchain.path_entries:
+        candidate = Path(entry) / binary
+        if candidate.exists():
+            return str(candidate)
+    msg = f"{binary} not found in the toolchain; run scripts/toolchain.sh"
+    raise RuntimeError(msg)
+
+
+def policy_args(pack_config: Path | None = None) -> Mapping[str, list[str]]:
+    """Keyword arguments that apply the project's policy pack to preview/up."""
+    args: dict[str, list[str]] = {"policy_packs": [str(POLICY_PACK)]}
+    if pack_config is not None:
+        args["policy_pack_configs"] = [str(pack_config)]
+    return args

@@ -1,0 +1,242 @@
+"""A throw-away Kubernetes 1.34 control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager.
+
+It serves resource.k8s.io/v1 (DRA) like a real 1.34 cluster and runs the garbage-collector and namespace
+controllers, so Pulumi's foreground deletes and namespace deletes complete. It has no nodes and no
+kubelet. Everything listens on loopback only, lives in one state directory, and is stopped by pid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+DEFAULT_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
+READY_TIMEOUT_SECONDS = 120.0
+
+
+class LocalClusterError(RuntimeError):
+    """The local control plane could not be started or reached."""
+
+
+@dataclass(frozen=True)
+class LocalCluster:
+    """A running local control plane."""
+
+    state_dir: Path
+    server: str
+    token: str
+
+    @property
+    def kubeconfig(self) -> Path:
+        """kubeconfig of the cluster-admin user."""
+        return self.state_dir / "kubeconfig"
+
+
+def _progress(message: str) -> None:
+    print(f"[local-cluster] {message}", file=sys.stderr, flush=True)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name)
+    if found is None:
+        msg = f"{name} is not on PATH; run `scripts/toolchain.sh` and put its bin directories on PATH"
+        raise LocalClusterError(msg)
+    return found
+
+
+def _start(state: Path, name: str, argv: list[str]) -> None:
+    log = (state / f"{name}.log").open("wb")
+    # A new session, so the process outlives the command that started it (`local up`) until `local down`.
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # noqa: S603
+    (state / f"{name}.pid").write_text(str(process.pid))
+
+
+def _get(url: str, token: str) -> tuple[int, str]:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE  # the loopback server's certificate is self-signed, made at start
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=5) as response:  # noqa: S310
+            return response.status, response.read().decode()
+    except OSError as error:
+        return 0, str(error)
+
+
+def _wait_ready(cluster: LocalCluster, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status, _ = _get(f"{cluster.server}/readyz", cluster.token)
+        if status == 200:
+            return
+        if not _alive(cluster.state_dir, "kube-apiserver") or not _alive(cluster.state_dir, "etcd"):
+            break
+        time.sleep(0.5)
+    tail = _tail(cluster.state_dir / "kube-apiserver.log")
+    msg = f"the local API server did not become ready within {timeout:.0f} s; its log ends with:\n{tail}"
+    raise LocalClusterError(msg)
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    if not path.exists():
+        return "<no log>"
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _pid(state: Path, name: str) -> int | None:
+    pid_file = state / f"{name}.pid"
+    return int(pid_file.read_text()) if pid_file.exists() else None
+
+
+def _alive(state: Path, name: str) -> bool:
+    pid = _pid(state, name)
+    if pid is None:
+        return False
+    try:  # reap it if it is our own exited child, which would otherwise linger as a zombie
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
+    except ChildProcessError:
+        pass
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _write_kubeconfig(cluster: LocalCluster) -> None:
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": {"server": cluster.server, "insecure-skip-tls-verify": True}}],
+        "users": [{"name": "admin", "user": {"token": cluster.token}}],
+        "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
+        "current-context": "local",
+    }
+    cluster.kubeconfig.write_text(json.dumps(document, indent=2))
+    cluster.kubeconfig.chmod(0o600)
+
+
+def start(
+    state_dir: Path,
+    *,
+    controllers: tuple[str, ...] = DEFAULT_CONTROLLERS,
+    scheduler: bool = False,
+    timeout: float = READY_TIMEOUT_SECONDS,
+) -> LocalCluster:
+    """Start etcd, the API server and the controller manager (and the scheduler when asked); wait for /readyz.
+
+    On any failure everything started so far is stopped and the state directory removed.
+    """
+    if state_dir.exists() and any(_alive(state_dir, n) for n in ("etcd", "kube-apiserver")):
+        msg = f"a local cluster is already running from {state_dir}; run `eks-hybrid-gpu local down` first"
+        raise LocalClusterError(msg)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    state_dir.mkdir(parents=True, mode=0o700)
+    try:
+        return _start_all(state_dir, controllers, scheduler, timeout)
+    except BaseException:
+        stop(state_dir)
+        raise
+
+
+def _start_all(state: Path, controllers: tuple[str, ...], scheduler: bool, timeout: float) -> LocalCluster:
+    etcd, apiserver = _binary("etcd"), _binary("kube-apiserver")
+    etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
+    token = secrets.token_hex(16)
+    (state / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
+    subprocess.run(  # noqa: S603
+        ["openssl", "genrsa", "-out", str(state / "sa.key"), "2048"],  # noqa: S607
+        check=True, capture_output=True,
+    )
+    _progress(f"starting etcd on 127.0.0.1:{etcd_port}")
+    _start(state, "etcd", [
+        etcd, "--name", "local", "--data-dir", str(state / "etcd"),
+        "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+        "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+        "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
+        "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
+        "--initial-cluster", f"local=http://127.0.0.1:{peer_port}",
+        "--listen-metrics-urls", f"http://127.0.0.1:{_free_port()}",
+        "--unsafe-no-fsync", "--log-level", "warn",
+    ])
+    _progress(f"starting kube-apiserver on 127.0.0.1:{api_port}")
+    server = f"https://127.0.0.1:{api_port}"
+    _start(state, "kube-apiserver", [
+        apiserver,
+        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
+        f"--cert-dir={state / 'apiserver-certs'}",
+        f"--token-auth-file={state / 'tokens.csv'}", "--authorization-mode=RBAC",
+        "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
+        "--disable-admission-plugins=ServiceAccount",
+        f"--service-account-issuer={server}",
+        f"--service-account-key-file={state / 'sa.key'}",
+        f"--service-account-signing-key-file={state / 'sa.key'}",
+    ])
+    cluster = LocalCluster(state, server, token)
+    _write_kubeconfig(cluster)
+    _wait_ready(cluster, timeout)
+    _progress(f"API server ready at {server}")
+    manager = _binary("kube-controller-manager")
+    _progress(f"starting kube-controller-manager ({', '.join(controllers)})")
+    _start(state, "kube-controller-manager", [
+        manager, f"--kubeconfig={cluster.kubeconfig}", f"--controllers={','.join(controllers)}",
+        "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={_free_port()}",
+        f"--cert-dir={state / 'kcm-certs'}", f"--service-account-private-key-file={state / 'sa.key'}",
+        "--use-service-account-credentials=false",
+    ])
+    if scheduler:
+        _progress("starting kube-scheduler")
+        _start(state, "kube-scheduler", [
+            _binary("kube-scheduler"), f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={_free_port()}", f"--cert-dir={state / 'scheduler-certs'}",
+        ])
+    (state / "cluster.json").write_text(json.dumps({"server": server}))
+    return cluster
+
+
+def attach(state_dir: Path) -> LocalCluster:
+    """The running cluster of a state directory."""
+    kubeconfig = state_dir / "kubeconfig"
+    if not kubeconfig.exists() or not _alive(state_dir, "kube-apiserver"):
+        msg = f"no local cluster is running from {state_dir}; run `eks-hybrid-gpu local up` first"
+        raise LocalClusterError(msg)
+    document = json.loads(kubeconfig.read_text())
+    return LocalCluster(state_dir, document["clusters"][0]["cluster"]["server"], document["users"][0]["user"]["token"])
+
+
+def stop(state_dir: Path) -> list[str]:
+    """Stop every process of the state directory (controllers first, etcd last) and remove the directory."""
+    stopped = []
+    for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+        pid = _pid(state_dir, name)
+        if pid is None or not _alive(state_dir, name):
+            continue
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _alive(state_dir, name) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _alive(state_dir, name):
+            os.kill(pid, signal.SIGKILL)
+        stopped.append(name)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    return stopped

@@ -1,0 +1,38 @@
+"""Small helpers for the engine tests: temporary stack files and API reads."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client, config
+
+from eks_hybrid_gpu import engine
+
+LOCAL_STACK_FILE = engine.ROOT / "stacks" / "Pulumi.local.yaml"
+
+
+def work_dir_with_stack(tmp: Path, stack: str, overrides: dict[str, Any]) -> Path:
+    """A work dir holding Pulumi.yaml and stacks/Pulumi.<stack>.yaml: the local stack with `overrides` applied."""
+    shutil.copy(engine.ROOT / "Pulumi.yaml", tmp / "Pulumi.yaml")
+    (tmp / "stacks").mkdir(exist_ok=True)
+    document = yaml.safe_load(LOCAL_STACK_FILE.read_text())
+    for key, value in overrides.items():
+        document["config"][f"eks-hybrid-gpu:{key}"] = value
+    (tmp / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
+    return tmp
+
+
+def api(kubeconfig: Path) -> client.ApiClient:
+    """A Kubernetes client for the local cluster."""
+    return config.new_client_from_config(config_file=str(kubeconfig))
+
+
+def get_cluster_object(kubeconfig: Path, group: str, version: str, plural: str, name: str) -> dict[str, Any]:
+    """One cluster-scoped custom-API object (e.g. a DeviceClass)."""
+    found: dict[str, Any] = client.CustomObjectsApi(api(kubeconfig)).get_cluster_custom_object(
+        group, version, plural, name
+    )
+    return found

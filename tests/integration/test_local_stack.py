@@ -1,0 +1,65 @@
+"""`pulumi preview` / `up` / no-change preview / refresh / `destroy` of the local stack, with the policy pack."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from pulumi import automation as auto
+
+from eks_hybrid_gpu import engine, localcluster
+from tests.integration.helpers import api, get_cluster_object, work_dir_with_stack
+
+pytestmark = pytest.mark.integration
+
+
+def test_local_stack_lifecycle(engine_env: engine.EngineEnv, cluster: localcluster.LocalCluster) -> None:
+    stack = engine.stack(engine_env, "local")
+    lines: list[str] = []
+
+    preview = stack.preview(on_output=lines.append, color="never", **engine.policy_args())
+    assert preview.change_summary.get("create", 0) > 20
+    assert "mandatory" not in "\n".join(lines).lower() or "0 mandatory" in "\n".join(lines).lower()
+
+    result = stack.up(on_output=lines.append, color="never", **engine.policy_args())
+    ownership = result.outputs["ownership"].value
+    assert ownership["cohorts"]["plugin"]["owner"] == "device-plugin"
+    assert ownership["cohorts"]["dra"]["owner"] == "dra"
+    assert ownership["operatorMode"] is None
+    assert result.outputs["smokeJobs"].value == {"plugin": "hybrid-gpu-plugin-smoke", "dra": "hybrid-gpu-dra-smoke"}
+
+    # The 1.34 API server accepted the DRA objects and their CEL selectors.
+    large = get_cluster_object(cluster.kubeconfig, "resource.k8s.io", "v1", "deviceclasses", "hybrid-large-gpu")
+    assert 'isGreaterThan(quantity("40Gi"))' in large["spec"]["selectors"][0]["cel"]["expression"]
+    apps = client.AppsV1Api(api(cluster.kubeconfig))
+    daemonsets = {d.metadata.name: d for d in apps.list_daemon_set_for_all_namespaces().items}
+    assert "hybrid-gpu-plugin-nvidia-device-plugin" in daemonsets
+    plugin = daemonsets["hybrid-gpu-plugin-nvidia-device-plugin"]
+    assert plugin.metadata.labels["eks-hybrid-gpu.io/owner"] == "device-plugin"
+    assert plugin.spec.template.spec.node_selector == {
+        "eks.amazonaws.com/compute-type": "hybrid",
+        "workload.example.com/gpu-allocation": "device-plugin",
+    }
+    jobs = client.BatchV1Api(api(cluster.kubeconfig)).list_namespaced_job("ai-workloads").items
+    assert sorted((j.metadata.name, j.spec.suspend) for j in jobs) == [
+        ("hybrid-gpu-dra-smoke", True),
+        ("hybrid-gpu-plugin-smoke", True),
+    ]
+
+    stack.preview(expect_no_changes=True, color="never", **engine.policy_args())
+    stack.refresh(expect_no_changes=True, color="never")
+
+    stack.destroy(color="never")
+    remaining = client.BatchV1Api(api(cluster.kubeconfig)).list_namespaced_job("ai-workloads").items
+    assert remaining == []
+
+
+def test_broken_cel_is_refused_at_preview(engine_env: engine.EngineEnv, tmp_path: Path) -> None:
+    work = work_dir_with_stack(tmp_path, "broken-cel", {"dra": {"extraSelector": 'device.attributes["gpu.nvidia.com"].type =='}})
+    stack = engine.stack(engine_env, "broken-cel", work_dir=work)
+    with pytest.raises(auto.CommandError) as failure:
+        stack.preview(color="never")
+    text = str(failure.value)
+    assert "hybrid-large-gpu" in text
+    assert "compilation failed" in text or "Syntax error" in text
