@@ -322,13 +322,22 @@ class StackConfig(_Strict):
 
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     cohort_label_key: str = Field(default=DEFAULT_COHORT_LABEL_KEY, alias="cohortLabelKey")
-    cohorts: tuple[CohortConfig, ...] = Field(min_length=1, strict=False)
+    cohorts: tuple[CohortConfig, ...] = Field(strict=False)
     operator: OperatorConfig = Field(default_factory=OperatorConfig)
     charts: ChartsConfig = Field(default_factory=ChartsConfig)
     namespaces: NamespacesConfig = Field(default_factory=NamespacesConfig)
     dra: DraConfig = Field(default_factory=DraConfig)
     runtime_class: RuntimeClassConfig = Field(default_factory=RuntimeClassConfig, alias="runtimeClass")
     smoke_jobs: SmokeJobsConfig = Field(default_factory=SmokeJobsConfig, alias="smokeJobs")
+
+    @field_validator("cohorts")
+    @classmethod
+    def _at_least_one(cls, value: tuple[CohortConfig, ...]) -> tuple[CohortConfig, ...]:
+        # A validator, not min_length: min_length would also fire when every cohort failed its own checks.
+        if not value:
+            msg = "is empty; declare at least one cohort with a name and an owner"
+            raise ValueError(msg)
+        return value
 
     def cohorts_of(self, owner: Owner) -> list[tuple[int, CohortConfig]]:
         """The cohorts one owner serves, with their index in the config list."""

@@ -65,13 +65,23 @@ def device_plugin_values(cohort: CohortConfig, selector: Mapping[str, str], runt
     return values
 
 
+def advertised_resource(cohort: CohortConfig) -> str:
+    """The extended resource the cohort's nodes advertise and its workloads request."""
+    sharing = cohort.sharing
+    if isinstance(sharing, TimeSlicing) and sharing.rename_by_default:
+        return "nvidia.com/gpu.shared"
+    if isinstance(sharing, Mig) and sharing.mig_strategy == "mixed":
+        return f"nvidia.com/mig-{sharing.mig_profile}"
+    return "nvidia.com/gpu"
+
+
 class DevicePlugin(pulumi.ComponentResource):
     """nvidia-device-plugin on the nodes of one cohort."""
 
     release_name: pulumi.Output[str]
     """Helm release name; prefixes the rendered object names."""
     resource_name: pulumi.Output[str]
-    """Extended resource the cohort's nodes advertise: nvidia.com/gpu or nvidia.com/gpu.shared."""
+    """Extended resource the cohort's nodes advertise: nvidia.com/gpu, nvidia.com/gpu.shared or nvidia.com/mig-*."""
 
     def __init__(
         self,
@@ -103,6 +113,5 @@ class DevicePlugin(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, transforms=[stamp(ownership)]),
         )
         self.release_name = pulumi.Output.from_input(release)
-        shared = isinstance(cohort.sharing, TimeSlicing) and cohort.sharing.rename_by_default
-        self.resource_name = pulumi.Output.from_input("nvidia.com/gpu.shared" if shared else "nvidia.com/gpu")
+        self.resource_name = pulumi.Output.from_input(advertised_resource(cohort))
         self.register_outputs({"release_name": self.release_name, "resource_name": self.resource_name})

@@ -1,7 +1,10 @@
 """Published MIG profiles per GPU model: profile name -> maximum instances of that profile.
 
-Sources: the seed's A100 40 GB table, and NVIDIA's MIG User Guide "Supported MIG Profiles" tables for
-A100 80 GB, H100 80 GB and H200 141 GB. Nominal memory labels are not a usable-memory guarantee, and mixed
+Sources: the seed's A100 40 GB table, and NVIDIA's MIG User Guide "Supported MIG Profiles" tables
+(https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html, checked 2026-10) for
+A100 40/80 GB, H100 80 GB and H200 141 GB; `+me` profiles include the media engines (one per GPU).
+Other SKUs (A30, H100 94/96 GB, B200, ...) are not tabulated: such a model is treated as unknown.
+Nominal memory labels are not a usable-memory guarantee, and mixed
 placements have further geometry limits; this table only says which names exist for a model.
 """
 
@@ -10,10 +13,18 @@ from __future__ import annotations
 from typing import Final
 
 MIG_PROFILES: Final[dict[str, dict[str, int]]] = {
-    "A100-40GB": {"1g.5gb": 7, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
-    "A100-80GB": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
-    "H100-80GB": {"1g.10gb": 7, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
-    "H200-141GB": {"1g.18gb": 7, "1g.35gb": 4, "2g.35gb": 3, "3g.71gb": 2, "4g.71gb": 1, "7g.141gb": 1},
+    "A100-40GB": {"1g.5gb": 7, "1g.5gb+me": 1, "1g.10gb": 4, "2g.10gb": 3, "3g.20gb": 2, "4g.20gb": 1, "7g.40gb": 1},
+    "A100-80GB": {"1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "H100-80GB": {"1g.10gb": 7, "1g.10gb+me": 1, "1g.20gb": 4, "2g.20gb": 3, "3g.40gb": 2, "4g.40gb": 1, "7g.80gb": 1},
+    "H200-141GB": {
+        "1g.18gb": 7,
+        "1g.18gb+me": 1,
+        "1g.35gb": 4,
+        "2g.35gb": 3,
+        "3g.71gb": 2,
+        "4g.71gb": 1,
+        "7g.141gb": 1,
+    },
 }
 
 

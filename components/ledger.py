@@ -13,7 +13,7 @@ from components.ownership import LEDGER_KEY, LEDGER_LABEL, LEDGER_NAME
 
 
 def ownership_map(config: StackConfig) -> dict[str, Any]:
-    """Cohort -> owner, selector, sharing and namespace; plus the Operator mode when there is one."""
+    """Cohort -> owner, selector, sharing, namespace and driver verification; plus the Operator mode, if any."""
     namespaces = {
         "device-plugin": config.namespaces.device_plugin,
         "dra": config.namespaces.dra_driver,
@@ -25,6 +25,7 @@ def ownership_map(config: StackConfig) -> dict[str, Any]:
             "nodeSelector": cohort.selector(config.cohort_label_key),
             "sharing": cohort.sharing_label,
             "namespace": namespaces[cohort.owner],
+            "hostDriverVerified": cohort.host_driver_verified,
         }
         for cohort in config.cohorts
     }

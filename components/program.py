@@ -8,7 +8,6 @@ from typing import Any
 import pulumi
 
 from components.cluster import make_provider, resolve_target
-from components.config import CONFIG_KEYS
 from components.ownership import PROJECT
 from components.preflight import check_nodes, read_nodes
 from components.stack import HybridGpuCluster
@@ -16,12 +15,19 @@ from components.validation import StackConfigError, load_stack_config
 
 
 def read_raw_config() -> dict[str, Any]:
-    """The stack's values of the program's config keys, as plain data."""
+    """Every value in the project's config namespace, as plain data.
+
+    All keys are read, not only the known ones, so a misspelled key reaches the strict model and is
+    reported instead of silently ignored. Values are JSON (objects, lists) or plain strings.
+    """
     config = pulumi.Config(PROJECT)
+    prefix = f"{PROJECT}:"
+    keys = sorted(k.removeprefix(prefix) for k in pulumi.runtime.config.CONFIG.get() if k.startswith(prefix))
     raw: dict[str, Any] = {}
-    for key in CONFIG_KEYS:
-        value = config.get_object(key)
-        if value is None:
+    for key in keys:
+        try:
+            value = config.get_object(key)
+        except pulumi.ConfigTypeError:
             value = config.get(key)
         if value is not None:
             raw[key] = value

@@ -12,7 +12,8 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import CohortConfig, Mig, OperatorConfig, SmokeJobsConfig, TimeSlicing
+from components.config import CohortConfig, OperatorConfig, SmokeJobsConfig
+from components.device_plugin import advertised_resource
 from components.dra_objects import CLAIM_TEMPLATE
 from components.ownership import APPROVED_ANNOTATION, SMOKE_JOB_LABEL
 from components.stamping import Ownership
@@ -36,12 +37,7 @@ def smoke_request(cohort: CohortConfig, operator: OperatorConfig, runtime_class:
     """The one allocation mechanism of a cohort's owner."""
     if cohort.owner == "dra" or (cohort.owner == "gpu-operator" and operator.mode == "gpu-cluster"):
         return SmokeRequest(None, None)
-    sharing = cohort.sharing
-    if isinstance(sharing, TimeSlicing) and sharing.rename_by_default:
-        return SmokeRequest("nvidia.com/gpu.shared", runtime_class)
-    if isinstance(sharing, Mig) and sharing.mig_strategy == "mixed":
-        return SmokeRequest(f"nvidia.com/mig-{sharing.mig_profile}", runtime_class)
-    return SmokeRequest("nvidia.com/gpu", runtime_class)
+    return SmokeRequest(advertised_resource(cohort), runtime_class)
 
 
 def smoke_job_name(cohort: CohortConfig) -> str:

@@ -36,10 +36,14 @@ class Problem:
 class StackConfigError(Exception):
     """The stack config is invalid; `problems` lists every problem found."""
 
-    def __init__(self, problems: list[Problem], stack_file: str | None = None) -> None:
+    def __init__(self, problems: list[Problem], stack_file: str | None = None, subject: str | None = None) -> None:
         self.problems = problems
         where = f" in {stack_file}" if stack_file else ""
-        lines = [f"The stack config{where} has {len(problems)} problem(s); nothing was changed:"]
+        if subject is None:
+            head = f"The stack config{where} has {len(problems)} problem(s); nothing was changed:"
+        else:
+            head = f"{subject} do not fit the stack config{where}: {len(problems)} problem(s); nothing was changed:"
+        lines = [head]
         lines += [f"  - {p}" for p in problems]
         super().__init__("\n".join(lines))
 
@@ -229,6 +233,8 @@ def _owner_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[Proble
 def _dra_version_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[Problem]:
     declared = facts.kubernetes_version or config.cluster.kubernetes_version
     floor = ".".join(map(str, versions.DRA_MIN_KUBERNETES))
+    if declared is None and config.cluster.source == "eks":
+        return  # EKS reports its version; the check runs again once the describe-cluster facts are known
     if declared is None:
         yield Problem(
             "cluster.kubernetesVersion",
@@ -301,6 +307,7 @@ def _chart_problems(config: StackConfig, project_dir: Path) -> Iterable[Problem]
 
 
 def _archive_problems(path: str, archive: Path, version: str) -> Iterable[Problem]:
+    archive = archive.resolve()
     if not archive.is_file():
         yield Problem(path, f"{archive} does not exist: point it at the chart's .tgz")
         return

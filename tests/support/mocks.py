@@ -58,8 +58,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         """Answer invokes; only the EKS describe is expected."""
         self.calls.append(args.token)
         if args.token == "aws:eks/getCluster:getCluster":
-            return dict(self.eks_cluster), None
-        return {}, None
+            return dict(self.eks_cluster), []
+        return {}, []
 
     def of_type(self, type_: str) -> list[Registration]:
         """Registrations of one resource type."""
@@ -110,3 +110,13 @@ def run_program(config: Mapping[str, Any], stack: str = "test", mocks: Recording
 
     program()
     return recorder
+
+
+def exported_outputs() -> dict[str, Any]:
+    """The resolved stack outputs (`pulumi.export`) of the program that `run_program` ran last."""
+    from pulumi.runtime.settings import get_root_resource
+    from pulumi.runtime.sync_await import _sync_await
+
+    root = get_root_resource()
+    outputs: dict[str, Any] = getattr(root, "outputs", {})
+    return {name: _sync_await(pulumi.Output.from_input(value).future()) for name, value in outputs.items()}

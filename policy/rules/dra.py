@@ -1,0 +1,414 @@
+"""DRA policies: current API shapes, reviewed feature gates, a webhook with TLS.
+
+Seed: "These examples use resource.k8s.io/v1. Kubernetes 1.31's former alpha shape is
+not a drop-in manifest", "DeviceClass has no suitableNodes field", "The request uses
+requests[].exactly; Pod claims refer directly to resourceClaimTemplateName, without the
+old source wrapper", "The old resourceHandles example is not the current
+structured-allocation shape", "Do not enable all feature gates to make a demo start",
+and the webhook "requires reachable webhook endpoints and validated TLS/cert-manager or
+existing-secret configuration".
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+)
+
+from components import ownership as vocab
+from policy.rules.k8s import (
+    DRA,
+    GPU_OPERATOR,
+    PROJECT,
+    UNKNOWN,
+    Resource,
+    as_bool,
+    as_dict,
+    as_list,
+    compact_json,
+    config_strings,
+    containers,
+    dig,
+    show,
+)
+
+DRA_GROUP: Final = "resource.k8s.io"
+CURRENT_API: Final = f"{DRA_GROUP}/v1"
+DRA_KINDS: Final = frozenset(
+    {
+        "DeviceClass",
+        "ResourceClaim",
+        "ResourceClaimTemplate",
+        "ResourceSlice",
+        "ResourceClass",
+        "ResourceClaimParameters",
+        "ResourceClassParameters",
+        "PodSchedulingContext",
+    }
+)
+_REMOVED_KINDS: Final = {
+    "ResourceClass": "DeviceClass",
+    "ResourceClaimParameters": "DeviceClass/requests selectors",
+    "ResourceClassParameters": "DeviceClass config",
+    "PodSchedulingContext": "structured parameters (no replacement object)",
+}
+_LEGACY_REQUEST_KEYS: Final = (
+    "deviceClassName",
+    "allocationMode",
+    "count",
+    "selectors",
+    "adminAccess",
+    "tolerations",
+)
+_DRA_PATH: Final = f"{PROJECT}:dra"
+
+
+def _find_key(value: Any, key: str, path: str = "") -> str | None:
+    """Return the path of the first ``key`` anywhere in plain data."""
+    if isinstance(value, dict):
+        for name, item in value.items():
+            here = f"{path}.{name}" if path else name
+            if name == key:
+                return here
+            found = _find_key(item, key, here)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _find_key(item, key, f"{path}[{index}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _request_findings(requests: Any, where: str) -> list[str]:
+    findings = []
+    for index, request in enumerate(as_list(requests)):
+        if not isinstance(request, dict):
+            continue
+        legacy = [k for k in _LEGACY_REQUEST_KEYS if k in request]
+        if "exactly" not in request and "firstAvailable" not in request:
+            findings.append(
+                f"{where}[{index}] ({compact_json(request)}) has no 'exactly' block: in "
+                f"{CURRENT_API} a request is {{name, exactly: {{deviceClassName, "
+                "allocationMode, count, selectors}}"
+            )
+        elif legacy:
+            findings.append(
+                f"{where}[{index}] sets {', '.join(legacy)} directly on the request; in "
+                f"{CURRENT_API} they belong under {where}[{index}].exactly"
+            )
+    return findings
+
+
+def _object_findings(resource: Resource, allowed: tuple[str, ...]) -> list[str]:
+    findings = []
+    group_version = resource.api_group_version
+    if group_version not in allowed:
+        findings.append(
+            f"uses {group_version}, not {CURRENT_API}: the former alpha/beta shapes are "
+            "not drop-in manifests for current clusters"
+        )
+    api_version = resource.props.get("apiVersion")
+    if isinstance(api_version, str) and api_version not in allowed:
+        if api_version != group_version:
+            findings.append(f"sets apiVersion {show(api_version)}")
+    replacement = _REMOVED_KINDS.get(resource.kind)
+    if replacement is not None:
+        findings.append(f"kind {resource.kind} is gone; use {replacement}")
+    spec = as_dict(resource.props.get("spec"))
+    if resource.kind == "DeviceClass" and "suitableNodes" in spec:
+        findings.append(
+            f"spec.suitableNodes is {show(spec['suitableNodes'])}, but DeviceClass has "
+            "no suitableNodes field in this API; constrain workloads with their node "
+            "selector/affinity and let DRA match devices"
+        )
+    if resource.kind == "ResourceClaim":
+        findings += _request_findings(dig(spec, "devices", "requests"), "spec.devices.requests")
+        claim_spec = spec
+        prefix = "spec"
+    elif resource.kind == "ResourceClaimTemplate":
+        findings += _request_findings(dig(spec, "spec", "devices", "requests"), "spec.spec.devices.requests")
+        claim_spec = as_dict(spec.get("spec"))
+        prefix = "spec.spec"
+    else:
+        claim_spec, prefix = {}, ""
+    for old in ("resourceClassName", "parametersRef"):
+        if old in claim_spec:
+            findings.append(
+                f"{prefix}.{old} is the Kubernetes 1.31 alpha claim shape; use "
+                "devices.requests[].exactly.deviceClassName"
+            )
+    handles = _find_key(resource.props, "resourceHandles")
+    if handles is not None:
+        findings.append(
+            f"{handles} is the old resourceHandles shape, not the current structured "
+            "allocation (status.allocation.devices.results)"
+        )
+    return findings
+
+
+def _pod_findings(pod: dict[str, Any]) -> list[str]:
+    findings = []
+    for index, claim in enumerate(as_list(pod.get("resourceClaims"))):
+        if isinstance(claim, dict) and "source" in claim:
+            findings.append(
+                f"pod resourceClaims[{index}] wraps its reference in 'source' "
+                f"({compact_json(claim['source'])}); Pod claims refer directly to "
+                "resourceClaimTemplateName or resourceClaimName"
+            )
+    return findings
+
+
+def dra_api_current_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse old DRA API versions and shapes in DRA objects, pods and chart values."""
+    resource = Resource.from_args(args)
+    allowed = config_strings(args.get_config(), "allowedApiVersions", (CURRENT_API,))
+    path = resource.config_path("", _DRA_PATH)
+    if resource.is_kubernetes and resource.api_group_version.startswith(f"{DRA_GROUP}/") and resource.kind in DRA_KINDS:
+        findings = _object_findings(resource, allowed)
+    elif resource.chart_owner == DRA:
+        version = dig(resource.values, "resourceApiVersion")
+        if version is UNKNOWN:
+            args.not_applicable("the chart values are unknown during preview")
+            return
+        findings = []
+        if isinstance(version, str) and version and version not in allowed:
+            findings.append(
+                f"values resourceApiVersion is {show(version)}; leave it empty (the "
+                f"chart detects {CURRENT_API}) or set {CURRENT_API}"
+            )
+    elif isinstance(resource.pod_spec, dict):
+        findings = _pod_findings(resource.pod_spec)
+        path = resource.config_path("", f"the manifest of {resource.describe}")
+    else:
+        args.not_applicable("not a DRA object, DRA chart or pod template")
+        return
+    for finding in findings:
+        report_violation(f"{resource.describe}: {finding}. Write it for {CURRENT_API} ({path}).", None)
+
+
+# --------------------------------------------------------------------------- gates
+
+
+def _parse_feature_gates(text: str) -> dict[str, Any]:
+    gates: dict[str, Any] = {}
+    for item in text.split(","):
+        name, _, value = item.strip().partition("=")
+        if name:
+            gates[name] = value
+    return gates
+
+
+def _is_dra_workload(resource: Resource) -> bool:
+    if resource.label(vocab.OWNER_LABEL) == DRA:
+        return True
+    if resource.label("app.kubernetes.io/name") == "dra-driver-nvidia-gpu":
+        return True
+    pod = resource.pod_spec
+    return isinstance(pod, dict) and any(
+        "dra-driver-nvidia-gpu" in str(c.spec.get("image", "")) for c in containers(pod)
+    )
+
+
+def _gate_sources(resource: Resource) -> Any:
+    """(where, gates) pairs for this resource; UNKNOWN during preview; None if n/a."""
+    owner = resource.chart_owner
+    if owner in {DRA, GPU_OPERATOR}:
+        key = ("featureGates",) if owner == DRA else ("draDriver", "featureGates")
+        gates = dig(resource.values, *key)
+        if gates is UNKNOWN:
+            return UNKNOWN
+        return [(f"values {'.'.join(key)}", as_dict(gates))]
+    pod = resource.pod_spec
+    if not isinstance(pod, dict) or not _is_dra_workload(resource):
+        return None
+    sources = []
+    for container in containers(pod):
+        for entry in container.env:
+            value = entry.get("value")
+            if entry.get("name") == "FEATURE_GATES" and isinstance(value, str):
+                where = f"container '{container.name}' env FEATURE_GATES"
+                sources.append((where, _parse_feature_gates(value)))
+    return sources
+
+
+def dra_feature_gates_allowlisted_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse DRA driver feature gates set to true unless allow-listed."""
+    resource = Resource.from_args(args)
+    sources = _gate_sources(resource)
+    if sources is None:
+        args.not_applicable("not a DRA chart, Operator chart or DRA driver workload")
+        return
+    if sources is UNKNOWN:
+        args.not_applicable("the feature gates are unknown during preview")
+        return
+    allowed = config_strings(args.get_config(), "allowedFeatureGates", ())
+    for where, gates in sources:
+        for gate, value in sorted(gates.items()):
+            if as_bool(value) is not True or gate in allowed:
+                continue
+            report_violation(
+                f"{resource.describe}: {where} enables {gate} ({gate}={show(value)}). "
+                "Only full-GPU and existing-MIG allocation are GA; DynamicMIG, MPS, "
+                "time-slicing settings, NVML health checks and similar gates are "
+                "Alpha/Beta, and the seed says not to enable gates to make a demo "
+                f"start. Remove it from {PROJECT}:dra.featureGates, or add '{gate}' to "
+                "this policy's allowedFeatureGates after a review.",
+                None,
+            )
+
+
+# --------------------------------------------------------------------------- webhook
+
+
+def _webhook_problem(webhook: dict[str, Any], issuer_types: tuple[str, ...]) -> Any:
+    tls = webhook.get("tls")
+    mode = dig(tls, "mode")
+    if mode is UNKNOWN or tls is UNKNOWN:
+        return UNKNOWN
+    if mode == "cert-manager":
+        cert_manager = dig(tls, "certManager")
+        if cert_manager is UNKNOWN:
+            return UNKNOWN
+        issuer_type = dig(cert_manager, "issuerType")
+        if issuer_type not in issuer_types:
+            return (
+                f"webhook.tls.mode is cert-manager with certManager.issuerType "
+                f"{show(issuer_type)} (expected one of {', '.join(issuer_types)})"
+            )
+        issuer_name = dig(cert_manager, "issuerName")
+        if issuer_type != "selfsigned" and not (isinstance(issuer_name, str) and issuer_name):
+            return f"webhook.tls.certManager.issuerType is {show(issuer_type)} but issuerName is {show(issuer_name)}"
+        return None
+    if mode == "secret":
+        name = dig(tls, "secret", "name")
+        if name is UNKNOWN:
+            return UNKNOWN
+        if not (isinstance(name, str) and name):
+            return f"webhook.tls.mode is secret but tls.secret.name is {show(name)}"
+        return None
+    return f"webhook.tls.mode is {show(mode)} (expected cert-manager or secret)"
+
+
+def dra_webhook_needs_tls_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse an enabled DRA admission webhook without validated TLS settings."""
+    resource = Resource.from_args(args)
+    if resource.chart_owner != DRA:
+        args.not_applicable("not a DRA driver chart")
+        return
+    webhook = dig(resource.values, "webhook")
+    enabled = as_bool(dig(webhook, "enabled"))
+    if webhook is UNKNOWN or enabled is UNKNOWN:
+        args.not_applicable("the webhook values are unknown during preview")
+        return
+    if enabled is not True:
+        return
+    issuer_types = config_strings(args.get_config(), "allowedIssuerTypes", ("selfsigned", "clusterissuer", "issuer"))
+    problem = _webhook_problem(as_dict(webhook), issuer_types)
+    if not isinstance(problem, str):
+        return
+    report_violation(
+        f"{resource.describe}: values webhook.enabled is true but {problem}. The "
+        "webhook uses failurePolicy: Fail, so without reachable endpoints and validated "
+        "TLS every DRA admission fails. Set "
+        f"{PROJECT}:dra.webhook to tls.mode cert-manager with certManager.issuerType "
+        "(and issuerName for clusterissuer/issuer; cert-manager CRDs installed) or "
+        "tls.mode secret with tls.secret.name, or keep the webhook disabled.",
+        None,
+    )
+
+
+DRA_API_CURRENT = ResourceValidationPolicy(
+    name="dra-api-current",
+    description=(
+        "DeviceClasses, ResourceClaims and ResourceClaimTemplates use "
+        "resource.k8s.io/v1 with requests[].exactly, and no object uses suitableNodes, "
+        "a pod-claim source wrapper or resourceHandles."
+    ),
+    validate=dra_api_current_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "allowedApiVersions": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": [CURRENT_API],
+                "description": "DRA API versions accepted for DRA objects.",
+            }
+        }
+    ),
+    remediation_steps=(
+        f"Write DRA objects for {CURRENT_API}: DeviceClass without suitableNodes, "
+        "claims with devices.requests[].exactly, Pod resourceClaims with "
+        f"resourceClaimTemplateName directly ({PROJECT}:dra.*)."
+    ),
+    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
+    tags=["dra"],
+)
+
+DRA_FEATURE_GATES_ALLOWLISTED = ResourceValidationPolicy(
+    name="dra-feature-gates-allowlisted",
+    description=(
+        "DRA driver feature gates set to true (chart featureGates, the Operator's "
+        "draDriver.featureGates, FEATURE_GATES env) must be allow-listed in the pack "
+        "config."
+    ),
+    validate=dra_feature_gates_allowlisted_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "allowedFeatureGates": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": [],
+                "description": "Feature gates reviewed for this cluster.",
+            }
+        }
+    ),
+    remediation_steps=(
+        f"Keep {PROJECT}:dra.featureGates empty ({{}} as in the seed); enable a gate "
+        "only after review, and add it to allowedFeatureGates in the policy-pack config."
+    ),
+    url="https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu",
+    tags=["dra"],
+)
+
+DRA_WEBHOOK_NEEDS_TLS = ResourceValidationPolicy(
+    name="dra-webhook-needs-tls",
+    description=(
+        "The DRA chart's admission webhook is enabled only with tls.mode cert-manager "
+        "(with certManager settings) or tls.mode secret (with tls.secret.name)."
+    ),
+    validate=dra_webhook_needs_tls_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "allowedIssuerTypes": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": ["selfsigned", "clusterissuer", "issuer"],
+                "description": "cert-manager issuer types accepted for the webhook.",
+            }
+        }
+    ),
+    remediation_steps=(
+        f"Keep webhook.enabled false, or set {PROJECT}:dra.webhook with tls.mode "
+        "cert-manager + certManager.issuerType (+ issuerName) or tls.mode secret + "
+        "tls.secret.name."
+    ),
+    url="https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu",
+    tags=["dra", "webhook"],
+)
+
+POLICIES: Final = (DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS)

@@ -1,0 +1,804 @@
+"""Shared helpers for the rule modules.
+
+Policies receive resource inputs as pulumi-policy proxies: ``Mapping``/``Sequence``
+wrappers that raise ``UnknownValueError`` when a value is not known during preview.
+Every rule first turns the proxy into plain data with :func:`plain`, which replaces
+unknown values by the :data:`UNKNOWN` marker, so that a rule can decide explicitly
+what an unknown value means (usually: skip that check) and never crashes.
+
+The module also knows the shapes the rules inspect: pod templates in every workload
+kind, node selectors and affinities, Kubernetes quantities, Helm chart resources,
+the ownership labels stamped by the program (see ``components.ownership``) and the
+ledger ConfigMap.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any, Final
+
+from pulumi_policy import PolicyResource, ResourceValidationArgs, StackValidationArgs
+from pulumi_policy.proxy import (
+    UNKNOWN_ARCHIVE_VALUE,
+    UNKNOWN_ARRAY_VALUE,
+    UNKNOWN_ASSET_VALUE,
+    UNKNOWN_BOOLEAN_VALUE,
+    UNKNOWN_NUMBER_VALUE,
+    UNKNOWN_OBJECT_VALUE,
+    UNKNOWN_STRING_VALUE,
+    UnknownValueError,
+)
+
+from components import ownership
+
+PROJECT: Final = ownership.PROJECT
+LABELS_NOTE: Final = (
+    "Labels are scheduling inputs, not a security boundary: also verify that no "
+    "other plugin or Operator publishes the same physical GPUs."
+)
+"""Appended to every ownership and targeting message (seed: "Choose one owner")."""
+
+CHART_TYPES: Final = frozenset({"kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart"})
+RELEASE_TYPE: Final = "kubernetes:helm.sh/v3:Release"
+HELM_TYPES: Final = CHART_TYPES | {RELEASE_TYPE}
+
+DEVICE_PLUGIN: Final[str] = ownership.OWNERS[0]
+DRA: Final[str] = ownership.OWNERS[1]
+GPU_OPERATOR: Final[str] = ownership.OWNERS[2]
+"""The owners, from the vocabulary (``device-plugin``, ``dra``, ``gpu-operator``)."""
+
+POD_SPEC_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
+    "Pod": ("spec",),
+    "PodTemplate": ("template", "spec"),
+    "Deployment": ("spec", "template", "spec"),
+    "DaemonSet": ("spec", "template", "spec"),
+    "StatefulSet": ("spec", "template", "spec"),
+    "ReplicaSet": ("spec", "template", "spec"),
+    "ReplicationController": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
+}
+"""Where each workload kind keeps its pod spec."""
+
+GPU_DISCOVERY_LABELS: Final = (
+    "feature.node.kubernetes.io/pci-10de.present",
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+    "feature.node.kubernetes.io/cpu-model.vendor_id",
+    "nvidia.com/gpu.present",
+)
+"""Labels of the charts' default GPU-discovery affinity (charts.md 2.1 and 3.1)."""
+
+CONFIG_MAP_TYPE: Final = "kubernetes:core/v1:ConfigMap"
+
+# --------------------------------------------------------------------------- unknowns
+
+
+class _Unknown:
+    """The type of :data:`UNKNOWN`: a value not known during preview."""
+
+    _instance: _Unknown | None = None
+
+    def __new__(cls) -> _Unknown:
+        """Return the one instance."""
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        """Render as in violation messages."""
+        return "<unknown during preview>"
+
+
+UNKNOWN: Final[_Unknown] = _Unknown()
+"""Marker for a value that is not known during preview."""
+
+_SENTINELS: Final = frozenset(
+    {
+        UNKNOWN_BOOLEAN_VALUE,
+        UNKNOWN_NUMBER_VALUE,
+        UNKNOWN_STRING_VALUE,
+        UNKNOWN_ARRAY_VALUE,
+        UNKNOWN_ASSET_VALUE,
+        UNKNOWN_ARCHIVE_VALUE,
+        UNKNOWN_OBJECT_VALUE,
+    }
+)
+
+
+def plain(value: Any) -> Any:
+    """Copy policy props into plain dicts/lists, replacing unknowns by UNKNOWN."""
+    if isinstance(value, str):
+        return UNKNOWN if value in _SENTINELS else value
+    if isinstance(value, Mapping):
+        result: dict[str, Any] = {}
+        for key in list(value):
+            try:
+                item = value[key]
+            except UnknownValueError:
+                result[str(key)] = UNKNOWN
+                continue
+            result[str(key)] = plain(item)
+        return result
+    if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+        items: list[Any] = []
+        for index in range(len(value)):
+            try:
+                item = value[index]
+            except UnknownValueError:
+                items.append(UNKNOWN)
+                continue
+            items.append(plain(item))
+        return items
+    return value
+
+
+def contains_unknown(value: Any) -> bool:
+    """Tell whether plain data holds an unknown value anywhere."""
+    if value is UNKNOWN:
+        return True
+    if isinstance(value, dict):
+        return any(contains_unknown(v) for v in value.values())
+    if isinstance(value, list):
+        return any(contains_unknown(v) for v in value)
+    return False
+
+
+# --------------------------------------------------------------------------- access
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """Return ``value`` if it is a dict, else an empty dict."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    """Return ``value`` if it is a list, else an empty list."""
+    return value if isinstance(value, list) else []
+
+
+def dig(value: Any, *path: str | int) -> Any:
+    """Follow ``path`` through dicts and lists: None if absent, UNKNOWN if unknown."""
+    for key in path:
+        if value is UNKNOWN:
+            return UNKNOWN
+        if isinstance(key, int):
+            if not isinstance(value, list) or not -len(value) <= key < len(value):
+                return None
+            value = value[key]
+        elif isinstance(value, dict):
+            value = value.get(key)
+        else:
+            return None
+    return value
+
+
+def as_bool(value: Any) -> bool | _Unknown | None:
+    """Read a Helm-style boolean: True/False, "true"/"false", None, or UNKNOWN."""
+    if isinstance(value, _Unknown):
+        return value
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.lower() in {"true", "false"}:
+        return value.lower() == "true"
+    return None
+
+
+def one_of(value: Any, options: Iterable[str]) -> bool:
+    """Tell whether ``value`` is one of the strings (never hashes a non-string)."""
+    return isinstance(value, str) and value in set(options)
+
+
+def string_map(value: Any) -> dict[str, str] | None:
+    """Return a dict of string keys and values, or None if it is not one."""
+    if not isinstance(value, dict):
+        return None
+    if not all(isinstance(v, str) for v in value.values()):
+        return None
+    return dict(value)
+
+
+def _integral(value: Any) -> Any:
+    """Turn integral floats back into ints (the engine sends every number as a float)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _integral(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_integral(v) for v in value]
+    return value
+
+
+def compact_json(value: Any) -> str:
+    """Render a value as the program does: compact JSON with sorted keys."""
+    return json.dumps(_integral(value), sort_keys=True, separators=(",", ":"), default=repr)
+
+
+def show(value: Any) -> str:
+    """Render an offending value for a message."""
+    if value is UNKNOWN:
+        return repr(UNKNOWN)
+    if isinstance(value, str):
+        return f"'{value}'"
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return compact_json(value)
+
+
+# --------------------------------------------------------------------------- config
+
+
+def config_int(config: Mapping[str, Any], key: str, default: int) -> int:
+    """Read an integer policy-config value (JSON numbers arrive as floats)."""
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return default
+    return int(value)
+
+
+def config_bool(config: Mapping[str, Any], key: str, default: bool) -> bool:
+    """Read a boolean policy-config value."""
+    value = config.get(key, default)
+    return value if isinstance(value, bool) else default
+
+
+def config_strings(config: Mapping[str, Any], key: str, default: Sequence[str]) -> tuple[str, ...]:
+    """Read a list-of-strings policy-config value."""
+    value = config.get(key)
+    if isinstance(value, Sequence) and not isinstance(value, str):
+        return tuple(str(v) for v in value)
+    return tuple(default)
+
+
+def config_mapping(config: Mapping[str, Any], key: str) -> dict[str, str]:
+    """Read a string-to-string policy-config value."""
+    value = config.get(key)
+    if isinstance(value, Mapping):
+        return {str(k): str(v) for k, v in value.items()}
+    return {}
+
+
+# --------------------------------------------------------------------------- resources
+
+
+@dataclass
+class Resource:
+    """One resource as a rule sees it: its type, names and plain props."""
+
+    resource_type: str
+    name: str
+    urn: str
+    props: dict[str, Any]
+    parent_urn: str | None = None
+
+    @classmethod
+    def from_args(cls, args: ResourceValidationArgs) -> Resource:
+        """Build from the arguments of a resource policy."""
+        return cls(
+            resource_type=args.resource_type,
+            name=args.name,
+            urn=args.urn,
+            props=as_dict(plain(args.props)),
+            parent_urn=getattr(args.opts, "parent", None) or None,
+        )
+
+    @classmethod
+    def from_stack(cls, resource: PolicyResource) -> Resource:
+        """Build from one resource of a stack policy."""
+        parent = resource.parent.urn if resource.parent is not None else None
+        if parent is None:
+            parent = getattr(resource.opts, "parent", None) or None
+        return cls(
+            resource_type=resource.resource_type,
+            name=resource.name,
+            urn=resource.urn,
+            props=as_dict(plain(resource.props)),
+            parent_urn=parent,
+        )
+
+    @property
+    def kind(self) -> str:
+        """The type token's last part: DaemonSet, Chart, Release..."""
+        return self.resource_type.rsplit(":", 1)[-1]
+
+    @property
+    def api_group_version(self) -> str:
+        """The type token's middle part, e.g. ``apps/v1`` or ``resource.k8s.io/v1``."""
+        parts = self.resource_type.split(":")
+        return parts[1] if len(parts) == 3 else ""
+
+    @property
+    def is_kubernetes(self) -> bool:
+        """Tell whether this is a Kubernetes provider resource."""
+        return self.resource_type.startswith("kubernetes:")
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The manifest's metadata, or an empty dict."""
+        return as_dict(self.props.get("metadata"))
+
+    @property
+    def labels(self) -> Any:
+        """The metadata labels (a dict, or UNKNOWN)."""
+        value = self.metadata.get("labels")
+        return value if value is UNKNOWN else as_dict(value)
+
+    @property
+    def annotations(self) -> Any:
+        """The metadata annotations (a dict, or UNKNOWN)."""
+        value = self.metadata.get("annotations")
+        return value if value is UNKNOWN else as_dict(value)
+
+    def label(self, key: str) -> Any:
+        """One label value: a string, None, or UNKNOWN."""
+        labels = self.labels
+        return UNKNOWN if labels is UNKNOWN else labels.get(key)
+
+    def annotation(self, key: str) -> Any:
+        """One annotation value: a string, None, or UNKNOWN."""
+        annotations = self.annotations
+        return UNKNOWN if annotations is UNKNOWN else annotations.get(key)
+
+    @property
+    def k8s_name(self) -> str | None:
+        """The manifest's ``namespace/name`` or ``name``, if known."""
+        name = self.metadata.get("name")
+        if not isinstance(name, str) or not name:
+            return None
+        namespace = self.metadata.get("namespace")
+        if isinstance(namespace, str) and namespace:
+            return f"{namespace}/{name}"
+        return name
+
+    @property
+    def describe(self) -> str:
+        """Name the object for a message: type token and name."""
+        return f"{self.resource_type} '{self.k8s_name or self.name}'"
+
+    @property
+    def owner(self) -> str | None:
+        """The ``eks-hybrid-gpu.io/owner`` label, if known."""
+        value = self.label(ownership.OWNER_LABEL)
+        return value if isinstance(value, str) else None
+
+    @property
+    def cohort(self) -> str | None:
+        """The ``eks-hybrid-gpu.io/cohort`` label, if known."""
+        value = self.label(ownership.COHORT_LABEL)
+        return value if isinstance(value, str) else None
+
+    def config_path(self, suffix: str, default: str) -> str:
+        """Return the stamped stack-config path plus ``suffix``, else ``default``."""
+        stamped = self.annotation(ownership.CONFIG_PATH_ANNOTATION)
+        if isinstance(stamped, str) and stamped:
+            return f"{stamped}{suffix}"
+        return default
+
+    @property
+    def stamped_selector(self) -> dict[str, str] | None:
+        """The cohort selector from the ``node-selector`` annotation, if readable."""
+        raw = self.annotation(ownership.SELECTOR_ANNOTATION)
+        if not isinstance(raw, str):
+            return None
+        try:
+            return string_map(json.loads(raw))
+        except ValueError:
+            return None
+
+    @property
+    def is_smoke_job(self) -> bool:
+        """Tell whether this is a smoke Job (label ``smoke-job: "true"``)."""
+        return self.kind == "Job" and self.label(ownership.SMOKE_JOB_LABEL) == "true"
+
+    @property
+    def is_ledger(self) -> bool:
+        """Tell whether this is the ledger ConfigMap."""
+        if self.resource_type != CONFIG_MAP_TYPE:
+            return False
+        if self.label(ownership.LEDGER_LABEL) == "true":
+            return True
+        return self.metadata.get("name") == ownership.LEDGER_NAME
+
+    # ---- Helm
+
+    @property
+    def is_helm(self) -> bool:
+        """Tell whether this is a Helm Chart or Release resource."""
+        return self.resource_type in HELM_TYPES
+
+    @property
+    def chart_owner(self) -> str | None:
+        """Which allocation owner this Helm resource installs, if any."""
+        if not self.is_helm:
+            return None
+        chart = self.props.get("chart")
+        return classify_chart(chart) if isinstance(chart, str) else None
+
+    @property
+    def values(self) -> Any:
+        """The Helm values (a dict, or UNKNOWN)."""
+        value = self.props.get("values")
+        return value if value is UNKNOWN else as_dict(value)
+
+    # ---- workloads
+
+    @property
+    def pod_spec(self) -> Any:
+        """The pod spec of a workload (a dict), UNKNOWN, or None."""
+        if not self.is_kubernetes:
+            return None
+        path = POD_SPEC_PATHS.get(self.kind)
+        if path is None:
+            return None
+        spec = dig(self.props, *path)
+        if spec is UNKNOWN:
+            return UNKNOWN
+        return spec if isinstance(spec, dict) else None
+
+
+def classify_chart(chart: str) -> str | None:
+    """Map a chart reference (name, repo/name, OCI URL, archive path) to its owner."""
+    base = chart.strip().rstrip("/").rsplit("/", 1)[-1]
+    base = re.sub(r"\.tgz$", "", base)
+    base = re.split(r"[:@]", base, maxsplit=1)[0]
+    base = re.sub(r"-v?\d+\.\d+\.\d+.*$", "", base)
+    if base == "nvidia-device-plugin":
+        return DEVICE_PLUGIN
+    if base in {"dra-driver-nvidia-gpu", "nvidia-dra-driver-gpu"}:
+        return DRA
+    if base == "gpu-operator":
+        return GPU_OPERATOR
+    return None
+
+
+CHART_VERSION_PATHS: Final[Mapping[str, str]] = {
+    DEVICE_PLUGIN: f"{PROJECT}:charts.devicePlugin.version",
+    DRA: f"{PROJECT}:charts.draDriver.version",
+    GPU_OPERATOR: f"{PROJECT}:charts.gpuOperator.version",
+}
+
+
+# --------------------------------------------------------------------------- pods
+
+
+@dataclass(frozen=True)
+class Container:
+    """One container of a pod spec, with where it sits."""
+
+    field_name: str
+    index: int
+    spec: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        """The container name, or its position when unnamed."""
+        name = self.spec.get("name")
+        if isinstance(name, str) and name:
+            return name
+        return f"{self.field_name}[{self.index}]"
+
+    @property
+    def requests(self) -> dict[str, Any]:
+        """``resources.requests``."""
+        return as_dict(dig(self.spec, "resources", "requests"))
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        """``resources.limits``."""
+        return as_dict(dig(self.spec, "resources", "limits"))
+
+    @property
+    def claims(self) -> list[Any]:
+        """``resources.claims`` (DRA)."""
+        return as_list(dig(self.spec, "resources", "claims"))
+
+    def resource_names(self) -> set[str]:
+        """Every resource name in requests or limits."""
+        return {str(k) for k in (*self.requests, *self.limits)}
+
+    @property
+    def env(self) -> list[dict[str, Any]]:
+        """The env entries that are dicts."""
+        return [e for e in as_list(self.spec.get("env")) if isinstance(e, dict)]
+
+
+def containers(pod: dict[str, Any]) -> list[Container]:
+    """Every init, regular and ephemeral container of a pod spec."""
+    result: list[Container] = []
+    for field_name in ("initContainers", "containers", "ephemeralContainers"):
+        for index, spec in enumerate(as_list(pod.get(field_name))):
+            if isinstance(spec, dict):
+                result.append(Container(field_name, index, spec))
+    return result
+
+
+def is_device_plugin_gpu(resource_name: str) -> bool:
+    """``nvidia.com/gpu*`` or ``nvidia.com/mig-*``: GPUs from the device plugin."""
+    return resource_name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
+
+
+def pod_claims(pod: dict[str, Any]) -> list[Any]:
+    """Return the pod's ``resourceClaims``."""
+    return as_list(pod.get("resourceClaims"))
+
+
+def pod_node_selector(pod: dict[str, Any]) -> Any:
+    """Return the pod's nodeSelector (dict), or UNKNOWN."""
+    value = pod.get("nodeSelector")
+    return UNKNOWN if value is UNKNOWN else as_dict(value)
+
+
+def required_node_terms(affinity: Any) -> Any:
+    """Return the required nodeAffinity terms (list), None if absent, or UNKNOWN."""
+    terms = dig(
+        affinity,
+        "nodeAffinity",
+        "requiredDuringSchedulingIgnoredDuringExecution",
+        "nodeSelectorTerms",
+    )
+    if terms is UNKNOWN:
+        return UNKNOWN
+    return terms if isinstance(terms, list) else None
+
+
+# --------------------------------------------------------------------------- selectors
+
+
+def selectors_overlap(first: Mapping[str, str], second: Mapping[str, str]) -> bool:
+    """Two equality selectors overlap unless some key has different values."""
+    return all(first[key] == second[key] for key in first.keys() & second.keys())
+
+
+def selector_confines(workload: Mapping[str, Any], cohort: Mapping[str, str]) -> bool:
+    """Tell whether a workload nodeSelector only admits nodes of the cohort."""
+    if not cohort:
+        return False
+    return all(workload.get(key) == value for key, value in cohort.items())
+
+
+# --------------------------------------------------------------------------- quantities
+
+_QUANTITY_RE: Final = re.compile(
+    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE](?P<exp>[+-]?\d+))?"
+    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
+)
+_SUFFIXES: Final[Mapping[str, Fraction]] = {
+    "": Fraction(1),
+    "n": Fraction(1, 10**9),
+    "u": Fraction(1, 10**6),
+    "m": Fraction(1, 1000),
+    "k": Fraction(10**3),
+    "M": Fraction(10**6),
+    "G": Fraction(10**9),
+    "T": Fraction(10**12),
+    "P": Fraction(10**15),
+    "E": Fraction(10**18),
+    "Ki": Fraction(2**10),
+    "Mi": Fraction(2**20),
+    "Gi": Fraction(2**30),
+    "Ti": Fraction(2**40),
+    "Pi": Fraction(2**50),
+    "Ei": Fraction(2**60),
+}
+
+
+def parse_quantity(value: Any) -> Fraction | None:
+    """Parse a Kubernetes quantity (number or string); None if it is not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return Fraction(value)
+    if isinstance(value, float):
+        if value != value or value in {float("inf"), float("-inf")}:
+            return None
+        return Fraction(value)
+    if not isinstance(value, str):
+        return None
+    match = _QUANTITY_RE.match(value.strip())
+    if match is None:
+        return None
+    number = Fraction(match["num"])
+    if match["exp"] is not None:
+        exponent = int(match["exp"])
+        if abs(exponent) > 30:
+            return None
+        number *= Fraction(10) ** exponent
+    return number * _SUFFIXES[match["suffix"] or ""]
+
+
+# --------------------------------------------------------------------------- stack view
+
+
+@dataclass
+class Installation:
+    """One GPU allocation owner installed by a Helm Chart or Release."""
+
+    owner: str
+    resource: Resource
+    children: list[Resource] = field(default_factory=list)
+
+    @property
+    def values(self) -> Any:
+        """The Helm values (dict) or UNKNOWN."""
+        return self.resource.values
+
+    def value(self, *path: str) -> Any:
+        """One Helm value: None if absent, UNKNOWN if unknown."""
+        return dig(self.values, *path)
+
+    @property
+    def cohorts(self) -> list[str]:
+        """The cohort labels stamped on the rendered children, sorted."""
+        return sorted({c.cohort for c in self.children if c.cohort})
+
+    @property
+    def sharing(self) -> str | None:
+        """The sharing annotation stamped on the rendered children, if any."""
+        for child in self.children:
+            value = child.annotation(ownership.SHARING_ANNOTATION)
+            if isinstance(value, str):
+                return value
+        return None
+
+    @property
+    def selector(self) -> Any:
+        """The cohort nodeSelector from the values (dict), None, or UNKNOWN."""
+        if self.owner == DEVICE_PLUGIN:
+            raw = self.value("nodeSelector")
+        elif self.owner == DRA:
+            raw = self.value("kubeletPlugin", "nodeSelector")
+        else:
+            return None
+        if raw is UNKNOWN or contains_unknown(raw):
+            return UNKNOWN
+        return string_map(raw) if raw is not None else {}
+
+    def config_path(self, suffix: str, default: str) -> str:
+        """Return the stack-config path stamped on a child, plus ``suffix``."""
+        for child in self.children:
+            stamped = child.annotation(ownership.CONFIG_PATH_ANNOTATION)
+            if isinstance(stamped, str) and stamped:
+                return f"{stamped}{suffix}"
+        return default
+
+    @property
+    def skips_crds(self) -> Any:
+        """The ``skipCrds`` input: True, False/None, or UNKNOWN."""
+        return as_bool(self.resource.props.get("skipCrds"))
+
+
+@dataclass
+class Ledger:
+    """The parsed ledger ConfigMap."""
+
+    resource: Resource
+    known: bool
+    error: str | None = None
+    cohorts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    operator_mode: Any = None
+
+
+@dataclass
+class StackView:
+    """All resources of a stack, with the GPU installations and the ledger found."""
+
+    resources: list[Resource]
+    by_urn: dict[str, Resource]
+
+    @classmethod
+    def from_args(cls, args: StackValidationArgs) -> StackView:
+        """Build from the arguments of a stack policy."""
+        resources = [Resource.from_stack(r) for r in args.resources]
+        return cls(resources, {r.urn: r for r in resources})
+
+    def ancestors(self, resource: Resource) -> Iterator[Resource]:
+        """Walk the parent chain."""
+        seen: set[str] = set()
+        urn = resource.parent_urn
+        while urn and urn in self.by_urn and urn not in seen:
+            seen.add(urn)
+            parent = self.by_urn[urn]
+            yield parent
+            urn = parent.parent_urn
+
+    def installation_urn(self, resource: Resource) -> str | None:
+        """Return the URN of the GPU Chart/Release that rendered a resource, if any."""
+        for parent in self.ancestors(resource):
+            if parent.chart_owner is not None:
+                return parent.urn
+        return None
+
+    def installations(self) -> list[Installation]:
+        """Every Helm resource that installs a GPU allocation owner."""
+        found: dict[str, Installation] = {}
+        for resource in self.resources:
+            owner = resource.chart_owner
+            if owner is not None:
+                found[resource.urn] = Installation(owner, resource)
+        for resource in self.resources:
+            urn = self.installation_urn(resource)
+            if urn is not None and urn in found:
+                found[urn].children.append(resource)
+        return list(found.values())
+
+    def by_owner(self, owner: str) -> list[Installation]:
+        """Return the installations of one owner."""
+        return [i for i in self.installations() if i.owner == owner]
+
+    def ledger(self) -> Ledger | None:
+        """Return the parsed ledger ConfigMap, if the stack has one."""
+        for resource in self.resources:
+            if resource.is_ledger:
+                return parse_ledger(resource)
+        return None
+
+    def workloads(self) -> Iterator[tuple[Resource, dict[str, Any]]]:
+        """Every resource with a known pod spec."""
+        for resource in self.resources:
+            pod = resource.pod_spec
+            if isinstance(pod, dict):
+                yield resource, pod
+
+
+def parse_ledger(resource: Resource) -> Ledger:
+    """Read ``data["ownership.json"]`` of the ledger ConfigMap."""
+    raw = dig(resource.props, "data", ownership.LEDGER_KEY)
+    if raw is UNKNOWN:
+        return Ledger(resource, known=False)
+    if not isinstance(raw, str):
+        return Ledger(resource, known=True, error="has no ownership.json key")
+    try:
+        document = json.loads(raw)
+    except ValueError as error:
+        return Ledger(resource, known=True, error=f"is not valid JSON ({error})")
+    if not isinstance(document, dict) or not isinstance(document.get("cohorts"), dict):
+        return Ledger(resource, known=True, error="has no 'cohorts' object")
+    cohorts = {str(name): entry for name, entry in document["cohorts"].items() if isinstance(entry, dict)}
+    return Ledger(
+        resource,
+        known=True,
+        cohorts=cohorts,
+        operator_mode=document.get("operatorMode"),
+    )
+
+
+def operator_mode(values: Any) -> Any:
+    """Return the GPU Operator mode from its values.
+
+    Returns ``cluster-policy``, ``gpu-cluster``, ``both``, None (no CR) or UNKNOWN.
+    ``clusterPolicy.deployCR`` defaults to true, ``gpuCluster.deployCR`` to false.
+    """
+    if values is UNKNOWN:
+        return UNKNOWN
+    cluster_policy = as_bool(dig(values, "clusterPolicy", "deployCR"))
+    gpu_cluster = as_bool(dig(values, "gpuCluster", "deployCR"))
+    if cluster_policy is UNKNOWN or gpu_cluster is UNKNOWN:
+        return UNKNOWN
+    cluster_policy_on = cluster_policy is not False
+    gpu_cluster_on = gpu_cluster is True
+    if cluster_policy_on and gpu_cluster_on:
+        return "both"
+    if gpu_cluster_on:
+        return "gpu-cluster"
+    if cluster_policy_on:
+        return "cluster-policy"
+    return None
+
+
+def cr_mode(resource: Resource) -> str | None:
+    """``cluster-policy``/``gpu-cluster`` for a rendered Operator CR object."""
+    if not resource.api_group_version.startswith("nvidia.com/"):
+        return None
+    if resource.kind == "ClusterPolicy":
+        return "cluster-policy"
+    if resource.kind == "GPUCluster":
+        return "gpu-cluster"
+    return None

@@ -1,0 +1,618 @@
+"""Ownership policies: one GPU allocation owner per node, one Operator CR per cluster.
+
+Seed: "Choose one allocation owner per GPU", "do not install duplicate allocation
+managers", "GPUCluster ... cannot coexist with ClusterPolicy", "Do not install an
+additional standalone DRA release for an Operator-managed deployment", "Do not deploy a
+second discovery controller". The CRD and NFD conflicts are listed in charts.md §5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any, Final
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from components import ownership as vocab
+from policy.rules.k8s import (
+    DEVICE_PLUGIN,
+    DRA,
+    GPU_OPERATOR,
+    LABELS_NOTE,
+    PROJECT,
+    UNKNOWN,
+    Installation,
+    Ledger,
+    Resource,
+    StackView,
+    as_bool,
+    as_dict,
+    compact_json,
+    cr_mode,
+    operator_mode,
+    pod_node_selector,
+    selectors_overlap,
+    show,
+    string_map,
+)
+
+COMPUTE_DOMAIN_CRDS: Final = (
+    "computedomains.resource.nvidia.com",
+    "computedomaincliques.resource.nvidia.com",
+)
+"""CRDs shipped by both the DRA chart and the GPU Operator chart (charts.md §5)."""
+
+_CRD_KIND: Final = "CustomResourceDefinition"
+
+
+def _cohort_path(name: str, suffix: str) -> str:
+    return f"{PROJECT}:cohorts[i]{suffix} (the entry of cohort '{name}')"
+
+
+# --------------------------------------------------------------------------- units
+
+
+@dataclass
+class _Unit:
+    """Everything the stack says about one cohort (or one unlabelled install)."""
+
+    key: str
+    cohort: str | None
+    owners: dict[str, list[str]] = field(default_factory=dict)
+    selectors: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    config_path: str | None = None
+    urn: str | None = None
+    installs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        if self.cohort is not None:
+            return f"cohort '{self.cohort}'"
+        return f"installation '{self.key}'"
+
+    def path(self, suffix: str) -> str:
+        if self.config_path is not None:
+            return f"{self.config_path}{suffix}"
+        return _cohort_path(self.cohort or self.key, suffix)
+
+    def add_owner(self, owner: str, source: str, urn: str | None) -> None:
+        self.owners.setdefault(owner, []).append(source)
+        if self.urn is None:
+            self.urn = urn
+
+
+def _units(view: StackView, ledger: Ledger | None) -> dict[str, _Unit]:
+    units: dict[str, _Unit] = {}
+
+    def unit(key: str, cohort: str | None) -> _Unit:
+        return units.setdefault(key, _Unit(key, cohort))
+
+    for resource in view.resources:
+        owner = resource.owner
+        if owner is None or resource.is_ledger:
+            continue
+        cohort = resource.cohort
+        key = cohort or view.installation_urn(resource) or resource.urn
+        current = unit(key, cohort)
+        current.add_owner(owner, resource.describe, resource.urn)
+        stamped = resource.annotation(vocab.CONFIG_PATH_ANNOTATION)
+        if current.config_path is None and isinstance(stamped, str) and stamped:
+            current.config_path = stamped
+        selector = resource.stamped_selector
+        if selector is not None:
+            current.selectors.append((selector, f"{resource.describe} ({vocab.SELECTOR_ANNOTATION})"))
+        pod = resource.pod_spec
+        if isinstance(pod, dict):
+            node_selector = string_map(pod_node_selector(pod))
+            if node_selector is not None:
+                current.selectors.append((node_selector, f"{resource.describe} (nodeSelector)"))
+
+    if ledger is not None and ledger.known:
+        for name, entry in ledger.cohorts.items():
+            current = unit(name, name)
+            owner = entry.get("owner")
+            if isinstance(owner, str):
+                current.add_owner(owner, ledger.resource.describe, None)
+            selector = string_map(entry.get("nodeSelector"))
+            if selector is not None:
+                current.selectors.append((selector, f"{ledger.resource.describe} (cohort '{name}')"))
+
+    for install in view.installations():
+        if install.owner == GPU_OPERATOR:
+            continue
+        selector = install.selector
+        keys = install.cohorts or _matching_cohorts(units, install.owner, selector)
+        for key in keys or [install.resource.urn]:
+            current = unit(key, key if keys else None)
+            current.add_owner(install.owner, install.resource.describe, None)
+            current.installs[install.resource.urn] = install.resource.describe
+            if isinstance(selector, dict):
+                where = _values_selector_key(install.owner)
+                current.selectors.append((selector, f"{install.resource.describe} (values {where})"))
+    return units
+
+
+def _matching_cohorts(units: dict[str, _Unit], owner: str, selector: Any) -> list[str]:
+    """Cohorts of ``owner`` with exactly this selector, for a Chart whose children are not visible."""
+    if not isinstance(selector, dict):
+        return []
+    return sorted(
+        u.key
+        for u in units.values()
+        if u.cohort is not None and owner in u.owners and any(s == selector for s, _ in u.selectors)
+    )
+
+
+def _values_selector_key(owner: str) -> str:
+    return "kubeletPlugin.nodeSelector" if owner == DRA else "nodeSelector"
+
+
+# --------------------------------------------------------------------------- checks
+
+
+def _summarize(sources: list[str]) -> str:
+    """Name the Helm installs of an owner, else its first two objects."""
+    unique = sorted(set(sources))
+    shown = [s for s in unique if ":helm.sh/" in s] or unique[:2]
+    rest = len(unique) - len(shown)
+    return ", ".join(shown) + (f" and {rest} more" if rest > 0 else "")
+
+
+def _check_cohort_owners(units: dict[str, _Unit], report: ReportViolation) -> None:
+    for current in units.values():
+        if len(current.installs) > 1:
+            message = (
+                f"{current.title} is installed by {len(current.installs)} Helm resources: "
+                f"{', '.join(sorted(current.installs.values()))}. Two allocators on the same nodes "
+                "advertise the same physical GPUs twice. Keep one install per cohort "
+                f"({current.path('')}). {LABELS_NOTE}"
+            )
+            report(message, sorted(current.installs)[1])
+        if len(current.owners) < 2:
+            continue
+        listing = "; ".join(f"{owner} ({_summarize(sources)})" for owner, sources in sorted(current.owners.items()))
+        message = (
+            f"{current.title} has {len(current.owners)} GPU allocation owners: "
+            f"{listing}. Two owners on one node advertise the same physical GPUs "
+            f"twice and over-admit workloads. Set {current.path('.owner')} to exactly "
+            f"one of {', '.join(sorted(current.owners))} and give the other owner its "
+            f"own cohort with a disjoint nodeSelector. {LABELS_NOTE}"
+        )
+        report(message, current.urn)
+
+
+def _check_disjoint(units: dict[str, _Unit], report: ReportViolation) -> None:
+    ordered = sorted(units.values(), key=lambda u: u.key)
+    for first, second in combinations(ordered, 2):
+        overlap = next(
+            ((a, b) for a in first.selectors for b in second.selectors if selectors_overlap(a[0], b[0])),
+            None,
+        )
+        if overlap is None:
+            continue
+        (selector_a, source_a), (selector_b, source_b) = overlap
+        owners_a = ", ".join(sorted(first.owners)) or "unknown owner"
+        owners_b = ", ".join(sorted(second.owners)) or "unknown owner"
+        message = (
+            f"{first.title} ({owners_a}, nodeSelector {compact_json(selector_a)} "
+            f"from {source_a}) and {second.title} ({owners_b}, nodeSelector "
+            f"{compact_json(selector_b)} from {source_b}) can select the same nodes: "
+            "no label key has different values in both selectors, so a node matching "
+            "both gets two allocation owners. Give the cohorts a key with different "
+            f"values (e.g. {vocab.DEFAULT_COHORT_LABEL_KEY}=device-plugin vs =dra) in "
+            f"{first.path('.nodeSelector')} and {second.path('.nodeSelector')}. "
+            f"{LABELS_NOTE}"
+        )
+        report(message, first.urn or second.urn)
+
+
+def _dra_workloads(view: StackView) -> list[Resource]:
+    return [
+        r
+        for r in view.resources
+        if r.owner == DRA and view.installation_urn(r) is None and r.kind in {"DaemonSet", "Deployment"}
+    ]
+
+
+def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> None:
+    plugins = [i.resource.describe for i in view.by_owner(DEVICE_PLUGIN)]
+    plugins += [
+        r.describe
+        for r in view.resources
+        if r.owner == DEVICE_PLUGIN and r.kind == "DaemonSet" and view.installation_urn(r) is None
+    ]
+    if not plugins:
+        return
+    for operator in view.by_owner(GPU_OPERATOR):
+        if operator.values is UNKNOWN:
+            continue
+        if operator_mode(operator.values) not in {"cluster-policy", "both"}:
+            continue
+        enabled = as_bool(operator.value("devicePlugin", "enabled"))
+        if enabled is False or enabled is UNKNOWN:
+            continue
+        message = (
+            f"{operator.resource.describe} deploys its own device plugin "
+            f"(devicePlugin.enabled is {show(operator.value('devicePlugin', 'enabled'))}"
+            f", default true) while the standalone device plugin {', '.join(plugins)} "
+            "also runs. ClusterPolicy operands are not restricted by the cohort "
+            "nodeSelector, so both plugins advertise nvidia.com/gpu on the same GPUs. "
+            "Set devicePlugin.enabled=false and gfd.enabled=false in the Operator "
+            f"values, or move the cohort to the Operator ({PROJECT}:cohorts[i].owner: "
+            f"gpu-operator). {LABELS_NOTE}"
+        )
+        report(message, operator.resource.urn)
+
+
+def _check_gpu_cluster_vs_dra(view: StackView, report: ReportViolation) -> None:
+    standalone = [i.resource.describe for i in view.by_owner(DRA)]
+    standalone += [r.describe for r in _dra_workloads(view)]
+    if not standalone:
+        return
+    sources = [
+        (o.resource.describe, o.resource.urn)
+        for o in view.by_owner(GPU_OPERATOR)
+        if operator_mode(o.values) in {"gpu-cluster", "both"}
+    ]
+    sources += [(r.describe, r.urn) for r in view.resources if cr_mode(r) == "gpu-cluster"]
+    for describe, urn in sources:
+        message = (
+            f"{describe} runs the GPU Operator in GPUCluster mode (gpuCluster.deployCR"
+            f"=true) while the standalone DRA driver {', '.join(standalone)} is also "
+            "installed. Both create the gpu.nvidia.com DeviceClasses and a DRA kubelet "
+            "plugin; the seed forbids an additional standalone DRA release for an "
+            f"Operator-managed deployment. Set {PROJECT}:operator.mode to "
+            f"cluster-policy, or remove the dra cohort ({PROJECT}:cohorts[i].owner). "
+            f"{LABELS_NOTE}"
+        )
+        report(message, urn)
+
+
+def _check_crd_owners(view: StackView, report: ReportViolation) -> None:
+    installs = view.installations()
+    for crd in COMPUTE_DOMAIN_CRDS:
+        providers: dict[str, str] = {}
+        for install in installs:
+            if install.owner not in {DRA, GPU_OPERATOR}:
+                continue
+            skip = install.skips_crds
+            if skip is UNKNOWN or skip is True:
+                continue
+            providers[install.resource.urn] = install.resource.describe
+        for resource in view.resources:
+            if resource.kind != _CRD_KIND or resource.metadata.get("name") != crd:
+                continue
+            urn = view.installation_urn(resource)
+            if urn is None:
+                providers[resource.urn] = resource.describe
+        if len(providers) < 2:
+            continue
+        schemas = ", and the two charts ship different schemas" if crd.startswith("computedomains.") else ""
+        message = (
+            f"CRD {crd} has {len(providers)} owners: "
+            f"{', '.join(sorted(providers.values()))}. CRDs are cluster-scoped, so the "
+            f"installs overwrite each other even on disjoint nodes{schemas}. Keep one "
+            "owner: set skipCrds: true on the "
+            "standalone DRA Chart when the GPU Operator owns the CRDs, or choose one "
+            f"owner in {PROJECT}:cohorts[i].owner."
+        )
+        report(message, sorted(providers)[0])
+
+
+def _nfd_providers(view: StackView) -> dict[str, str]:
+    providers: dict[str, str] = {}
+    for install in view.installations():
+        if install.values is UNKNOWN:
+            continue
+        nfd = as_bool(install.value("nfd", "enabled"))
+        if install.owner == DEVICE_PLUGIN:
+            gfd = as_bool(install.value("gfd", "enabled"))
+            enabled = nfd is True or (nfd is None and gfd is True)
+            detail = "nfd.enabled=true" if nfd is True else "gfd.enabled=true"
+        elif install.owner == GPU_OPERATOR:
+            enabled = nfd is True or nfd is None
+            detail = "nfd.enabled=true (default)" if nfd is None else "nfd.enabled=true"
+        else:
+            continue
+        if enabled:
+            providers[install.resource.urn] = f"{install.resource.describe} ({detail})"
+    for resource in view.resources:
+        chart = resource.props.get("chart") if resource.is_helm else None
+        if isinstance(chart, str) and "node-feature-discovery" in chart:
+            providers[resource.urn] = resource.describe
+    return providers
+
+
+def _check_nfd(view: StackView, report: ReportViolation) -> None:
+    providers = _nfd_providers(view)
+    if len(providers) < 2:
+        return
+    message = (
+        f"Node Feature Discovery has {len(providers)} owners: "
+        f"{', '.join(sorted(providers.values()))}. Two NFD installs fight over the "
+        "same node labels and CRDs; the seed says not to deploy a second discovery "
+        "controller. Set nfd.enabled=false explicitly on every chart that does not own "
+        "NFD (in the device plugin, gfd.enabled=true alone turns NFD on)."
+    )
+    report(message, sorted(providers)[0])
+
+
+def _check_ledger(
+    view: StackView,
+    ledger: Ledger | None,
+    require_ledger: bool,
+    report: ReportViolation,
+) -> None:
+    stamped = [r for r in view.resources if r.owner and r.cohort and not r.is_ledger]
+    installs = view.installations()
+    if ledger is None:
+        if require_ledger and (stamped or installs):
+            message = (
+                f"The stack installs GPU allocation owners but has no ledger ConfigMap "
+                f"'{vocab.LEDGER_NAME}' (label {vocab.LEDGER_LABEL}=true), so the "
+                "cohort -> owner map cannot be checked. Deploy the program's ledger, "
+                "or set requireLedger=false in this policy's config."
+            )
+            report(message, None)
+        return
+    if not ledger.known:
+        return
+    where = ledger.resource.describe
+    if ledger.error is not None:
+        message = (
+            f"{where} {ledger.error}: data['{vocab.LEDGER_KEY}'] must hold "
+            '{"cohorts": {...}, "operatorMode": ...}. Redeploy the ledger from the '
+            f"typed stack config ({PROJECT}:cohorts)."
+        )
+        report(message, ledger.resource.urn)
+        return
+    _check_ledger_rendered(stamped, ledger, report)
+    _check_ledger_owners(view, installs, ledger, report)
+
+
+def _check_ledger_rendered(stamped: list[Resource], ledger: Ledger, report: ReportViolation) -> None:
+    where = ledger.resource.describe
+    reported: set[tuple[str, str]] = set()
+    for resource in stamped:
+        cohort = resource.cohort or ""
+        entry = ledger.cohorts.get(cohort)
+        path = resource.config_path("", _cohort_path(cohort, ""))
+        problem: tuple[str, str] | None = None
+        if entry is None:
+            problem = ("missing", f"cohort '{cohort}' is not in {where}")
+        elif entry.get("owner") != resource.owner:
+            problem = (
+                "owner",
+                f"owner label {show(resource.owner)} disagrees with {where}, which "
+                f"records owner {show(entry.get('owner'))} for cohort '{cohort}'",
+            )
+        else:
+            selector = resource.stamped_selector
+            recorded = string_map(entry.get("nodeSelector"))
+            if selector is not None and recorded is not None and selector != recorded:
+                problem = (
+                    "selector",
+                    f"annotation {vocab.SELECTOR_ANNOTATION} {compact_json(selector)} "
+                    f"disagrees with {where}, which records nodeSelector "
+                    f"{compact_json(recorded)} for cohort '{cohort}'",
+                )
+            sharing = resource.annotation(vocab.SHARING_ANNOTATION)
+            recorded_sharing = entry.get("sharing")
+            if (
+                problem is None
+                and isinstance(sharing, str)
+                and isinstance(recorded_sharing, str)
+                and sharing != recorded_sharing
+            ):
+                problem = (
+                    "sharing",
+                    f"annotation {vocab.SHARING_ANNOTATION} {show(sharing)} disagrees "
+                    f"with {where}, which records sharing {show(recorded_sharing)} for "
+                    f"cohort '{cohort}'",
+                )
+        if problem is None or (cohort, problem[0]) in reported:
+            continue
+        reported.add((cohort, problem[0]))
+        message = (
+            f"{resource.describe}: {problem[1]}. The ledger must agree with what is "
+            f"rendered; redeploy both from {path} instead of editing either by hand. "
+            f"{LABELS_NOTE}"
+        )
+        report(message, resource.urn)
+
+
+def _check_ledger_owners(
+    view: StackView,
+    installs: list[Installation],
+    ledger: Ledger,
+    report: ReportViolation,
+) -> None:
+    where = ledger.resource.describe
+    rendered_owners = {r.owner for r in view.resources if r.owner}
+    rendered_owners |= {i.owner for i in installs}
+    operator_cohorts = []
+    for name, entry in sorted(ledger.cohorts.items()):
+        owner = entry.get("owner")
+        if owner == GPU_OPERATOR:
+            operator_cohorts.append(name)
+        if owner not in vocab.OWNERS:
+            message = (
+                f"{where} records owner {show(owner)} for cohort '{name}', which is "
+                f"not one of {', '.join(vocab.OWNERS)}. Set "
+                f"{_cohort_path(name, '.owner')} to a valid owner."
+            )
+            report(message, ledger.resource.urn)
+        elif owner not in rendered_owners:
+            message = (
+                f"{where} records owner '{owner}' for cohort '{name}', but nothing in "
+                "this stack installs that owner, so the ledger disagrees with what is "
+                f"rendered. Redeploy the ledger from {_cohort_path(name, '.owner')}."
+            )
+            report(message, ledger.resource.urn)
+    if len(operator_cohorts) > 1:
+        message = (
+            f"{where} records {len(operator_cohorts)} GPU Operator cohorts "
+            f"({', '.join(operator_cohorts)}); the Operator cannot be pinned to a cohort, "
+            "so a cluster has at most one Operator-owned cohort. Merge them or move "
+            f"the others to device-plugin/dra in {PROJECT}:cohorts[i].owner."
+        )
+        report(message, ledger.resource.urn)
+    operators = [i for i in installs if i.owner == GPU_OPERATOR]
+    recorded = ledger.operator_mode
+    for operator in operators:
+        mode = operator_mode(operator.values)
+        if mode is UNKNOWN or mode == "both":
+            continue
+        if recorded != mode:
+            message = (
+                f"{where} records operatorMode {show(recorded)} but "
+                f"{operator.resource.describe} renders {show(mode)}. Set "
+                f"{PROJECT}:operator.mode and redeploy both from the same config."
+            )
+            report(message, operator.resource.urn)
+    if not operators and recorded is not None:
+        message = (
+            f"{where} records operatorMode {show(recorded)} but this stack installs no "
+            f"GPU Operator. Remove {PROJECT}:operator.mode or install the Operator."
+        )
+        report(message, ledger.resource.urn)
+
+
+# --------------------------------------------------------------------------- policies
+
+
+def single_allocation_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse two owners for one cohort, overlapping cohorts and duplicate owners."""
+    view = StackView.from_args(args)
+    installs = view.installations()
+    stamped = [r for r in view.resources if r.owner]
+    if not installs and not stamped:
+        args.not_applicable("the stack installs no GPU allocation owner")
+        return
+    config = args.get_config()
+    require_ledger = config.get("requireLedger", True) is not False
+    ledger = view.ledger()
+    units = _units(view, ledger)
+    _check_cohort_owners(units, report_violation)
+    _check_disjoint(units, report_violation)
+    _check_operator_device_plugin(view, report_violation)
+    _check_gpu_cluster_vs_dra(view, report_violation)
+    _check_crd_owners(view, report_violation)
+    _check_nfd(view, report_violation)
+    _check_ledger(view, ledger, require_ledger, report_violation)
+
+
+def operator_cr_exclusive_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse ClusterPolicy and GPUCluster together, and two Operator installs."""
+    view = StackView.from_args(args)
+    operators = view.by_owner(GPU_OPERATOR)
+    crs = [r for r in view.resources if cr_mode(r) is not None]
+    if not operators and not crs:
+        args.not_applicable("the stack installs no GPU Operator")
+        return
+    modes: dict[str, list[str]] = {}
+    first_urn: dict[str, str] = {}
+    for operator in operators:
+        mode = operator_mode(operator.values)
+        values = as_dict(operator.values)
+        if mode == "both":
+            message = (
+                f"{operator.resource.describe} sets clusterPolicy.deployCR="
+                f"{show(_deploy_cr(values, 'clusterPolicy', default=True))} and "
+                f"gpuCluster.deployCR={show(_deploy_cr(values, 'gpuCluster'))}: "
+                "ClusterPolicy and GPUCluster cannot coexist (the chart fails with "
+                "'cannot both be true' and each controller refuses the other CR). Set "
+                f"{PROJECT}:operator.mode to exactly one of cluster-policy or "
+                "gpu-cluster."
+            )
+            report_violation(message, operator.resource.urn)
+            continue
+        if isinstance(mode, str):
+            modes.setdefault(mode, []).append(operator.resource.describe)
+            first_urn.setdefault(mode, operator.resource.urn)
+    for resource in crs:
+        mode = cr_mode(resource) or ""
+        modes.setdefault(mode, []).append(resource.describe)
+        first_urn.setdefault(mode, resource.urn)
+    if "cluster-policy" in modes and "gpu-cluster" in modes:
+        message = (
+            "ClusterPolicy ("
+            f"{', '.join(modes['cluster-policy'])}) and GPUCluster "
+            f"({', '.join(modes['gpu-cluster'])}) are both in this stack. GPUCluster "
+            "is a greenfield singleton that cannot coexist with ClusterPolicy, and a "
+            "leftover CR (resource-policy: keep) blocks the other mode until deleted. "
+            f"Set {PROJECT}:operator.mode to one mode and delete the other CR."
+        )
+        report_violation(message, first_urn["gpu-cluster"])
+    if len(operators) > 1:
+        message = (
+            f"{len(operators)} GPU Operator installs: "
+            f"{', '.join(o.resource.describe for o in operators)}. A cluster has at "
+            "most one Operator (one ClusterPolicy or one GPUCluster). Keep one "
+            f"release and set {PROJECT}:operator.mode for it."
+        )
+        report_violation(message, operators[1].resource.urn)
+
+
+def _deploy_cr(values: dict[str, Any], key: str, *, default: bool = False) -> Any:
+    raw = as_dict(values.get(key)).get("deployCR")
+    return default if raw is None else raw
+
+
+SINGLE_ALLOCATION_OWNER = StackValidationPolicy(
+    name="single-allocation-owner",
+    description=(
+        "Every GPU node cohort has exactly one allocation owner: device-plugin, DRA "
+        "and Operator selectors are disjoint, duplicate device plugins, DRA drivers, "
+        "compute-domain CRDs and NFD installs are refused, and the ledger agrees with "
+        "what is rendered."
+    ),
+    validate=single_allocation_owner_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "requireLedger": {
+                "type": "boolean",
+                "default": True,
+                "description": "Refuse a stack that installs GPU owners without the ledger ConfigMap.",
+            }
+        }
+    ),
+    remediation_steps=(
+        f"Give each cohort one owner in {PROJECT}:cohorts[i].owner and a nodeSelector "
+        f"({PROJECT}:cohorts[i].nodeSelector) with a label key whose value differs "
+        "from every other cohort; disable the Operator's device plugin/NFD when a "
+        "standalone owner runs; keep one owner of the compute-domain CRDs (skipCrds on "
+        "the non-owner). Labels are scheduling inputs, not a security boundary."
+    ),
+    url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
+    tags=["ownership", "gpu"],
+)
+
+OPERATOR_CR_EXCLUSIVE = StackValidationPolicy(
+    name="operator-cr-exclusive",
+    description=("A cluster runs at most one GPU Operator, with either a ClusterPolicy or a GPUCluster, never both."),
+    validate=operator_cr_exclusive_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    # Nothing to tune: only the enforcement level is configurable (never both CRs).
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        f"Set {PROJECT}:operator.mode to cluster-policy or gpu-cluster (never both "
+        "deployCR values true), install one Operator release, and delete a leftover CR "
+        "of the other mode by hand; there is no in-place migration."
+    ),
+    url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
+    tags=["ownership", "gpu-operator"],
+)
+
+POLICIES: Final = (SINGLE_ALLOCATION_OWNER, OPERATOR_CR_EXCLUSIVE)

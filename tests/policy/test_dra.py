@@ -1,0 +1,241 @@
+"""dra-api-current, dra-feature-gates-allowlisted and dra-webhook-needs-tls."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from policy.rules.dra import DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS
+
+from .conftest import DRA_CHART, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item
+
+pytestmark = pytest.mark.policy
+
+UNKNOWN_OBJECT = "dd056dcd-154b-4c76-9bd3-c8f88648b5ff"
+UNKNOWN_BOOL = "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7"
+
+
+def seed_objects(harness: Harness) -> list[dict[str, Any]]:
+    return harness.docs("seed-dra-objects.yaml")
+
+
+def template(harness: Harness) -> dict[str, Any]:
+    return harness.find("seed-dra-objects.yaml", "ResourceClaimTemplate", "single-large-gpu")
+
+
+def dra_chart(harness: Harness, **changes: Any) -> Item:
+    values = harness.values("dra-values.yaml")
+    values.update(changes)
+    return harness.helm("dra-chart", DRA_CHART, "0.5.0", values, namespace="gpu-dra-system")
+
+
+def check_chart(harness: Harness, policy: Any, chart: Item, config: dict[str, Any] | None = None) -> Any:
+    return harness.resource(policy, chart.resource_type, chart.props, name=chart.name, config=config)
+
+
+# --------------------------------------------------------------------------- API shapes
+
+
+def test_seed_dra_objects_are_current(harness: Harness) -> None:
+    for manifest in seed_objects(harness):
+        outcome = harness.manifest_check(DRA_API_CURRENT, manifest)
+        assert outcome.violations == []
+        assert outcome.not_applicable is None
+
+
+def test_rendered_chart_device_class_is_current(harness: Harness) -> None:
+    manifest = harness.find("dra-rendered.yaml", "DeviceClass", "gpu.nvidia.com")
+    assert harness.manifest_check(DRA_API_CURRENT, manifest).violations == []
+
+
+def test_old_api_version(harness: Harness) -> None:
+    manifest = harness.find("seed-dra-objects.yaml", "DeviceClass", "hybrid-full-gpu")
+    manifest["apiVersion"] = "resource.k8s.io/v1beta1"
+    assert harness.manifest_check(DRA_API_CURRENT, manifest).one() == (
+        "kubernetes:resource.k8s.io/v1beta1:DeviceClass 'hybrid-full-gpu': uses resource.k8s.io/v1beta1, not "
+        "resource.k8s.io/v1: the former alpha/beta shapes are not drop-in manifests for current clusters. Write "
+        "it for resource.k8s.io/v1 (eks-hybrid-gpu:dra)."
+    )
+
+
+def test_suitable_nodes(harness: Harness) -> None:
+    manifest = harness.find("seed-dra-objects.yaml", "DeviceClass", "hybrid-large-gpu")
+    manifest["spec"]["suitableNodes"] = {"nodeSelectorTerms": []}
+    message = harness.manifest_check(DRA_API_CURRENT, manifest).one()
+    assert message.startswith(
+        "kubernetes:resource.k8s.io/v1:DeviceClass 'hybrid-large-gpu': spec.suitableNodes is "
+        '{"nodeSelectorTerms":[]}, but DeviceClass has no suitableNodes field in this API'
+    )
+
+
+def test_request_without_exactly(harness: Harness) -> None:
+    manifest = template(harness)
+    request = manifest["spec"]["spec"]["devices"]["requests"][0]
+    request.update(request.pop("exactly"))
+    message = harness.manifest_check(DRA_API_CURRENT, manifest).one()
+    assert message.startswith(
+        "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate 'ai-workloads/single-large-gpu': "
+        'spec.spec.devices.requests[0] ({"allocationMode":"ExactCount","count":1,'
+        '"deviceClassName":"hybrid-large-gpu","name":"gpu"}) has no \'exactly\' block'
+    )
+
+
+def test_legacy_fields_beside_exactly_and_alpha_claim(harness: Harness) -> None:
+    claim = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "claim", "namespace": "ai-workloads"},
+        "spec": {
+            "resourceClassName": "gpu.nvidia.com",
+            "devices": {"requests": [{"name": "gpu", "count": 1, "exactly": {"deviceClassName": "x"}}]},
+        },
+        "status": {"allocation": {"resourceHandles": [{"driverName": "gpu.nvidia.com"}]}},
+    }
+    messages = harness.manifest_check(DRA_API_CURRENT, claim).messages
+    assert any("spec.devices.requests[0] sets count directly on the request" in m for m in messages)
+    assert any("spec.resourceClassName is the Kubernetes 1.31 alpha claim shape" in m for m in messages)
+    assert any("status.allocation.resourceHandles is the old resourceHandles shape" in m for m in messages)
+
+
+def test_pod_claim_source_wrapper(harness: Harness) -> None:
+    job = harness.find("seed-smoke-jobs.yaml", "Job", "hybrid-gpu-dra-smoke")
+    spec = job["spec"]["template"]["spec"]
+    assert harness.manifest_check(DRA_API_CURRENT, job).violations == []
+    spec["resourceClaims"] = [{"name": "gpu-resource", "source": {"resourceClaimTemplateName": "single-large-gpu"}}]
+    assert harness.manifest_check(DRA_API_CURRENT, job).one() == (
+        "kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-dra-smoke': pod resourceClaims[0] wraps its reference in "
+        '\'source\' ({"resourceClaimTemplateName":"single-large-gpu"}); Pod claims refer directly to '
+        "resourceClaimTemplateName or resourceClaimName. Write it for resource.k8s.io/v1 (the manifest of "
+        "kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-dra-smoke')."
+    )
+
+
+def test_chart_resource_api_version(harness: Harness) -> None:
+    assert check_chart(harness, DRA_API_CURRENT, dra_chart(harness)).violations == []
+    chart = dra_chart(harness, resourceApiVersion="resource.k8s.io/v1beta1")
+    message = check_chart(harness, DRA_API_CURRENT, chart).one()
+    assert message.startswith(
+        "kubernetes:helm.sh/v4:Chart 'dra-chart': values resourceApiVersion is 'resource.k8s.io/v1beta1'"
+    )
+
+
+def test_api_unknowns_do_not_crash(harness: Harness) -> None:
+    manifest = template(harness)
+    manifest["spec"] = UNKNOWN_OBJECT
+    assert harness.manifest_check(DRA_API_CURRENT, manifest).violations == []
+    chart = dra_chart(harness)
+    chart.props["values"] = UNKNOWN_OBJECT
+    assert check_chart(harness, DRA_API_CURRENT, chart).not_applicable == "the chart values are unknown during preview"
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-system"}}
+    assert harness.manifest_check(DRA_API_CURRENT, namespace).not_applicable == (
+        "not a DRA object, DRA chart or pod template"
+    )
+
+
+# --------------------------------------------------------------------------- feature gates
+
+
+def test_seed_feature_gates_pass(harness: Harness) -> None:
+    outcome = check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, dra_chart(harness))
+    assert outcome.violations == []
+    assert outcome.not_applicable is None
+
+
+def test_enabled_gate_is_refused_unless_allow_listed(harness: Harness) -> None:
+    chart = dra_chart(harness, featureGates={"DynamicMIG": True, "MPSSupport": False})
+    assert check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart).one() == (
+        "kubernetes:helm.sh/v4:Chart 'dra-chart': values featureGates enables DynamicMIG (DynamicMIG=true). Only "
+        "full-GPU and existing-MIG allocation are GA; DynamicMIG, MPS, time-slicing settings, NVML health checks "
+        "and similar gates are Alpha/Beta, and the seed says not to enable gates to make a demo start. Remove it "
+        "from eks-hybrid-gpu:dra.featureGates, or add 'DynamicMIG' to this policy's allowedFeatureGates after a "
+        "review."
+    )
+    config = {"allowedFeatureGates": ["DynamicMIG"]}
+    assert check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart, config).violations == []
+
+
+def test_operator_dra_driver_gates(harness: Harness) -> None:
+    values = harness.values("operator-gpu-cluster-values.yaml")
+    values["draDriver"]["featureGates"] = {"NVMLDeviceHealthCheck": "true"}
+    release = harness.operator("gpu-cluster", values)
+    message = check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, release).one()
+    assert message.startswith(
+        "kubernetes:helm.sh/v3:Release 'gpu-operator-release': values draDriver.featureGates enables "
+        "NVMLDeviceHealthCheck (NVMLDeviceHealthCheck='true')."
+    )
+
+
+def test_rendered_feature_gates_env(harness: Harness) -> None:
+    daemonset = harness.stamp(harness.find("dra-rendered.yaml", "DaemonSet", DRA_DAEMONSET), "dra", "dra", DRA_SELECTOR)
+    assert harness.manifest_check(DRA_FEATURE_GATES_ALLOWLISTED, daemonset).violations == []
+    gated = copy.deepcopy(daemonset)
+    env = gated["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.append({"name": "FEATURE_GATES", "value": "MPSSupport=true,TimeSlicingSettings=false,"})
+    message = harness.manifest_check(DRA_FEATURE_GATES_ALLOWLISTED, gated).one()
+    assert message.startswith(
+        "kubernetes:apps/v1:DaemonSet 'gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin': container 'gpus' env "
+        "FEATURE_GATES enables MPSSupport (MPSSupport='true')."
+    )
+
+
+def test_gate_unknowns(harness: Harness) -> None:
+    chart = dra_chart(harness, featureGates=UNKNOWN_OBJECT)
+    outcome = check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart)
+    assert outcome.not_applicable == "the feature gates are unknown during preview"
+    chart = dra_chart(harness, featureGates={"DynamicMIG": UNKNOWN_BOOL})
+    assert check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart).violations == []
+
+
+# --------------------------------------------------------------------------- webhook
+
+
+def test_seed_webhook_disabled_passes(harness: Harness) -> None:
+    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, dra_chart(harness)).violations == []
+
+
+def test_webhook_without_tls(harness: Harness) -> None:
+    chart = dra_chart(harness, webhook={"enabled": True})
+    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart).one() == (
+        "kubernetes:helm.sh/v4:Chart 'dra-chart': values webhook.enabled is true but webhook.tls.mode is null "
+        "(expected cert-manager or secret). The webhook uses failurePolicy: Fail, so without reachable endpoints "
+        "and validated TLS every DRA admission fails. Set eks-hybrid-gpu:dra.webhook to tls.mode cert-manager with "
+        "certManager.issuerType (and issuerName for clusterissuer/issuer; cert-manager CRDs installed) or tls.mode "
+        "secret with tls.secret.name, or keep the webhook disabled."
+    )
+
+
+@pytest.mark.parametrize(
+    ("tls", "fragment"),
+    [
+        ({"mode": "cert-manager", "certManager": {"issuerType": "selfsigned"}}, None),
+        ({"mode": "cert-manager", "certManager": {"issuerType": "clusterissuer", "issuerName": "ca"}}, None),
+        ({"mode": "secret", "secret": {"name": "dra-webhook-tls", "caBundle": "LS0t"}}, None),
+        ({"mode": "cert-manager"}, "webhook.tls.mode is cert-manager with certManager.issuerType null"),
+        (
+            {"mode": "cert-manager", "certManager": {"issuerType": "issuer"}},
+            "webhook.tls.certManager.issuerType is 'issuer' but issuerName is null",
+        ),
+        ({"mode": "secret", "secret": {}}, "webhook.tls.mode is secret but tls.secret.name is null"),
+        ({"mode": "none"}, "webhook.tls.mode is 'none' (expected cert-manager or secret)"),
+    ],
+)
+def test_webhook_tls_modes(harness: Harness, tls: dict[str, Any], fragment: str | None) -> None:
+    chart = dra_chart(harness, webhook={"enabled": True, "tls": tls})
+    outcome = check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart)
+    if fragment is None:
+        assert outcome.violations == []
+    else:
+        assert fragment in outcome.one()
+
+
+def test_webhook_unknowns_and_other_charts(harness: Harness) -> None:
+    chart = dra_chart(harness, webhook={"enabled": UNKNOWN_BOOL})
+    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart).not_applicable == (
+        "the webhook values are unknown during preview"
+    )
+    chart = dra_chart(harness, webhook={"enabled": True, "tls": UNKNOWN_OBJECT})
+    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart).violations == []
+    release = harness.operator("gpu-cluster")
+    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, release).not_applicable == "not a DRA driver chart"

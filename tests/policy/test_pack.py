@@ -1,0 +1,257 @@
+"""The pack as a whole: names, default levels, metadata, entry points, real analyzer."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import runpy
+import stat
+import subprocess
+import sys
+from typing import Any
+
+import grpc
+import pytest
+import yaml
+from google.protobuf import empty_pb2, struct_pb2
+from pulumi.runtime import proto
+from pulumi.runtime.proto import analyzer_pb2_grpc
+from pulumi_policy import EnforcementLevel, PolicyConfigSchema, StackValidationPolicy
+from pulumi_policy.policy import _PolicyAnalyzerServicer
+
+import policy.pack
+from policy.pack import PACK_NAME, build_policies
+
+from .conftest import ROOT, Harness
+
+pytestmark = pytest.mark.policy
+
+MANDATORY = EnforcementLevel.MANDATORY
+ADVISORY = EnforcementLevel.ADVISORY
+
+EXPECTED_LEVELS = {
+    "single-allocation-owner": MANDATORY,
+    "operator-cr-exclusive": MANDATORY,
+    "no-auto-mode-targeting": MANDATORY,
+    "gpu-discovery-affinity-kept": MANDATORY,
+    "smoke-job-hardened": MANDATORY,
+    "gpu-request-shape": MANDATORY,
+    "no-visible-devices-override": MANDATORY,
+    "no-dual-allocation": MANDATORY,
+    "shared-gpu-resource-name": MANDATORY,
+    "mig-strategy-consistent": MANDATORY,
+    "dra-api-current": MANDATORY,
+    "dra-feature-gates-allowlisted": MANDATORY,
+    "dra-webhook-needs-tls": MANDATORY,
+    "driver-ownership-consistent": MANDATORY,
+    "driver-verification-declared": ADVISORY,
+    "chart-version-pinned": MANDATORY,
+    "operator-hooks-kept": MANDATORY,
+}
+STACK_POLICIES = {
+    "single-allocation-owner",
+    "operator-cr-exclusive",
+    "shared-gpu-resource-name",
+    "mig-strategy-consistent",
+    "driver-ownership-consistent",
+    "driver-verification-declared",
+}
+
+
+def test_policy_names_and_default_levels() -> None:
+    policies = build_policies()
+    names = [p.name for p in policies]
+    assert len(names) == len(set(names))
+    assert {p.name: p.enforcement_level for p in policies} == EXPECTED_LEVELS
+    assert {p.name for p in policies if isinstance(p, StackValidationPolicy)} == STACK_POLICIES
+
+
+@pytest.mark.parametrize("policy", build_policies(), ids=lambda p: p.name)
+def test_policy_metadata(policy: Any) -> None:
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", policy.name)
+    description = policy.description
+    assert description.endswith(".")
+    assert ". " not in description, "the description is one sentence"
+    assert policy.remediation_steps
+    assert "eks-hybrid-gpu:" in policy.remediation_steps or policy.name == "operator-hooks-kept"
+    assert policy.url.startswith("https://")
+    assert policy.severity is not None
+    assert isinstance(policy.config_schema, PolicyConfigSchema)
+    assert "enforcementLevel" not in policy.config_schema.properties
+
+
+def test_main_puts_repo_root_first_and_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    monkeypatch.setattr(policy.pack, "serve", lambda: calls.append(list(sys.path)))
+    monkeypatch.setattr(sys, "path", [str(ROOT / "policy"), *sys.path])
+    runpy.run_path(str(ROOT / "policy" / "__main__.py"), run_name="__main__")
+    assert len(calls) == 1
+    assert calls[0][0] == str(ROOT)
+
+
+def test_serve_builds_the_named_pack(monkeypatch: pytest.MonkeyPatch) -> None:
+    built: dict[str, Any] = {}
+
+    def fake_pack(**kwargs: Any) -> None:
+        built.update(kwargs)
+
+    monkeypatch.setattr(policy.pack, "PolicyPack", fake_pack)
+    policy.pack.serve()
+    assert built["name"] == PACK_NAME == "eks-hybrid-gpu"
+    assert [p.name for p in built["policies"]] == list(EXPECTED_LEVELS)
+
+
+def test_pulumi_policy_yaml_and_requirements() -> None:
+    manifest = yaml.safe_load((ROOT / "policy" / "PulumiPolicy.yaml").read_text())
+    assert manifest["runtime"] == "python"
+    requirements = (ROOT / "policy" / "requirements.txt").read_text().splitlines()
+    assert "pulumi-policy==1.21.0" in requirements
+    assert "pulumi==3.272.0" in requirements
+
+
+def test_analyzer_script_is_an_executable_posix_shell_launcher() -> None:
+    script = ROOT / "policy" / "analyzer"
+    assert script.stat().st_mode & stat.S_IXUSR
+    text = script.read_text()
+    assert text.startswith("#!/bin/sh\n")
+    assert 'exec "${PULUMI_PYTHON_CMD:-python3}" -u -m pulumi.policy "$1" "$(dirname "$0")"' in text
+
+
+def test_readme_documents_every_policy_with_its_level() -> None:
+    readme = (ROOT / "policy" / "README.md").read_text()
+    for name, level in EXPECTED_LEVELS.items():
+        row = next((line for line in readme.splitlines() if line.startswith(f"| `{name}`")), None)
+        assert row is not None, name
+        assert f"| {level.value} |" in row, name
+    example = re.search(r"```json\n(.*?)```", readme, re.DOTALL)
+    assert example is not None
+    config = json.loads(example.group(1))
+    assert set(config) <= set(EXPECTED_LEVELS)
+    assert "--policy-pack policy/analyzer" in readme
+    assert "--policy-pack policy" in readme
+
+
+def test_workflow_previews_every_stack_with_the_pack() -> None:
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "policy-preview.yml").read_text())
+    triggers = workflow.get("on", workflow.get(True))
+    assert "pull_request" in triggers
+    steps = [s for job in workflow["jobs"].values() for s in job.get("steps", [])]
+    pulumi = [s for s in steps if str(s.get("uses", "")).startswith("pulumi/actions@v6")]
+    assert pulumi
+    assert pulumi[0]["with"]["command"] == "preview"
+    assert pulumi[0]["with"]["policyPacks"] == "policy"
+    assert str(pulumi[0]["with"]["comment-on-pr"]).lower() == "true"
+    text = (ROOT / ".github" / "workflows" / "policy-preview.yml").read_text()
+    assert "stacks/Pulumi.*.yaml" in text
+
+
+# --------------------------------------------------------------------------- the analyzer
+
+
+def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    struct = struct_pb2.Struct()
+    struct.update(value)
+    return struct
+
+
+def _servicer() -> Any:
+    return _PolicyAnalyzerServicer(PACK_NAME, "0.1.0", build_policies(), ADVISORY)
+
+
+def _tagged_job(harness: Harness) -> dict[str, Any]:
+    job = harness.find("seed-smoke-jobs.yaml", "Job", "hybrid-gpu-plugin-smoke")
+    job["metadata"]["labels"] = {"eks-hybrid-gpu.io/smoke-job": "true"}
+    return job
+
+
+def test_real_analyzer_reports_with_default_level(harness: Harness) -> None:
+    servicer = _servicer()
+    job = _tagged_job(harness)
+    request = proto.AnalyzeRequest(type="kubernetes:batch/v1:Job", properties=_struct(job), urn="urn:x", name="smoke")
+    response = servicer.Analyze(request, None)
+    diagnostics = [d for d in response.diagnostics if d.policyName == "smoke-job-hardened"]
+    assert len(diagnostics) == 1
+    assert diagnostics[0].enforcementLevel == proto.MANDATORY
+    assert diagnostics[0].message.startswith(diagnostics[0].description + "\n")
+    assert "not pinned by an @sha256: digest" in diagnostics[0].message
+    not_applicable = {n.policy_name for n in response.not_applicable}
+    assert "chart-version-pinned" in not_applicable
+
+
+def test_pack_config_overrides_enforcement_level_and_thresholds(harness: Harness) -> None:
+    servicer = _servicer()
+    config = {
+        "smoke-job-hardened": proto.PolicyConfig(enforcementLevel=proto.ADVISORY),
+        "gpu-request-shape": proto.PolicyConfig(enforcementLevel=proto.DISABLED),
+    }
+    servicer.Configure(proto.ConfigureAnalyzerRequest(policyConfig=config), None)
+    job = _tagged_job(harness)
+    job["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 2
+    request = proto.AnalyzeRequest(type="kubernetes:batch/v1:Job", properties=_struct(job), urn="urn:x", name="smoke")
+    response = servicer.Analyze(request, None)
+    by_policy = {d.policyName: d for d in response.diagnostics}
+    assert by_policy["smoke-job-hardened"].enforcementLevel == proto.ADVISORY
+    assert "gpu-request-shape" not in by_policy
+
+
+def test_analyzer_info_lists_levels_and_schemas() -> None:
+    info = _servicer().GetAnalyzerInfo(None, None)
+    levels = {p.name: p.enforcementLevel for p in info.policies}
+    assert levels["driver-verification-declared"] == proto.ADVISORY
+    assert levels["single-allocation-owner"] == proto.MANDATORY
+    schemas = {p.name: p.configSchema for p in info.policies}
+    assert "maxActiveDeadlineSeconds" in schemas["smoke-job-hardened"].properties
+    assert "allowedFeatureGates" in schemas["dra-feature-gates-allowlisted"].properties
+
+
+def test_real_analyzer_survives_unknowns_in_a_stack() -> None:
+    servicer = _servicer()
+    unknown = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+    resources = [
+        proto.AnalyzerResource(
+            type="kubernetes:helm.sh/v4:Chart",
+            properties=_struct({"chart": "nvidia-device-plugin", "version": "0.20.0", "values": unknown}),
+            urn="urn:chart",
+            name="dp",
+        ),
+        proto.AnalyzerResource(
+            type="kubernetes:core/v1:ConfigMap",
+            properties=_struct({"metadata": {"name": "gpu-allocation-ledger"}, "data": unknown}),
+            urn="urn:ledger",
+            name="ledger",
+        ),
+    ]
+    response = servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=resources), None)
+    assert not [d for d in response.diagnostics if "can't run policy" in d.message]
+
+
+def test_analyzer_script_serves_the_pack_over_grpc(harness: Harness, tmp_path: Any) -> None:
+    """Start policy/analyzer like the CLI does (engine address first) and talk to it over gRPC."""
+    environment = {**os.environ, "PULUMI_PYTHON_CMD": sys.executable}
+    process = subprocess.Popen(
+        [str(ROOT / "policy" / "analyzer"), "127.0.0.1:1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=environment,
+        cwd=tmp_path,
+    )
+    try:
+        assert process.stdout is not None
+        port = int(process.stdout.readline().decode().strip())
+        stub = analyzer_pb2_grpc.AnalyzerStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        info = stub.GetAnalyzerInfo(empty_pb2.Empty(), timeout=30)
+        assert info.name == PACK_NAME
+        assert [p.name for p in info.policies] == list(EXPECTED_LEVELS)
+        request = proto.AnalyzeRequest(
+            type="kubernetes:batch/v1:Job", properties=_struct(_tagged_job(harness)), urn="urn:x", name="smoke"
+        )
+        response = stub.Analyze(request, timeout=30)
+        assert {d.policyName for d in response.diagnostics} == {"smoke-job-hardened"}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        if process.stdout is not None:
+            process.stdout.close()
+        if process.stderr is not None:
+            process.stderr.close()

@@ -1,0 +1,555 @@
+"""Workload policies: smoke Jobs, GPU request shape, env overrides, dual allocation, sharing, MIG."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from policy.rules.workloads import (
+    GPU_REQUEST_SHAPE,
+    MIG_PROFILES,
+    MIG_STRATEGY_CONSISTENT,
+    NO_DUAL_ALLOCATION,
+    NO_VISIBLE_DEVICES_OVERRIDE,
+    SHARED_GPU_RESOURCE_NAME,
+    SMOKE_JOB_HARDENED,
+    normalize_gpu_model,
+    normalize_profile,
+)
+
+from .conftest import DP_DAEMONSET, DP_SELECTOR, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item
+
+pytestmark = pytest.mark.policy
+
+UNKNOWN_STRING = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+UNKNOWN_OBJECT = "dd056dcd-154b-4c76-9bd3-c8f88648b5ff"
+DIGEST = "registry.example.com/approved/gpu-smoke@sha256:" + "a" * 64
+PLUGIN_JOB = "hybrid-gpu-plugin-smoke"
+DRA_JOB = "hybrid-gpu-dra-smoke"
+
+
+def job(harness: Harness, name: str = PLUGIN_JOB, *, approved: str = "false", digest: bool = True) -> dict[str, Any]:
+    """A seed smoke Job as the program renders it: stamped, labelled, image pinned by digest."""
+    owner, selector = ("device-plugin", DP_SELECTOR) if name == PLUGIN_JOB else ("dra", DRA_SELECTOR)
+    manifest = harness.stamp(harness.find("seed-smoke-jobs.yaml", "Job", name), owner, "plugin", selector)
+    manifest["metadata"]["labels"]["eks-hybrid-gpu.io/smoke-job"] = "true"
+    manifest["metadata"]["annotations"]["eks-hybrid-gpu.io/approved-to-run"] = approved
+    if digest:
+        manifest["spec"]["template"]["spec"]["containers"][0]["image"] = DIGEST
+    return manifest
+
+
+def pod(manifest: dict[str, Any]) -> dict[str, Any]:
+    spec: dict[str, Any] = manifest["spec"]["template"]["spec"]
+    return spec
+
+
+def container(manifest: dict[str, Any]) -> dict[str, Any]:
+    first: dict[str, Any] = pod(manifest)["containers"][0]
+    return first
+
+
+# --------------------------------------------------------------------------- smoke Jobs
+
+
+@pytest.mark.parametrize("name", [PLUGIN_JOB, DRA_JOB])
+def test_seed_smoke_jobs_with_a_digest_pass(harness: Harness, name: str) -> None:
+    outcome = harness.manifest_check(SMOKE_JOB_HARDENED, job(harness, name))
+    assert outcome.violations == []
+    assert outcome.not_applicable is None
+
+
+def test_approved_job_may_run(harness: Harness) -> None:
+    manifest = job(harness, approved="true")
+    manifest["spec"]["suspend"] = False
+    assert harness.manifest_check(SMOKE_JOB_HARDENED, manifest).violations == []
+
+
+def test_seed_placeholder_image_is_refused(harness: Harness) -> None:
+    manifest = job(harness, digest=False)
+    assert harness.manifest_check(SMOKE_JOB_HARDENED, manifest).one() == (
+        "kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke': container 'gpu-check' image is "
+        "'registry.example.invalid/approved/gpu-smoke:replace-with-approved-digest', not pinned by an @sha256: "
+        "digest, so the tested image can change under the same tag. Set eks-hybrid-gpu:smokeJobs.image to an "
+        "approved image@sha256:<64 hex> reference."
+    )
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def mutate(manifest: dict[str, Any]) -> None:
+        target = manifest
+        keys = path.split(".")
+        for key in keys[:-1]:
+            target = target[int(key)] if isinstance(target, list) else target.setdefault(key, {})
+        if value is _DELETE:
+            del target[keys[-1]]
+        else:
+            target[keys[-1]] = value
+
+    return mutate
+
+
+_DELETE = object()
+POD = "spec.template.spec"
+CTR = f"{POD}.containers.0"
+
+
+@pytest.mark.parametrize(
+    ("mutate", "fragment"),
+    [
+        (
+            _set("spec.suspend", False),
+            "spec.suspend is false (absent means false) but annotation eks-hybrid-gpu.io/approved-to-run is "
+            "'false', so the Job starts GPU work nobody approved. Keep spec.suspend: true, or approve exactly this "
+            "cohort in eks-hybrid-gpu:smokeJobs.approvedCohort.",
+        ),
+        (_set("spec.suspend", _DELETE), "spec.suspend is null (absent means false)"),
+        (
+            _set("spec.activeDeadlineSeconds", 3600),
+            "spec.activeDeadlineSeconds is 3600, above the maximum 600. Set "
+            "eks-hybrid-gpu:smokeJobs.activeDeadlineSeconds to at most 600.",
+        ),
+        (_set("spec.activeDeadlineSeconds", _DELETE), "spec.activeDeadlineSeconds is null, so the Job is unbounded."),
+        (_set("spec.backoffLimit", _DELETE), "spec.backoffLimit is null (absent means 6)"),
+        (_set("spec.ttlSecondsAfterFinished", _DELETE), "spec.ttlSecondsAfterFinished is null"),
+        (_set(f"{POD}.automountServiceAccountToken", True), "automountServiceAccountToken is true"),
+        (_set(f"{POD}.securityContext.runAsUser", 0), "container 'gpu-check' runAsUser is 0"),
+        (_set(f"{POD}.securityContext.runAsNonRoot", False), "container 'gpu-check' runAsNonRoot is false"),
+        (
+            _set(f"{CTR}.securityContext.seccompProfile", {"type": "Unconfined"}),
+            "container 'gpu-check' seccompProfile.type is 'Unconfined'",
+        ),
+        (
+            _set(f"{CTR}.securityContext.allowPrivilegeEscalation", True),
+            "container 'gpu-check' securityContext.allowPrivilegeEscalation is true. Set it to false",
+        ),
+        (
+            _set(f"{CTR}.securityContext.readOnlyRootFilesystem", _DELETE),
+            "container 'gpu-check' securityContext.readOnlyRootFilesystem is null. Set it to true",
+        ),
+        (_set(f"{CTR}.securityContext.capabilities.drop", ["NET_RAW"]), 'capabilities.drop is ["NET_RAW"]'),
+        (_set(f"{CTR}.securityContext.capabilities.add", ["SYS_ADMIN"]), 'capabilities.add is ["SYS_ADMIN"]'),
+        (_set(f"{CTR}.securityContext.privileged", True), "container 'gpu-check' is privileged"),
+    ],
+)
+def test_smoke_job_findings(harness: Harness, mutate: Callable[[dict[str, Any]], None], fragment: str) -> None:
+    manifest = job(harness)
+    mutate(manifest)
+    message = harness.manifest_check(SMOKE_JOB_HARDENED, manifest).one()
+    assert message.startswith("kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke': ")
+    assert fragment in message
+
+
+def test_deadline_maximum_is_configurable(harness: Harness) -> None:
+    manifest = job(harness)
+    manifest["spec"]["activeDeadlineSeconds"] = 3600
+    outcome = harness.manifest_check(SMOKE_JOB_HARDENED, manifest, {"maxActiveDeadlineSeconds": 7200})
+    assert outcome.violations == []
+
+
+def test_non_smoke_job_is_not_applicable(harness: Harness) -> None:
+    manifest = harness.find("seed-smoke-jobs.yaml", "Job", PLUGIN_JOB)
+    outcome = harness.manifest_check(SMOKE_JOB_HARDENED, manifest)
+    assert outcome.not_applicable == "not a smoke Job (label eks-hybrid-gpu.io/smoke-job=true)"
+
+
+def test_smoke_job_unknowns_do_not_crash(harness: Harness) -> None:
+    manifest = job(harness)
+    container(manifest)["image"] = UNKNOWN_STRING
+    manifest["spec"]["suspend"] = "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7"
+    pod(manifest)["securityContext"] = UNKNOWN_OBJECT
+    assert harness.manifest_check(SMOKE_JOB_HARDENED, manifest).violations == []
+    manifest["spec"] = UNKNOWN_OBJECT
+    assert harness.manifest_check(SMOKE_JOB_HARDENED, manifest).not_applicable == (
+        "the Job spec is unknown during preview"
+    )
+
+
+# --------------------------------------------------------------------------- request shape
+
+
+def as_kind(manifest: dict[str, Any], kind: str) -> dict[str, Any]:
+    template = copy.deepcopy(manifest["spec"]["template"])
+    metadata = {"name": "inference", "namespace": "ai-workloads"}
+    if kind == "Pod":
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": template["spec"]}
+    if kind == "CronJob":
+        spec = {"schedule": "@daily", "jobTemplate": {"spec": {"template": template}}}
+        return {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": metadata, "spec": spec}
+    if kind == "Job":
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata, "spec": {"template": template}}
+    spec = {"selector": {"matchLabels": {"app": "x"}}, "template": template}
+    return {"apiVersion": "apps/v1", "kind": kind, "metadata": metadata, "spec": spec}
+
+
+def test_seed_requests_pass(harness: Harness) -> None:
+    for name in (PLUGIN_JOB, DRA_JOB):
+        assert harness.manifest_check(GPU_REQUEST_SHAPE, job(harness, name)).violations == []
+
+
+@pytest.mark.parametrize("kind", ["Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet", "Pod"])
+def test_fractional_request_in_every_pod_template(harness: Harness, kind: str) -> None:
+    manifest = job(harness)
+    container(manifest)["resources"]["requests"]["nvidia.com/gpu"] = "0.5"
+    container(manifest)["resources"]["limits"]["nvidia.com/gpu"] = "0.5"
+    outcome = harness.manifest_check(GPU_REQUEST_SHAPE, as_kind(manifest, kind))
+    assert len(outcome.violations) == 2
+    assert outcome.messages[0].startswith(f"kubernetes:{'core/v1' if kind == 'Pod' else ''}")
+    assert (
+        "'ai-workloads/inference': container 'gpu-check' requests['nvidia.com/gpu'] is '0.5': extended GPU "
+        "resources are whole, non-negative device counts (no fractions or milli-units); request whole devices, "
+        "or share GPUs through time-slicing or MIG (in the manifest of kubernetes:"
+    ) in outcome.messages[0]
+
+
+def test_milli_units_and_unequal_limits(harness: Harness) -> None:
+    manifest = job(harness)
+    container(manifest)["resources"]["requests"]["nvidia.com/gpu"] = "500m"
+    container(manifest)["resources"]["limits"]["nvidia.com/gpu"] = 1
+    messages = harness.manifest_check(GPU_REQUEST_SHAPE, manifest).messages
+    assert any("requests['nvidia.com/gpu'] is '500m'" in m for m in messages)
+    assert any("requests['nvidia.com/gpu'] is '500m' but limits['nvidia.com/gpu'] is 1" in m for m in messages)
+    container(manifest)["resources"]["requests"]["nvidia.com/gpu"] = 1
+    container(manifest)["resources"]["limits"]["nvidia.com/gpu"] = 2
+    message = harness.manifest_check(GPU_REQUEST_SHAPE, manifest).one()
+    assert (
+        "container 'gpu-check' requests['nvidia.com/gpu'] is 1 but limits['nvidia.com/gpu'] is 2: GPU requests "
+        "must equal limits (devices are not overcommitted); set both to the same whole number "
+        "(in eks-hybrid-gpu:cohorts[0])."
+    ) in message
+
+
+def test_request_without_limit_and_limit_only(harness: Harness) -> None:
+    manifest = job(harness)
+    del container(manifest)["resources"]["limits"]["nvidia.com/gpu"]
+    message = harness.manifest_check(GPU_REQUEST_SHAPE, manifest).one()
+    assert "requests['nvidia.com/gpu'] is 1 without a limit" in message
+    manifest = job(harness)
+    del container(manifest)["resources"]["requests"]["nvidia.com/gpu"]
+    assert harness.manifest_check(GPU_REQUEST_SHAPE, manifest).violations == []
+
+
+def test_request_shape_unknowns(harness: Harness) -> None:
+    manifest = job(harness)
+    container(manifest)["resources"]["limits"] = UNKNOWN_OBJECT
+    assert harness.manifest_check(GPU_REQUEST_SHAPE, manifest).violations == []
+    container(manifest)["resources"] = {"requests": {"nvidia.com/gpu": "3eeb2bf0-c639-47a8-9e75-3b44932eb421"}}
+    assert harness.manifest_check(GPU_REQUEST_SHAPE, manifest).violations == []
+    manifest["spec"]["template"] = UNKNOWN_OBJECT
+    assert harness.manifest_check(GPU_REQUEST_SHAPE, manifest).not_applicable == (
+        "the pod template is unknown during preview"
+    )
+
+
+def test_non_workload_is_not_applicable(harness: Harness) -> None:
+    device_class = harness.find("seed-dra-objects.yaml", "DeviceClass", "hybrid-full-gpu")
+    outcome = harness.manifest_check(GPU_REQUEST_SHAPE, device_class)
+    assert outcome.not_applicable == "not a workload with a pod template"
+
+
+# --------------------------------------------------------------------------- visible devices
+
+
+@pytest.mark.parametrize(
+    ("file_name", "name"),
+    [
+        ("device-plugin-rendered.yaml", DP_DAEMONSET),
+        ("device-plugin-rendered.yaml", f"{DP_DAEMONSET}-mps-control-daemon"),
+        ("dra-rendered.yaml", DRA_DAEMONSET),
+    ],
+)
+def test_allocators_that_set_visible_devices_but_request_no_gpu_pass(
+    harness: Harness, file_name: str, name: str
+) -> None:
+    manifest = harness.find(file_name, "DaemonSet", name)
+    envs = [e["name"] for c in pod(manifest)["containers"] for e in c.get("env", [])]
+    assert "NVIDIA_VISIBLE_DEVICES" in envs
+    assert harness.manifest_check(NO_VISIBLE_DEVICES_OVERRIDE, manifest).violations == []
+
+
+def test_cuda_visible_devices_on_a_device_plugin_container(harness: Harness) -> None:
+    manifest = job(harness)
+    container(manifest)["env"] = [{"name": "CUDA_VISIBLE_DEVICES", "value": "0,1,2,3"}]
+    assert harness.manifest_check(NO_VISIBLE_DEVICES_OVERRIDE, manifest).one() == (
+        "kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke': container 'gpu-check' gets GPUs through "
+        "the device plugin (nvidia.com/gpu) and sets env CUDA_VISIBLE_DEVICES='0,1,2,3'. The device plugin/DRA "
+        "driver and the runtime supply the assigned devices, and CUDA's process-visible indices can differ from "
+        "physical ones, so the override can hide or misidentify the allocation and grants no extra GPUs. Remove "
+        "CUDA_VISIBLE_DEVICES from the env (in eks-hybrid-gpu:cohorts[0])."
+    )
+
+
+def test_nvidia_visible_devices_on_a_claim_container(harness: Harness) -> None:
+    manifest = job(harness, DRA_JOB)
+    container(manifest)["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]
+    message = harness.manifest_check(NO_VISIBLE_DEVICES_OVERRIDE, manifest).one()
+    assert (
+        "container 'gpu-check' gets GPUs through DRA claim(s) gpu-resource and sets env NVIDIA_VISIBLE_DEVICES='all'"
+        in message
+    )
+
+
+def test_sidecar_of_a_claim_pod_is_checked_too(harness: Harness) -> None:
+    manifest = job(harness, DRA_JOB)
+    pod(manifest)["containers"].append(
+        {"name": "sidecar", "image": DIGEST, "env": [{"name": "CUDA_VISIBLE_DEVICES", "value": "0"}]}
+    )
+    message = harness.manifest_check(NO_VISIBLE_DEVICES_OVERRIDE, manifest).one()
+    assert "container 'sidecar' gets GPUs through the pod's DRA resourceClaims (gpu-resource)" in message
+
+
+# --------------------------------------------------------------------------- dual allocation
+
+
+def test_seed_jobs_use_one_mechanism(harness: Harness) -> None:
+    for name in (PLUGIN_JOB, DRA_JOB):
+        assert harness.manifest_check(NO_DUAL_ALLOCATION, job(harness, name)).violations == []
+
+
+def test_device_plugin_request_and_claim_at_once(harness: Harness) -> None:
+    manifest = job(harness, DRA_JOB)
+    container(manifest)["resources"]["requests"]["nvidia.com/gpu"] = 1
+    container(manifest)["resources"]["limits"]["nvidia.com/gpu"] = 1
+    assert harness.manifest_check(NO_DUAL_ALLOCATION, manifest).one() == (
+        "kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-dra-smoke': requests nvidia.com/gpu (container "
+        "'gpu-check') through the device plugin and DRA claim(s) gpu-resource at once. The two mechanisms can "
+        "hand out the same physical GPUs, so the pod double-allocates (or never schedules). Request GPUs through "
+        "one mechanism: nvidia.com/gpu on a device-plugin cohort, or resourceClaims on a DRA cohort "
+        "(in eks-hybrid-gpu:cohorts[0])."
+    )
+
+
+def test_dual_allocation_unknown_pod(harness: Harness) -> None:
+    manifest = job(harness, DRA_JOB)
+    pod(manifest)["resourceClaims"] = "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2"
+    assert harness.manifest_check(NO_DUAL_ALLOCATION, manifest).violations == []
+
+
+# --------------------------------------------------------------------------- time-slicing
+
+
+def shared_stack(harness: Harness, values: dict[str, Any] | None = None) -> list[Item]:
+    chosen = values if values is not None else harness.values("device-plugin-time-slicing-values.yaml")
+    chosen["nodeSelector"] = DP_SELECTOR
+    return harness.device_plugin(
+        values=chosen, sharing="time-slicing", rendered="device-plugin-time-slicing-rendered.yaml"
+    )
+
+
+def workload(harness: Harness, resource: str, count: int = 1) -> Item:
+    manifest = job(harness)
+    del manifest["metadata"]["labels"]["eks-hybrid-gpu.io/owner"]
+    for table in ("requests", "limits"):
+        del container(manifest)["resources"][table]["nvidia.com/gpu"]
+        container(manifest)["resources"][table][resource] = count
+    return harness.item(manifest)
+
+
+def test_attached_time_slicing_and_shared_request_pass(harness: Harness) -> None:
+    items = [*shared_stack(harness), workload(harness, "nvidia.com/gpu.shared")]
+    outcome = harness.stack(SHARED_GPU_RESOURCE_NAME, items)
+    assert outcome.violations == []
+
+
+def test_exclusive_request_on_a_renamed_cohort(harness: Harness) -> None:
+    items = [*shared_stack(harness), workload(harness, "nvidia.com/gpu")]
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).one() == (
+        "kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke': container 'gpu-check' requests "
+        "nvidia.com/gpu but it only runs on kubernetes:helm.sh/v4:Chart 'plugin-chart' (cohort plugin), whose "
+        "time-slicing config advertises nvidia.com/gpu.shared instead (renameByDefault: true), so the pod stays "
+        "Pending. Ask for nvidia.com/gpu.shared (eks-hybrid-gpu:cohorts[0]); a shared replica is not an "
+        "exclusive GPU."
+    )
+
+
+def test_more_than_one_shared_replica(harness: Harness) -> None:
+    items = [*shared_stack(harness), workload(harness, "nvidia.com/gpu.shared", 2)]
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, items).one()
+    assert "requests 2 nvidia.com/gpu.shared on kubernetes:helm.sh/v4:Chart 'plugin-chart'" in message
+
+
+def test_fail_requests_greater_than_one_must_stay_true(harness: Harness) -> None:
+    values = harness.values("device-plugin-time-slicing-values.yaml")
+    text = values["config"]["map"]["time-slicing"]
+    values["config"]["map"]["time-slicing"] = text.replace(
+        "failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false"
+    )
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, shared_stack(harness, values)).one()
+    assert message.startswith(
+        "kubernetes:helm.sh/v4:Chart 'plugin-chart' values config.map.time-slicing: sharing.timeSlicing."
+        "failRequestsGreaterThanOne is false."
+    )
+    assert "Keep it true (eks-hybrid-gpu:cohorts[0].sharing)." in message
+    config = {"requireFailRequestsGreaterThanOne": False}
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, shared_stack(harness, values), config).violations == []
+
+
+def test_time_slicing_config_not_selected_by_default(harness: Harness) -> None:
+    values = harness.values("device-plugin-time-slicing-values.yaml")
+    values["config"]["map"]["default"] = "version: v1\n"
+    values["config"]["default"] = "default"
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, shared_stack(harness, values)).one()
+    assert message.startswith(
+        "kubernetes:helm.sh/v4:Chart 'plugin-chart' values: time-slicing config(s) time-slicing are not selected "
+        "by config.default ('default' resolves to 'default'), so they only apply to nodes labelled "
+        "nvidia.com/device-plugin.config=<name>; an unattached config changes nothing."
+    )
+
+
+def test_declared_time_slicing_without_config(harness: Harness) -> None:
+    values = harness.values("device-plugin-values.yaml")
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, shared_stack(harness, values)).one()
+    assert "belongs to a cohort declared time-slicing (eks-hybrid-gpu.io/sharing) but its values carry no " in message
+    assert "eks-hybrid-gpu:cohorts[0].sharing.mode" in message
+
+
+def test_unattached_config_map(harness: Harness) -> None:
+    rendered = harness.find(
+        "device-plugin-time-slicing-rendered.yaml", "ConfigMap", "hybrid-gpu-plugin-nvidia-device-plugin-configs"
+    )
+    loose = copy.deepcopy(rendered)
+    loose["metadata"] = {"name": "time-slicing-config", "namespace": "gpu-system"}
+    items = [*harness.device_plugin(), harness.item(loose)]
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).one() == (
+        "kubernetes:core/v1:ConfigMap 'gpu-system/time-slicing-config' holds a time-slicing device-plugin config "
+        "(time-slicing) that no device plugin references (config.name), so it changes nothing: the GPUs stay "
+        "exclusive. Attach it through the device plugin's config.name/config.default "
+        "(eks-hybrid-gpu:cohorts[i].sharing), or delete it."
+    )
+    values = harness.values("device-plugin-values.yaml")
+    values["config"] = {"name": "time-slicing-config", "default": "time-slicing"}
+    items = [*harness.device_plugin(values=values), harness.item(loose)]
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+
+
+def test_sharing_unknowns_do_not_crash(harness: Harness) -> None:
+    items = shared_stack(harness)
+    items[0].props["values"]["config"] = UNKNOWN_OBJECT
+    items.append(workload(harness, "nvidia.com/gpu"))
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+    items[0].props["values"] = UNKNOWN_OBJECT
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+
+
+# --------------------------------------------------------------------------- MIG
+
+
+def mig_stack(harness: Harness, strategy: str = "mixed", sharing: str = "mig-mixed") -> list[Item]:
+    values = harness.values("device-plugin-values.yaml")
+    values["migStrategy"] = strategy
+    return harness.device_plugin(values=values, sharing=sharing)
+
+
+def mig_workload(harness: Harness, profile: str, product: str | None = "NVIDIA-A100-SXM4-40GB") -> Item:
+    item = workload(harness, f"nvidia.com/mig-{profile}")
+    if product is not None:
+        pod(item.props)["nodeSelector"]["nvidia.com/gpu.product"] = product
+    return item
+
+
+def test_mixed_strategy_and_a_valid_profile_pass(harness: Harness) -> None:
+    items = [*mig_stack(harness), mig_workload(harness, "1g.5gb")]
+    outcome = harness.stack(MIG_STRATEGY_CONSISTENT, items)
+    assert outcome.violations == []
+
+
+def test_mig_request_on_a_none_strategy_cohort(harness: Harness) -> None:
+    items = [*mig_stack(harness, "none", "none"), mig_workload(harness, "1g.5gb")]
+    assert harness.stack(MIG_STRATEGY_CONSISTENT, items).one() == (
+        "kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke': container 'gpu-check' requests "
+        "nvidia.com/mig-1g.5gb, but it only runs on kubernetes:helm.sh/v4:Chart 'plugin-chart' (cohort plugin), "
+        "whose migStrategy is 'none': only the mixed strategy advertises nvidia.com/mig-<profile>, and changing a "
+        "request does not create MIG instances. Prepare the MIG geometry, then set "
+        "eks-hybrid-gpu:cohorts[i].sharing.migStrategy to mixed, or request nvidia.com/gpu "
+        "(eks-hybrid-gpu:cohorts[0])."
+    )
+
+
+def test_profile_of_another_sku(harness: Harness) -> None:
+    items = [*mig_stack(harness), mig_workload(harness, "4g.40gb")]
+    message = harness.stack(MIG_STRATEGY_CONSISTENT, items).one()
+    assert (
+        "requests nvidia.com/mig-4g.40gb: MIG profile '4g.40gb' is not among the A100-40GB profiles (1g.10gb, "
+        "1g.5gb, 1g.5gb+me, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb); profiles are SKU-specific"
+    ) in message
+    outcome = harness.stack(
+        MIG_STRATEGY_CONSISTENT,
+        [*mig_stack(harness), mig_workload(harness, "4g.40gb", product=None)],
+        config={"gpuModels": {"plugin": "A100-80GB"}},
+    )
+    assert outcome.violations == []
+
+
+@pytest.mark.parametrize(
+    ("profile", "product", "ok"),
+    [
+        ("3g.71gb", "NVIDIA-H200", True),
+        ("7g.141gb", "NVIDIA-H200-NVL", True),
+        ("3g.40gb", "NVIDIA-H200", False),
+        ("1g.10gb.me", "NVIDIA-H100-80GB-HBM3", True),
+        ("1g.18gb", "NVIDIA-H100-80GB-HBM3", False),
+        ("2g.20gb", None, True),
+        ("5g.50gb", None, False),
+    ],
+)
+def test_profile_tables(harness: Harness, profile: str, product: str | None, ok: bool) -> None:
+    items = [*mig_stack(harness), mig_workload(harness, profile, product)]
+    assert (harness.stack(MIG_STRATEGY_CONSISTENT, items).violations == []) is ok
+
+
+def test_strategy_disagrees_with_cohort_sharing(harness: Harness) -> None:
+    message = harness.stack(MIG_STRATEGY_CONSISTENT, mig_stack(harness, "single", "mig-mixed")).one()
+    assert message == (
+        "kubernetes:helm.sh/v4:Chart 'plugin-chart' values migStrategy is 'single' but the cohort is declared "
+        "mig-mixed, so the plugin advertises the wrong MIG resources. Set "
+        "eks-hybrid-gpu:cohorts[0].sharing.migStrategy to mixed after preparing the MIG geometry."
+    )
+
+
+def test_no_mixed_owner_anywhere(harness: Harness) -> None:
+    item = mig_workload(harness, "1g.5gb")
+    pod(item.props)["nodeSelector"] = {"eks.amazonaws.com/compute-type": "hybrid"}
+    del item.props["metadata"]["labels"]["eks-hybrid-gpu.io/cohort"]
+    message = harness.stack(MIG_STRATEGY_CONSISTENT, [*mig_stack(harness, "none", "none"), item]).one()
+    assert "but no device plugin or Operator in this stack uses the mixed MIG strategy" in message
+
+
+def test_mig_unknowns_do_not_crash(harness: Harness) -> None:
+    items = mig_stack(harness)
+    items[0].props["values"] = UNKNOWN_OBJECT
+    item = mig_workload(harness, "1g.5gb")
+    pod(item.props)["nodeSelector"] = UNKNOWN_OBJECT
+    assert harness.stack(MIG_STRATEGY_CONSISTENT, [*items, item]).violations == []
+
+
+def test_mig_not_applicable(harness: Harness) -> None:
+    outcome = harness.stack(MIG_STRATEGY_CONSISTENT, harness.dra())
+    assert outcome.not_applicable == "no device plugin and no nvidia.com/mig-* request"
+
+
+@pytest.mark.parametrize(
+    ("text", "model"),
+    [
+        ("NVIDIA-A100-SXM4-40GB", "A100-40GB"),
+        ("NVIDIA-A100-PCIE-80GB", "A100-80GB"),
+        ("a100 80gb", "A100-80GB"),
+        ("NVIDIA-H100-80GB-HBM3", "H100-80GB"),
+        ("H100-SXM5-94GB", None),
+        ("NVIDIA-H200", "H200-141GB"),
+        ("H200-141GB", "H200-141GB"),
+        ("NVIDIA-A100", None),
+        ("Tesla-T4", None),
+    ],
+)
+def test_gpu_model_names(text: str, model: str | None) -> None:
+    assert normalize_gpu_model(text) == model
+
+
+def test_profile_names() -> None:
+    assert normalize_profile("nvidia.com/mig-1g.5gb.me") == "1g.5gb+me"
+    assert set(MIG_PROFILES["A100-40GB"]) >= {"1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}
+    assert "4g.40gb" not in MIG_PROFILES["A100-40GB"]
+    assert "4g.40gb" in MIG_PROFILES["A100-80GB"]
