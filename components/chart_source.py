@@ -23,12 +23,12 @@ def resolve(
 ) -> HelmSource:
     """Resolve the upstream default or the configured override (Helm repo, OCI mirror, local archive).
 
-    A local archive carries its own version (checked against the pin by config validation), so no version
-    is passed for it.
+    The pinned version is passed for a local archive too: Helm ignores it for a path, config validation
+    checked that the archive holds exactly that version, and reviewers and policies see it.
     """
     source = pin.source
     if source is not None and source.archive:
-        return HelmSource(str((project_dir / source.archive).resolve()), None, None)
+        return HelmSource(str((project_dir / source.archive).resolve()), pin.version, None)
     if source is not None and source.oci:
         return HelmSource(source.oci, pin.version, None, source.plain_http)
     if source is not None and source.repo:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -110,7 +111,9 @@ class DevicePlugin(pulumi.ComponentResource):
             values=device_plugin_values(cohort, ownership.selector, runtime_class),
             # The local API server has no nodes, so no DaemonSet can ever become ready there.
             skip_await=skip_await,
-            opts=pulumi.ResourceOptions(parent=self, transforms=[stamp(ownership)]),
+            opts=pulumi.ResourceOptions(
+                parent=self, transforms=[stamp(replace(ownership, chart=f"{source.chart}@{source.version or ''}"))]
+            ),
         )
         self.release_name = pulumi.Output.from_input(release)
         self.resource_name = pulumi.Output.from_input(advertised_resource(cohort))

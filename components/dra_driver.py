@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,24 @@ def dra_driver_values(selector: Mapping[str, str], feature_gates: Mapping[str, b
     }
 
 
+def without_extended_resource_name(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
+    """Drop `spec.extendedResourceName` from the chart's DeviceClasses.
+
+    On resource.k8s.io/v1 the chart's `gpu.nvidia.com` class declares `extendedResourceName:
+    nvidia.com/gpu` (KEP-5004). Where that alpha feature is on, pods asking for nvidia.com/gpu could be
+    served from DRA devices, so one GPU would be reachable through both mechanisms; where it is off
+    (Kubernetes 1.34, EKS), the API server drops the field and every preview shows a diff. Either way the
+    cohort boundary is better without it: DRA devices are reached through claims only.
+    """
+    if args.type_ != "kubernetes:resource.k8s.io/v1:DeviceClass":
+        return None
+    spec = args.props.get("spec")
+    if not isinstance(spec, dict) or "extendedResourceName" not in spec:
+        return None
+    trimmed = {key: value for key, value in spec.items() if key != "extendedResourceName"}
+    return pulumi.ResourceTransformResult(props={**args.props, "spec": trimmed}, opts=args.opts)
+
+
 class DraDriver(pulumi.ComponentResource):
     """dra-driver-nvidia-gpu with its kubelet plugin on the nodes of one cohort."""
 
@@ -76,7 +95,13 @@ class DraDriver(pulumi.ComponentResource):
             values=dra_driver_values(ownership.selector, feature_gates),
             # The local API server has no nodes, so the kubelet plugin DaemonSet can never become ready there.
             skip_await=skip_await,
-            opts=pulumi.ResourceOptions(parent=self, transforms=[stamp(ownership)]),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                transforms=[
+                    stamp(replace(ownership, chart=f"{source.chart}@{source.version or ''}")),
+                    without_extended_resource_name,
+                ],
+            ),
         )
         self.release_name = pulumi.Output.from_input(release)
         self.register_outputs({"release_name": self.release_name})

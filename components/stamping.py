@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pulumi
 
 from components.ownership import (
+    CHART_ANNOTATION,
     COHORT_LABEL,
     CONFIG_PATH_ANNOTATION,
     OWNER_LABEL,
@@ -30,6 +31,8 @@ class Ownership:
     selector: Mapping[str, str]
     sharing: str
     config_path: str
+    chart: str | None = None
+    """`<chart reference>@<version>` for objects a chart renders."""
 
     @property
     def labels(self) -> dict[str, str]:
@@ -39,11 +42,14 @@ class Ownership:
     @property
     def annotations(self) -> dict[str, str]:
         """Annotations every owned object carries."""
-        return {
+        annotations = {
             SELECTOR_ANNOTATION: json.dumps(dict(self.selector), sort_keys=True, separators=(",", ":")),
             SHARING_ANNOTATION: self.sharing,
             CONFIG_PATH_ANNOTATION: self.config_path,
         }
+        if self.chart is not None:
+            annotations[CHART_ANNOTATION] = self.chart
+        return annotations
 
     def metadata(self, name: str, namespace: str | None = None) -> dict[str, object]:
         """Metadata for an object the program writes itself."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,7 +50,10 @@ class Toolchain:
 def ensure_toolchain() -> Toolchain:
     """Build (or find in the cache) every tool; progress goes to stderr, so long builds are visible."""
     result = subprocess.run(  # noqa: S603
-        ["bash", str(TOOLCHAIN_SCRIPT), "--print-env"], check=False, stdout=subprocess.PIPE, text=True,  # noqa: S607
+        ["bash", str(TOOLCHAIN_SCRIPT), "--print-env"],  # noqa: S607
+        check=False,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     if result.returncode != 0:
         msg = f"scripts/toolchain.sh failed with exit code {result.returncode}; its progress output above says where"
@@ -105,9 +108,19 @@ def prepare(state_dir: Path, kubeconfig: Path, toolchain: Toolchain | None = Non
     plugin_dir = engine.pulumi_home / "plugins" / f"resource-{PROVIDER_PLUGIN}-v{version}"
     if not (plugin_dir / f"pulumi-resource-{PROVIDER_PLUGIN}").exists():
         subprocess.run(  # noqa: S603
-            ["pulumi", "plugin", "install", "resource", PROVIDER_PLUGIN, version,  # noqa: S607
-             "--file", str(engine.toolchain.provider_binary)],
-            check=True, env={**os.environ, **engine.variables}, capture_output=True,
+            [  # noqa: S607
+                "pulumi",
+                "plugin",
+                "install",
+                "resource",
+                PROVIDER_PLUGIN,
+                version,
+                "--file",
+                str(engine.toolchain.provider_binary),
+            ],
+            check=True,
+            env={**os.environ, **engine.variables},
+            capture_output=True,
         )
     # The in-process program reads these too (the kubeconfig of the local source, the passphrase).
     os.environ.update({k: v for k, v in engine.variables.items() if k != "PATH"})
@@ -118,7 +131,7 @@ def stack(engine: EngineEnv, name: str, work_dir: Path = ROOT, program: Callable
     """Select or create a stack whose config lives in `work_dir`/stacks, running the real program inline."""
 
     def default_program() -> None:
-        from components.program import run  # noqa: PLC0415 - import inside the engine's program context
+        from components.program import run
 
         run(ROOT)
 
@@ -126,7 +139,9 @@ def stack(engine: EngineEnv, name: str, work_dir: Path = ROOT, program: Callable
         work_dir=str(work_dir),
         pulumi_home=str(engine.pulumi_home),
         env_vars=engine.variables,
-        pulumi_command=auto.PulumiCommand(root=str(Path(_which("pulumi", engine)).parent.parent), skip_version_check=True),
+        pulumi_command=auto.PulumiCommand(
+            root=str(Path(_which("pulumi", engine)).parent.parent), skip_version_check=True
+        ),
     )
     return auto.create_or_select_stack(name, project_name=PROJECT, program=program or default_program, opts=workspace)
 
@@ -140,9 +155,6 @@ def _which(binary: str, engine: EngineEnv) -> str:
     raise RuntimeError(msg)
 
 
-def policy_args(pack_config: Path | None = None) -> Mapping[str, list[str]]:
-    """Keyword arguments that apply the project's policy pack to preview/up."""
-    args: dict[str, list[str]] = {"policy_packs": [str(POLICY_PACK)]}
-    if pack_config is not None:
-        args["policy_pack_configs"] = [str(pack_config)]
-    return args
+def policy_packs() -> list[str]:
+    """The `policy_packs` argument of preview/up: the project's pack, through its executable entry point."""
+    return [str(POLICY_PACK)]

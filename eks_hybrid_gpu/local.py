@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +39,10 @@ def ownership_table(ownership: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def created_objects(deployment: dict[str, Any]) -> list[str]:
+def created_objects(deployment: Mapping[str, Any] | None) -> list[str]:
     """`kind namespace/name` of every Kubernetes object in the stack's state, sorted."""
     objects = []
-    for resource in deployment.get("resources", []):
+    for resource in (deployment or {}).get("resources", []):
         outputs = resource.get("outputs") or {}
         kind, metadata = outputs.get("kind"), outputs.get("metadata") or {}
         if not resource.get("custom") or not kind or not isinstance(metadata, dict):
@@ -65,7 +66,7 @@ def up(stack_name: str = LOCAL_STACK) -> int:
     stack = engine.stack(env, stack_name)
     _print(f"pulumi up of stack {stack_name} with the policy pack {engine.POLICY_PACK.relative_to(engine.ROOT)}")
     try:
-        result = stack.up(on_output=_print, color="never", **engine.policy_args())
+        result = stack.up(on_output=_print, color="never", policy_packs=engine.policy_packs())
     except auto.CommandError as error:
         _print(f"pulumi up failed: {error}")
         return 1
@@ -74,8 +75,10 @@ def up(stack_name: str = LOCAL_STACK) -> int:
     _print(ownership_table(ownership))
     objects = created_objects(stack.export_stack().deployment)
     counts = Counter(line.split(" ", 1)[0] for line in objects)
-    _print(f"\n{len(objects)} Kubernetes objects under management: "
-           + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())))
+    _print(
+        f"\n{len(objects)} Kubernetes objects under management: "
+        + ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
+    )
     for line in objects:
         _print(f"  {line}")
     _print(f"\nkubeconfig: {cluster.kubeconfig}\nstate: {engine_state_dir()}")
@@ -111,7 +114,7 @@ def status() -> int:
 
 
 def _with_path(toolchain: engine.Toolchain) -> None:
-    import os  # noqa: PLC0415
+    import os
 
     os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
 

@@ -224,6 +224,13 @@ main() {
     esac
   done
   [ ${#steps[@]} -gt 0 ] || steps=(etcd kube pulumi provider)
+  # One build at a time per cache: a second run waits here instead of wiping the first one's work dirs.
+  mkdir -p "$CACHE_ROOT"
+  exec 9>"$CACHE_ROOT/toolchain.lock"
+  if ! flock -n 9; then
+    log "another toolchain run holds $CACHE_ROOT/toolchain.lock; waiting for it"
+    flock 9
+  fi
   local started=$SECONDS s
   for s in "${steps[@]}"; do (cd / && "ensure_$s"); done
   log "toolchain ready in $((SECONDS - started)) s under $TOOLCHAIN"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from eks_hybrid_gpu import engine, localcluster
+from eks_hybrid_gpu import engine, kubeclient, localcluster, simulate
 
 
 @pytest.fixture(scope="session")
@@ -20,7 +20,9 @@ def toolchain() -> engine.Toolchain:
 
 
 @pytest.fixture(scope="session")
-def cluster(toolchain: engine.Toolchain, tmp_path_factory: pytest.TempPathFactory) -> Iterator[localcluster.LocalCluster]:
+def cluster(
+    toolchain: engine.Toolchain, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[localcluster.LocalCluster]:
     """A Kubernetes 1.34 control plane on 127.0.0.1, stopped and removed after the session."""
     state = tmp_path_factory.mktemp("cluster") / "state"
     started = localcluster.start(state)
@@ -34,3 +36,54 @@ def engine_env(
 ) -> engine.EngineEnv:
     """Isolated Pulumi home and file backend with the locally built provider registered."""
     return engine.prepare(tmp_path_factory.mktemp("engine"), cluster.kubeconfig, toolchain)
+
+
+def _control_plane_path() -> list[str]:
+    """kube-* and etcd bin dirs from the toolchain cache, when both are built.
+
+    The simulated cluster needs no Pulumi engine, so its tests do not wait for the provider plugin build.
+    """
+    cache = Path(
+        os.environ.get("EKS_HYBRID_GPU_CACHE")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "eks-hybrid-gpu"
+    )
+    versions = engine._versions()
+    dirs = [
+        cache / "toolchain" / f"kube-{versions['KUBE_VERSION']}" / "bin",
+        cache / "toolchain" / f"etcd-{versions['ETCD_VERSION']}" / "bin",
+    ]
+    needed = [dirs[0] / n for n in ("kube-apiserver", "kube-controller-manager", "kube-scheduler")]
+    return [str(d) for d in dirs] if all(p.exists() for p in [*needed, dirs[1] / "etcd"]) else []
+
+
+@pytest.fixture(scope="session")
+def sim_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[localcluster.LocalCluster]:
+    """The simulated cluster: kube-scheduler, the Job/claim controllers and the default simulated fleet."""
+    path = _control_plane_path()
+    if path:
+        os.environ["PATH"] = os.pathsep.join([*path, os.environ.get("PATH", "")])
+    else:
+        request.getfixturevalue("toolchain")
+    state = tmp_path_factory.mktemp("sim-cluster") / "state"
+    started = localcluster.start(state, controllers=simulate.SIMULATION_CONTROLLERS, scheduler=True)
+    try:
+        simulate.apply(kubeclient.connect(str(started.kubeconfig)), simulate.default_simulation())
+        yield started
+    finally:
+        localcluster.stop(state)
+
+
+@pytest.fixture(scope="session")
+def sim_kube(sim_cluster: localcluster.LocalCluster) -> kubeclient.Kube:
+    """The simulated cluster's admin, as the day-2 commands' JSON client."""
+    return kubeclient.connect(str(sim_cluster.kubeconfig))
+
+
+@pytest.fixture(scope="session")
+def sim_engine_env(
+    toolchain: engine.Toolchain, sim_cluster: localcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
+) -> engine.EngineEnv:
+    """Pulumi home and file backend of the placement tests, pointed at the simulated cluster."""
+    return engine.prepare(tmp_path_factory.mktemp("sim-engine"), sim_cluster.kubeconfig, toolchain)

@@ -18,11 +18,11 @@ def test_local_stack_lifecycle(engine_env: engine.EngineEnv, cluster: localclust
     stack = engine.stack(engine_env, "local")
     lines: list[str] = []
 
-    preview = stack.preview(on_output=lines.append, color="never", **engine.policy_args())
+    preview = stack.preview(on_output=lines.append, color="never", policy_packs=engine.policy_packs())
     assert preview.change_summary.get("create", 0) > 20
     assert "mandatory" not in "\n".join(lines).lower() or "0 mandatory" in "\n".join(lines).lower()
 
-    result = stack.up(on_output=lines.append, color="never", **engine.policy_args())
+    result = stack.up(on_output=lines.append, color="never", policy_packs=engine.policy_packs())
     ownership = result.outputs["ownership"].value
     assert ownership["cohorts"]["plugin"]["owner"] == "device-plugin"
     assert ownership["cohorts"]["dra"]["owner"] == "dra"
@@ -47,7 +47,7 @@ def test_local_stack_lifecycle(engine_env: engine.EngineEnv, cluster: localclust
         ("hybrid-gpu-plugin-smoke", True),
     ]
 
-    stack.preview(expect_no_changes=True, color="never", **engine.policy_args())
+    stack.preview(expect_no_changes=True, color="never", policy_packs=engine.policy_packs())
     stack.refresh(expect_no_changes=True, color="never")
 
     stack.destroy(color="never")
@@ -56,7 +56,9 @@ def test_local_stack_lifecycle(engine_env: engine.EngineEnv, cluster: localclust
 
 
 def test_broken_cel_is_refused_at_preview(engine_env: engine.EngineEnv, tmp_path: Path) -> None:
-    work = work_dir_with_stack(tmp_path, "broken-cel", {"dra": {"extraSelector": 'device.attributes["gpu.nvidia.com"].type =='}})
+    work = work_dir_with_stack(
+        tmp_path, "broken-cel", {"dra": {"extraSelector": 'device.attributes["gpu.nvidia.com"].type =='}}
+    )
     stack = engine.stack(engine_env, "broken-cel", work_dir=work)
     with pytest.raises(auto.CommandError) as failure:
         stack.preview(color="never")

@@ -6,11 +6,10 @@ state leaks between tests.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import copy
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi

@@ -601,15 +601,15 @@ def test_archive_override_resolves_to_an_absolute_path_without_version(run: RunP
 
     recorder = run(config)
 
-    for name, file in [
-        ("gpu-plugin-chart", "nvidia-device-plugin-0.20.0.tgz"),
-        ("gpu-dra-chart", "dra-driver-nvidia-gpu-0.4.1.tgz"),
+    for name, file, version in [
+        ("gpu-plugin-chart", "nvidia-device-plugin-0.20.0.tgz", "0.20.0"),
+        ("gpu-dra-chart", "dra-driver-nvidia-gpu-0.4.1.tgz", "0.4.1"),
     ]:
         chart = recorder.named(name).inputs
         assert chart["chart"] == str((ROOT.parent / "shared" / "charts" / file).resolve())
         assert Path(chart["chart"]).is_absolute()
         assert ".." not in Path(chart["chart"]).parts
-        assert "version" not in chart
+        assert chart["version"] == version
         assert "repositoryOpts" not in chart
 
 
@@ -622,7 +622,7 @@ def test_operator_archive_override(run: RunProgram) -> None:
     release = run(config).named("gpu-operator-release").inputs
 
     assert release["chart"] == str((ROOT.parent / "shared" / "charts" / "gpu-operator-v26.7.0.tgz").resolve())
-    assert "version" not in release
+    assert release["version"] == "v26.7.0"
     assert "repositoryOpts" not in release
 
 
