@@ -1165,19 +1165,43 @@ def test_stamp_leaves_other_resources_untouched(custom: bool, type_: str, props:
 def test_owner_charts_carry_the_stamp_of_their_cohort(run: RunProgram) -> None:
     recorder = run(_both_cohorts())
 
-    for chart, owner, cohort_name, index in [
-        ("gpu-plugin-chart", "device-plugin", "plugin", 0),
-        ("gpu-dra-chart", "dra", "dra", 1),
+    for chart, owner, cohort_name, index, chart_ref in [
+        ("gpu-plugin-chart", "device-plugin", "plugin", 0, "nvidia-device-plugin@0.20.0"),
+        (
+            "gpu-dra-chart",
+            "dra",
+            "dra",
+            1,
+            "oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu@0.5.0",
+        ),
     ]:
-        [transform] = recorder.transforms[chart]
+        transform = recorder.transforms[chart][0]
         result = transform(_transform_args(True, "kubernetes:apps/v1:DaemonSet", _daemonset_props()))
         metadata = _stamped(result)["metadata"]
+        assert metadata["annotations"]["eks-hybrid-gpu.io/chart"] == chart_ref
         assert metadata["labels"]["eks-hybrid-gpu.io/owner"] == owner
         assert metadata["labels"]["eks-hybrid-gpu.io/cohort"] == cohort_name
         assert metadata["labels"]["app.kubernetes.io/name"] == "nvidia-device-plugin"
         assert metadata["annotations"]["eks-hybrid-gpu.io/config-path"] == f"eks-hybrid-gpu:cohorts[{index}]"
         assert json.loads(metadata["annotations"]["eks-hybrid-gpu.io/node-selector"]) == selector_for(owner)
+    assert len(recorder.transforms["gpu-plugin-chart"]) == 1
+    assert len(recorder.transforms["gpu-dra-chart"]) == 2
     assert recorder.transforms["gpu-plugin-smoke-job"] == []
+
+
+def test_dra_chart_device_classes_lose_extended_resource_name(run: RunProgram) -> None:
+    recorder = run(_both_cohorts())
+    strip = recorder.transforms["gpu-dra-chart"][1]
+    device_class = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "x"}}], "extendedResourceName": "nvidia.com/gpu"},
+    }
+    result = strip(_transform_args(True, "kubernetes:resource.k8s.io/v1:DeviceClass", device_class))
+    assert result is not None
+    assert result.props["spec"] == {"selectors": [{"cel": {"expression": "x"}}]}
+    assert strip(_transform_args(True, "kubernetes:apps/v1:DaemonSet", _daemonset_props())) is None
 
 
 def test_ownership_metadata_helper() -> None:
