@@ -9,12 +9,14 @@ provider, Chart v4 rendering, server-side apply — is the real thing.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from pulumi import automation as auto
 
 from components.ownership import PROJECT
@@ -127,6 +129,26 @@ def prepare(state_dir: Path, kubeconfig: Path, toolchain: Toolchain | None = Non
     return engine
 
 
+def _work_copy(engine: EngineEnv, name: str, source_dir: Path) -> Path:
+    """Copy Pulumi.yaml and the stack file into the engine's own work dir.
+
+    The Automation API writes the stack's `encryptionsalt` into its stack file; working on a copy keeps
+    the repository's stack files clean. The salt of an earlier run is kept, or the stack's secrets
+    could no longer be read.
+    """
+    work = engine.state_dir / "work"
+    (work / "stacks").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source_dir / "Pulumi.yaml", work / "Pulumi.yaml")
+    source = source_dir / "stacks" / f"Pulumi.{name}.yaml"
+    target = work / "stacks" / source.name
+    document = yaml.safe_load(source.read_text()) or {}
+    previous = yaml.safe_load(target.read_text()) if target.exists() else None
+    if isinstance(previous, dict) and "encryptionsalt" in previous:
+        document["encryptionsalt"] = previous["encryptionsalt"]
+    target.write_text(yaml.safe_dump(document, sort_keys=False))
+    return work
+
+
 def stack(engine: EngineEnv, name: str, work_dir: Path = ROOT, program: Callable[[], None] | None = None) -> auto.Stack:
     """Select or create a stack whose config lives in `work_dir`/stacks, running the real program inline."""
 
@@ -136,7 +158,7 @@ def stack(engine: EngineEnv, name: str, work_dir: Path = ROOT, program: Callable
         run(ROOT)
 
     workspace = auto.LocalWorkspaceOptions(
-        work_dir=str(work_dir),
+        work_dir=str(_work_copy(engine, name, work_dir)),
         pulumi_home=str(engine.pulumi_home),
         env_vars=engine.variables,
         pulumi_command=auto.PulumiCommand(

@@ -39,7 +39,7 @@ class LocalCluster:
 
     @property
     def kubeconfig(self) -> Path:
-        """kubeconfig of the cluster-admin user."""
+        """Kubeconfig of the cluster-admin user."""
         return self.state_dir / "kubeconfig"
 
 
@@ -165,51 +165,93 @@ def _start_all(state: Path, controllers: tuple[str, ...], scheduler: bool, timeo
     (state / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
     subprocess.run(  # noqa: S603
         ["openssl", "genrsa", "-out", str(state / "sa.key"), "2048"],  # noqa: S607
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     _progress(f"starting etcd on 127.0.0.1:{etcd_port}")
-    _start(state, "etcd", [
-        etcd, "--name", "local", "--data-dir", str(state / "etcd"),
-        "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
-        "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
-        "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-        "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-        "--initial-cluster", f"local=http://127.0.0.1:{peer_port}",
-        "--listen-metrics-urls", f"http://127.0.0.1:{_free_port()}",
-        "--unsafe-no-fsync", "--log-level", "warn",
-    ])
+    _start(
+        state,
+        "etcd",
+        [
+            etcd,
+            "--name",
+            "local",
+            "--data-dir",
+            str(state / "etcd"),
+            "--listen-client-urls",
+            f"http://127.0.0.1:{etcd_port}",
+            "--advertise-client-urls",
+            f"http://127.0.0.1:{etcd_port}",
+            "--listen-peer-urls",
+            f"http://127.0.0.1:{peer_port}",
+            "--initial-advertise-peer-urls",
+            f"http://127.0.0.1:{peer_port}",
+            "--initial-cluster",
+            f"local=http://127.0.0.1:{peer_port}",
+            "--listen-metrics-urls",
+            f"http://127.0.0.1:{_free_port()}",
+            "--unsafe-no-fsync",
+            "--log-level",
+            "warn",
+        ],
+    )
     _progress(f"starting kube-apiserver on 127.0.0.1:{api_port}")
     server = f"https://127.0.0.1:{api_port}"
-    _start(state, "kube-apiserver", [
-        apiserver,
-        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-        "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={api_port}",
-        f"--cert-dir={state / 'apiserver-certs'}",
-        f"--token-auth-file={state / 'tokens.csv'}", "--authorization-mode=RBAC",
-        "--service-cluster-ip-range=10.0.0.0/24", "--allow-privileged=true",
-        "--disable-admission-plugins=ServiceAccount",
-        f"--service-account-issuer={server}",
-        f"--service-account-key-file={state / 'sa.key'}",
-        f"--service-account-signing-key-file={state / 'sa.key'}",
-    ])
+    _start(
+        state,
+        "kube-apiserver",
+        [
+            apiserver,
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--cert-dir={state / 'apiserver-certs'}",
+            f"--token-auth-file={state / 'tokens.csv'}",
+            "--authorization-mode=RBAC",
+            "--service-cluster-ip-range=10.0.0.0/24",
+            "--allow-privileged=true",
+            "--disable-admission-plugins=ServiceAccount",
+            f"--service-account-issuer={server}",
+            f"--service-account-key-file={state / 'sa.key'}",
+            f"--service-account-signing-key-file={state / 'sa.key'}",
+        ],
+    )
     cluster = LocalCluster(state, server, token)
     _write_kubeconfig(cluster)
     _wait_ready(cluster, timeout)
     _progress(f"API server ready at {server}")
     manager = _binary("kube-controller-manager")
     _progress(f"starting kube-controller-manager ({', '.join(controllers)})")
-    _start(state, "kube-controller-manager", [
-        manager, f"--kubeconfig={cluster.kubeconfig}", f"--controllers={','.join(controllers)}",
-        "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={_free_port()}",
-        f"--cert-dir={state / 'kcm-certs'}", f"--service-account-private-key-file={state / 'sa.key'}",
-        "--use-service-account-credentials=false",
-    ])
+    _start(
+        state,
+        "kube-controller-manager",
+        [
+            manager,
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--controllers={','.join(controllers)}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={_free_port()}",
+            f"--cert-dir={state / 'kcm-certs'}",
+            f"--service-account-private-key-file={state / 'sa.key'}",
+            "--use-service-account-credentials=false",
+        ],
+    )
     if scheduler:
         _progress("starting kube-scheduler")
-        _start(state, "kube-scheduler", [
-            _binary("kube-scheduler"), f"--kubeconfig={cluster.kubeconfig}", "--leader-elect=false",
-            "--bind-address=127.0.0.1", f"--secure-port={_free_port()}", f"--cert-dir={state / 'scheduler-certs'}",
-        ])
+        _start(
+            state,
+            "kube-scheduler",
+            [
+                _binary("kube-scheduler"),
+                f"--kubeconfig={cluster.kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={_free_port()}",
+                f"--cert-dir={state / 'scheduler-certs'}",
+            ],
+        )
     (state / "cluster.json").write_text(json.dumps({"server": server}))
     return cluster
 

@@ -85,5 +85,14 @@ def sim_kube(sim_cluster: localcluster.LocalCluster) -> kubeclient.Kube:
 def sim_engine_env(
     toolchain: engine.Toolchain, sim_cluster: localcluster.LocalCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> engine.EngineEnv:
-    """Pulumi home and file backend of the placement tests, pointed at the simulated cluster."""
-    return engine.prepare(tmp_path_factory.mktemp("sim-engine"), sim_cluster.kubeconfig, toolchain)
+    """Pulumi home and file backend of the placement tests, pointed at the simulated cluster.
+
+    `engine.prepare` also points this process's environment (read by inline programs) at the simulated
+    cluster; it is put back, so `engine_env` users keep theirs. The placement tests set it per test.
+    """
+    before = dict(os.environ)
+    prepared = engine.prepare(tmp_path_factory.mktemp("sim-engine"), sim_cluster.kubeconfig, toolchain)
+    for key in set(os.environ) - set(before):
+        del os.environ[key]
+    os.environ.update(before)
+    return prepared

@@ -1,0 +1,265 @@
+"""`eks-hybrid-gpu inspect`: the seed's ResourceSlice/ResourceClaim `jq` reads, plus who owns each node.
+
+It answers three questions an operator asks before and after a change: which GPUs the DRA driver
+publishes on which node (devices with attributes and capacity), which claims are allocated and reserved
+for which pods, and which allocation owner serves each GPU node — the ledger ConfigMap's cohort
+selectors matched against the node's labels. It only reads; a claim's reservation is not proof that a
+container used the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.dra_objects import DRIVER
+from components.ownership import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME
+from components.preflight import matches
+from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE, Kube, KubeAccessError, KubeApiError, connect, segment
+
+DEFAULT_NAMESPACE = "ai-workloads"
+DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything inspect reads, as the API returned it."""
+
+    nodes: list[dict[str, Any]]
+    slices: list[dict[str, Any]]
+    claims: list[dict[str, Any]]
+    ledger: dict[str, Any] | None
+    """The ledger's ownership map; None when the ConfigMap (or its key) is absent."""
+    ledger_ref: str
+    namespace: str
+
+
+def read_ledger(kube: Kube, ledger_ref: str) -> dict[str, Any] | None:
+    """The ownership map of ConfigMap NAMESPACE/NAME, or None when it does not exist."""
+    namespace, name = ledger_ref.split("/", 1)
+    found = kube.get_or_none(f"/api/v1/namespaces/{segment(namespace)}/configmaps/{segment(name)}")
+    text = ((found or {}).get("data") or {}).get(LEDGER_KEY)
+    if not text:
+        return None
+    ledger: dict[str, Any] = json.loads(text)
+    return ledger
+
+
+def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snapshot:
+    """Read nodes, the driver's slices, the namespace's claims and the ledger."""
+    slices = [s for s in kube.items(SLICES) if s.get("spec", {}).get("driver") == DRIVER]
+    claims = kube.items(f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims")
+    return Snapshot(kube.items("/api/v1/nodes"), slices, claims, read_ledger(kube, ledger_ref), ledger_ref, namespace)
+
+
+def node_owner(labels: Mapping[str, str], ledger: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Which cohort (and so which owner) serves a node, from the ledger's selectors.
+
+    A node selected by two cohorts is a conflict (one GPU, two allocation owners); an Auto Mode node that
+    no cohort selects is AWS's; any other node is unowned.
+    """
+    cohorts = sorted(
+        name
+        for name, entry in ((ledger or {}).get("cohorts") or {}).items()
+        if matches(entry.get("nodeSelector") or {}, {"metadata": {"labels": dict(labels)}})
+    )
+    entries = (ledger or {}).get("cohorts") or {}
+    if len(cohorts) == 1:
+        entry = entries[cohorts[0]]
+        return {"cohort": cohorts[0], "owner": entry["owner"], "sharing": entry.get("sharing"), "note": None}
+    if len(cohorts) > 1:
+        owners = ", ".join(f"{c} ({entries[c]['owner']})" for c in cohorts)
+        return {"cohort": None, "owner": None, "sharing": None, "note": f"conflict: selected by {owners}"}
+    if labels.get(COMPUTE_TYPE_LABEL) == AUTO_MODE:
+        return {"cohort": None, "owner": None, "sharing": None, "note": "EKS Auto Mode: AWS manages its GPUs"}
+    note = "no ledger" if ledger is None else "no cohort selects this node"
+    return {"cohort": None, "owner": None, "sharing": None, "note": note}
+
+
+def _gpu_resources(node: Mapping[str, Any]) -> dict[str, str]:
+    allocatable = node.get("status", {}).get("allocatable") or {}
+    return {k: str(v) for k, v in sorted(allocatable.items()) if k.startswith("nvidia.com/")}
+
+
+def _is_gpu_node(node: Mapping[str, Any], owner: Mapping[str, Any], sliced: set[str]) -> bool:
+    labels = node.get("metadata", {}).get("labels") or {}
+    return bool(
+        owner["cohort"]
+        or (owner["note"] and owner["note"].startswith("conflict"))
+        or labels.get("nvidia.com/gpu.present") == "true"
+        or _gpu_resources(node)
+        or node.get("metadata", {}).get("name") in sliced
+    )
+
+
+def slice_summary(resource_slice: Mapping[str, Any]) -> dict[str, Any]:
+    """The seed's `{name, node, devices: [{name, attributes, capacity}]}` projection."""
+    spec = resource_slice.get("spec", {})
+    return {
+        "name": resource_slice["metadata"]["name"],
+        "node": spec.get("nodeName"),
+        "pool": (spec.get("pool") or {}).get("name"),
+        "devices": [
+            {"name": d.get("name"), "attributes": d.get("attributes") or {}, "capacity": d.get("capacity") or {}}
+            for d in spec.get("devices") or []
+        ],
+    }
+
+
+def claim_summary(claim: Mapping[str, Any]) -> dict[str, Any]:
+    """The seed's `{name, allocation, reservedFor}` projection, plus the generating pod and deletion state."""
+    meta, status = claim.get("metadata", {}), claim.get("status") or {}
+    pod = next((o["name"] for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"), None)
+    return {
+        "name": meta.get("name"),
+        "namespace": meta.get("namespace"),
+        "pod": pod,
+        "allocation": ((status.get("allocation") or {}).get("devices") or {}).get("results"),
+        "reservedFor": status.get("reservedFor"),
+        "finalizers": list(meta.get("finalizers") or []),
+        "deleting": bool(meta.get("deletionTimestamp")),
+    }
+
+
+def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
+    """The JSON document `inspect --json` prints."""
+    devices_per_node: dict[str, int] = {}
+    for s in snapshot.slices:
+        node_name = s.get("spec", {}).get("nodeName")
+        if node_name:
+            devices_per_node[node_name] = devices_per_node.get(node_name, 0) + len(s["spec"].get("devices") or [])
+    nodes = []
+    for node in sorted(snapshot.nodes, key=lambda n: str(n["metadata"]["name"])):
+        labels = node["metadata"].get("labels") or {}
+        owner = node_owner(labels, snapshot.ledger)
+        if not _is_gpu_node(node, owner, set(devices_per_node)):
+            continue
+        name = node["metadata"]["name"]
+        nodes.append(
+            {
+                "name": name,
+                "computeType": labels.get(COMPUTE_TYPE_LABEL),
+                **owner,
+                "gpuResources": _gpu_resources(node),
+                "draDevices": devices_per_node.get(name, 0),
+            }
+        )
+    return {
+        "cluster": {"server": kube.server, "kubeconfig": kube.kubeconfig, "context": kube.context} if kube else None,
+        "ledger": {
+            "configMap": snapshot.ledger_ref,
+            "found": snapshot.ledger is not None,
+            "operatorMode": (snapshot.ledger or {}).get("operatorMode"),
+        },
+        "nodes": nodes,
+        "resourceSlices": sorted(
+            (slice_summary(s) for s in snapshot.slices), key=lambda s: (str(s["node"]), str(s["name"]))
+        ),
+        "namespace": snapshot.namespace,
+        "resourceClaims": sorted((claim_summary(c) for c in snapshot.claims), key=lambda c: str(c["name"])),
+    }
+
+
+def _attribute(value: Mapping[str, Any] | None) -> str:
+    if not value:
+        return "-"
+    return str(next(iter(value.values())))
+
+
+def claim_state(claim: Mapping[str, Any]) -> str:
+    """pending, allocated, reserved, or deleting with its finalizers: no stored phase exists in this API."""
+    if claim["deleting"]:
+        return f"deleting (finalizers: {', '.join(claim['finalizers']) or 'none'})"
+    if claim["reservedFor"]:
+        return "reserved"
+    if claim["allocation"]:
+        return "allocated"
+    return "pending"
+
+
+def _table(rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
+
+
+def render(document: Mapping[str, Any]) -> str:
+    """The human-readable tables."""
+    ledger = document["ledger"]
+    source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
+    lines = [f"GPU nodes (owners from ConfigMap {source}):"]
+    rows: list[tuple[str, ...]] = [("node", "compute-type", "cohort", "owner", "GPU resources", "DRA devices")]
+    for n in document["nodes"]:
+        resources = ",".join(f"{k}={v}" for k, v in n["gpuResources"].items()) or "-"
+        rows.append(
+            (
+                n["name"],
+                n["computeType"] or "-",
+                n["cohort"] or "-",
+                n["owner"] or f"- ({n['note']})",
+                resources,
+                str(n["draDevices"]),
+            )
+        )
+    lines += [f"  {line}" for line in _table(rows)] if document["nodes"] else ["  none"]
+    lines.append(f"\nResourceSlices of {DRIVER}:")
+    rows = [("node", "device", "type", "productName", "memory", "uuid")]
+    for s in document["resourceSlices"]:
+        for d in s["devices"]:
+            attributes = d["attributes"]
+            memory = (d["capacity"].get("memory") or {}).get("value", "-")
+            rows.append(
+                (
+                    str(s["node"]),
+                    str(d["name"]),
+                    _attribute(attributes.get("type")),
+                    _attribute(attributes.get("productName")),
+                    str(memory),
+                    _attribute(attributes.get("uuid")),
+                )
+            )
+    lines += [f"  {line}" for line in _table(rows)] if len(rows) > 1 else ["  none"]
+    lines.append(f"\nResourceClaims in {document['namespace']}:")
+    rows = [("claim", "pod", "allocation", "reserved for", "state")]
+    for c in document["resourceClaims"]:
+        allocation = ", ".join(
+            f"{r.get('request')} -> {r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in c["allocation"] or []
+        )
+        reserved = ", ".join(f"{r.get('resource')}/{r.get('name')}" for r in c["reservedFor"] or [])
+        rows.append((c["name"], c["pod"] or "-", allocation or "-", reserved or "-", claim_state(c)))
+    lines += [f"  {line}" for line in _table(rows)] if len(rows) > 1 else ["  none"]
+    return "\n".join(lines)
+
+
+def parser() -> argparse.ArgumentParser:
+    """`eks-hybrid-gpu inspect` options."""
+    p = argparse.ArgumentParser(prog="eks-hybrid-gpu inspect", description=__doc__.splitlines()[0])
+    p.add_argument("--kubeconfig", help="default: $KUBECONFIG or ~/.kube/config")
+    p.add_argument("--context", help="default: the kubeconfig's current context")
+    p.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="namespace of the ResourceClaims")
+    p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
+    p.add_argument("--json", action="store_true", help="one JSON document instead of tables")
+    return p
+
+
+def main(argv: Sequence[str]) -> int:
+    """0 with the report; 2 with one line when the cluster cannot be read (unreachable, 401, 403)."""
+    args = parser().parse_args(list(argv))
+    if "/" not in args.ledger:
+        print(f"inspect: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
+        return ACCESS_EXIT_CODE
+    try:
+        kube = connect(args.kubeconfig, args.context)
+        document = report(gather(kube, args.namespace, args.ledger), kube)
+    except KubeAccessError as error:
+        print(f"inspect: {error}", file=sys.stderr)
+        return ACCESS_EXIT_CODE
+    except (KubeApiError, ValueError) as error:
+        print(f"inspect: the API server answered {error}", file=sys.stderr)
+        return 1
+    print(json.dumps(document, indent=2) if args.json else render(document))
+    return 0

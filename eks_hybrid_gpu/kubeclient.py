@@ -1,0 +1,220 @@
+"""A small JSON client for the day-2 commands: kubeconfig loading and one-line refusals.
+
+The commands read objects as plain JSON (the shape `kubectl get -o json` prints and the seed's `jq`
+checks read), so this wraps the Kubernetes client's transport instead of its typed models. Every way of
+not getting an answer — no kubeconfig, an unreachable server, rejected credentials, a 403 — becomes a
+`KubeAccessError` whose message names the kubeconfig, the context and the server, and says what to do.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+REQUEST_TIMEOUT = (5.0, 30.0)
+"""Connect and read timeouts: an unreachable server fails in seconds, not minutes."""
+ACCESS_EXIT_CODE = 2
+"""Exit code of a command that could not talk to the cluster at all."""
+
+
+class KubeAccessError(Exception):
+    """The cluster could not be reached or refused the user; the message is one line that says what to do."""
+
+
+class KubeApiError(Exception):
+    """The API server answered with an error other than an access refusal (for example 404 or 409)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+
+
+def default_kubeconfig() -> str:
+    """$KUBECONFIG's first file, else ~/.kube/config: where kubectl looks."""
+    env = os.environ.get("KUBECONFIG", "")
+    first = next((p for p in env.split(os.pathsep) if p), "")
+    return first or str(Path.home() / ".kube" / "config")
+
+
+@dataclass
+class Kube:
+    """One cluster as one user: where it is, who we are, and raw JSON requests to it."""
+
+    api: client.ApiClient
+    kubeconfig: str
+    context: str
+    server: str
+
+    @property
+    def where(self) -> str:
+        """`kubeconfig PATH, context C, server S`: the part of every refusal that says which cluster."""
+        return f"kubeconfig {self.kubeconfig}, context {self.context}, server {self.server}"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int | bool] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        raw: bool = False,
+    ) -> Any:
+        """One API request; JSON in and out (text when `raw`). Access problems raise KubeAccessError."""
+        headers = {"Accept": "text/plain, application/json, */*" if raw else "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        params = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()]
+        serialized = self.api.param_serialize(
+            method,
+            path,
+            query_params=params,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        try:
+            with warnings.catch_warnings():
+                if not self.api.configuration.verify_ssl:
+                    # The kubeconfig itself opts out of verification (the loopback cluster's self-signed
+                    # certificate); urllib3 repeating that on every request would bury the commands' output.
+                    warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+                response = self.api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
+                data = response.read()  # type: ignore[no-untyped-call]
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise KubeAccessError(self._unreachable(error)) from None
+        except ApiException as error:  # TLS problems surface as status 0
+            raise KubeAccessError(self._unreachable(error.reason)) from None
+        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
+        if 200 <= response.status <= 299:
+            return text if raw else (json.loads(text) if text else {})
+        message = _status_message(text) or response.reason or ""
+        if response.status == 401:
+            msg = (
+                f"the API server rejected the credentials ({self.where}): 401 Unauthorized; "
+                "refresh the token or pass the administrator --kubeconfig/--context"
+            )
+            raise KubeAccessError(msg)
+        if response.status == 403:
+            msg = (
+                f"permission denied ({self.where}): {message}; use the administrator --kubeconfig/--context "
+                "or ask the cluster owner for that permission"
+            )
+            raise KubeAccessError(msg)
+        raise KubeApiError(response.status, message)
+
+    def _unreachable(self, error: object) -> str:
+        reason = _reason(error)
+        return (
+            f"cannot reach the Kubernetes API ({self.where}): {reason}; check that the cluster is running "
+            "and pass the right --kubeconfig/--context"
+        )
+
+    def get(self, path: str, **query: str | int | bool) -> dict[str, Any]:
+        """One object (or a list object) as JSON."""
+        found: dict[str, Any] = self.request("GET", path, query=query)
+        return found
+
+    def get_or_none(self, path: str) -> dict[str, Any] | None:
+        """One object, or None when it does not exist."""
+        try:
+            return self.get(path)
+        except KubeApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def items(self, path: str, **query: str | int | bool) -> list[dict[str, Any]]:
+        """The items of a list; a 404 (API or namespace absent) is an empty list."""
+        try:
+            items: list[dict[str, Any]] = self.get(path, **query).get("items") or []
+        except KubeApiError as error:
+            if error.status == 404:
+                return []
+            raise
+        return items
+
+    def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST an object to a collection."""
+        created: dict[str, Any] = self.request("POST", path, body=dict(body))
+        return created
+
+    def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386): lists are replaced, maps are merged, null removes a key."""
+        patched: dict[str, Any] = self.request(
+            "PATCH", path, body=dict(body), content_type="application/merge-patch+json"
+        )
+        return patched
+
+    def delete(self, path: str, **query: str | int | bool) -> bool:
+        """Delete an object; False when it was already gone."""
+        try:
+            self.request("DELETE", path, query=query)
+        except KubeApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def text(self, path: str, **query: str | int | bool) -> str:
+        """A plain-text subresource such as a pod log."""
+        found: str = self.request("GET", path, query=query, raw=True)
+        return found
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
+    """A client for the kubeconfig's context; a missing or unusable kubeconfig is a KubeAccessError."""
+    path = kubeconfig or default_kubeconfig()
+    if not Path(path).is_file():
+        msg = f"kubeconfig {path} does not exist; pass --kubeconfig PATH (and --context) of the cluster to inspect"
+        raise KubeAccessError(msg)
+    try:
+        contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+        chosen = context or (active or {}).get("name", "")
+        if context is not None and context not in {c["name"] for c in contexts or []}:
+            msg = f"kubeconfig {path} has no context {context}; pick one of: " + ", ".join(
+                sorted(c["name"] for c in contexts or [])
+            )
+            raise KubeAccessError(msg)
+        api = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as error:
+        msg = f"kubeconfig {path} cannot be used ({' '.join(str(error).split())}); pass a valid --kubeconfig/--context"
+        raise KubeAccessError(msg) from None
+    return Kube(api, path, chosen, api.configuration.host)
+
+
+def segment(value: str) -> str:
+    """A name as one URL path segment."""
+    return quote(value, safe="")
+
+
+def _reason(error: object) -> str:
+    """The innermost readable cause: `Connection refused`, not urllib3's whole retry chain."""
+    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
+        error = error.reason
+    text = " ".join(str(error).split())
+    found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    return found.group(1).strip().lower() if found else text
+
+
+def _status_message(text: str) -> str:
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:300]
+    if isinstance(document, dict):
+        return str(document.get("message") or "")
+    return ""
