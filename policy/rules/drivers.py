@@ -24,6 +24,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from components import ownership as vocab
 from policy.rules.k8s import (
     CHART_TYPES,
     CHART_VERSION_PATHS,
@@ -37,6 +38,8 @@ from policy.rules.k8s import (
     Resource,
     StackView,
     as_bool,
+    chart_inputs_hidden,
+    classify_chart,
     config_bool,
     config_strings,
     show,
@@ -67,13 +70,13 @@ def _operator_cohort_verification(ledger: Ledger | None, verified_config: tuple[
 
 
 def _driver_disabled(operator: Installation) -> bool:
-    return as_bool(operator.value("driver", "enabled")) is False
+    return as_bool(operator.setting("driver", "enabled")) is False
 
 
 def _driver_managed(operator: Installation) -> bool:
     if operator.values is UNKNOWN:
         return False
-    value = as_bool(operator.value("driver", "enabled"))
+    value = as_bool(operator.setting("driver", "enabled"))
     return value is True or value is None
 
 
@@ -105,17 +108,14 @@ def driver_ownership_consistent_validator(args: StackValidationArgs, report_viol
     if not managing:
         return
     for install in dra_installs:
-        root = install.value("nvidiaDriverRoot")
-        if root is UNKNOWN:
-            continue
-        effective = "/" if root is None else root
-        if effective != "/":
+        root = install.driver_root()
+        if root.value != "/":
             continue
         report_violation(
-            f"{install.resource.describe} values nvidiaDriverRoot is {show(effective)}"
-            f"{' (chart default)' if root is None else ''} while "
+            f"{root.subject} is {show(root.value)}"
+            f"{' (chart default)' if root.defaulted else ''} while "
             f"{managing[0].resource.describe} manages the driver (driver.enabled is "
-            f"{show(managing[0].value('driver', 'enabled'))}, default true). An "
+            f"{show(managing[0].setting('driver', 'enabled'))}, default true). An "
             "Operator-installed driver lives under /run/nvidia/driver, so the DRA "
             "plugin would prepare devices against a host driver that is not the one in "
             f"use. Set {_DRIVER_PATH} to false with a verified host driver, or keep the "
@@ -178,25 +178,45 @@ def version_problem(chart: Any, version: Any, *, allow_prerelease: bool) -> Any:
 
 
 def chart_version_pinned_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse Helm charts without an exact version."""
+    """Refuse Helm charts without an exact version: Release inputs, and the chart stamp of rendered objects."""
     resource = Resource.from_args(args)
-    if not resource.is_helm:
-        args.not_applicable("not a Helm Chart or Release")
+    if resource.inputs_hidden:
+        args.not_applicable(
+            chart_inputs_hidden(
+                f"the version is checked on the {vocab.CHART_ANNOTATION} annotation of every object it renders"
+            )
+        )
         return
+    if resource.is_helm:
+        chart = resource.props.get("chart")
+        version = resource.props.get("version")
+        subject = f"{resource.describe}: chart {show(chart)} version {show(version)}"
+        owner = resource.chart_owner
+    else:
+        stamp = resource.chart_stamp
+        if stamp is None:
+            args.not_applicable(f"not a Helm Chart or Release, and no {vocab.CHART_ANNOTATION} annotation")
+            return
+        if stamp is UNKNOWN:
+            args.not_applicable("the chart annotation is unknown during preview")
+            return
+        chart, version = stamp
+        rendered_by = f" (rendered by Chart '{resource.parent_name}')" if resource.rendered_by_chart else ""
+        subject = (
+            f"{resource.describe}{rendered_by}: annotation {vocab.CHART_ANNOTATION} says chart {show(chart)} "
+            f"version {show(version)}"
+        )
+        owner = classify_chart(chart)
     allow_prerelease = config_bool(args.get_config(), "allowPrerelease", True)
-    chart = resource.props.get("chart")
-    version = resource.props.get("version")
     problem = version_problem(chart, version, allow_prerelease=allow_prerelease)
     if problem is UNKNOWN:
         args.not_applicable("the chart version is unknown during preview")
         return
     if problem is None:
         return
-    owner = resource.chart_owner
     path = CHART_VERSION_PATHS.get(owner or "", "the version input of this chart")
     report_violation(
-        f"{resource.describe}: chart {show(chart)} version {show(version)} {problem}. "
-        "A floating version changes the installed allocator without review. Set "
+        f"{subject} {problem}. A floating version changes the installed allocator without review. Set "
         f"{path} to an exact reviewed version (e.g. 0.20.0, 0.5.0, v26.7.0).",
         None,
     )
@@ -214,15 +234,26 @@ _HOOK_OPTIONS: Final = {
 def operator_hooks_kept_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse hook bypasses on the GPU Operator release."""
     resource = Resource.from_args(args)
-    if resource.chart_owner != GPU_OPERATOR:
-        args.not_applicable("not the GPU Operator chart")
-        return
-    subject = resource.describe
     fix = (
         "The Operator's pre-delete cleanup-gpucluster/cleanup-crd and pre-upgrade "
         "upgrade-crd hooks drain finalizers and upgrade CRDs in order; the seed forbids "
         "--no-hooks. Install it as helm.v3.Release with hooks on"
     )
+    if resource.inputs_hidden:
+        args.not_applicable(chart_inputs_hidden("a GPU Operator it renders is refused on its workloads"))
+        return
+    if resource.chart_owner != GPU_OPERATOR:
+        if resource.rendered_by_chart and _renders_operator(resource):
+            report_violation(
+                f"{resource.describe} is a GPU Operator workload rendered by Chart '{resource.parent_name}' "
+                f"({resource.parent_type}), which installs the chart without its hooks. {fix} "
+                f"({PROJECT}:operator.mode selects the mode, not the installer).",
+                None,
+            )
+            return
+        args.not_applicable("not the GPU Operator chart")
+        return
+    subject = resource.describe
     if resource.resource_type in CHART_TYPES:
         report_violation(
             f"{subject} installs the GPU Operator with {resource.resource_type}, which "
@@ -251,6 +282,13 @@ def operator_hooks_kept_validator(args: ResourceValidationArgs, report_violation
             "keep operator.upgradeCRD true.",
             None,
         )
+
+
+def _renders_operator(resource: Resource) -> bool:
+    """A workload of the GPU Operator chart itself (not of its NFD subchart)."""
+    if resource.pod_spec is None or resource.is_nfd:
+        return False
+    return resource.rendered_chart_owner == GPU_OPERATOR or resource.owner == GPU_OPERATOR
 
 
 def _operator_value(resource: Resource, key: str) -> Any:
@@ -320,7 +358,8 @@ DRIVER_VERIFICATION_DECLARED = StackValidationPolicy(
 CHART_VERSION_PINNED = ResourceValidationPolicy(
     name="chart-version-pinned",
     description=(
-        "Every Helm chart is installed at an exact version, never a range, latest, an empty version, *, ^, ~ or >."
+        "Every Helm Release, and every object a Chart v4 renders (its eks-hybrid-gpu.io/chart stamp), "
+        "names an exact chart version, never a range, latest, an empty version, *, ^, ~ or >."
     ),
     validate=chart_version_pinned_validator,
     enforcement_level=EnforcementLevel.MANDATORY,

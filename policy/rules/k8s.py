@@ -10,6 +10,16 @@ The module also knows the shapes the rules inspect: pod templates in every workl
 kind, node selectors and affinities, Kubernetes quantities, Helm chart resources,
 the ownership labels stamped by the program (see ``components.ownership``) and the
 ledger ConfigMap.
+
+What the analyzer really receives (captured in ``tests/fixtures/policy/real/``): a
+``kubernetes:helm.sh/v4:Chart`` is a remote component, so its props are EMPTY in
+resource and in stack validation. Its inputs (``chart``, ``version``, ``values``) are
+never visible; the objects it renders are, each with its full manifest, its parent URN
+pointing at the Chart, and the program's stamps (owner/cohort labels, node-selector,
+sharing, config-path and chart annotations). A ``helm.sh/v3:Release`` is a custom
+resource: its inputs, values included, are visible, its rendered objects are not.
+:class:`Installation` answers the rules' questions from the values where they are
+visible and from the rendered objects otherwise.
 """
 
 from __future__ import annotations
@@ -74,6 +84,21 @@ GPU_DISCOVERY_LABELS: Final = (
 """Labels of the charts' default GPU-discovery affinity (charts.md 2.1 and 3.1)."""
 
 CONFIG_MAP_TYPE: Final = "kubernetes:core/v1:ConfigMap"
+
+CHART_INPUTS_HIDDEN: Final = (
+    "Chart v4 inputs are not sent to policy analyzers (a remote component arrives with empty props)"
+)
+"""Start of the not-applicable reason for a Chart whose props are empty."""
+
+
+def chart_inputs_hidden(checked: str) -> str:
+    """The not-applicable reason for a Chart with empty props: what is checked on its rendered objects instead."""
+    return f"{CHART_INPUTS_HIDDEN}; {checked}"
+
+
+NFD_NAME: Final = "node-feature-discovery"
+APP_NAME_LABEL: Final = "app.kubernetes.io/name"
+HELM_CHART_LABEL: Final = "helm.sh/chart"
 
 # --------------------------------------------------------------------------- unknowns
 
@@ -364,6 +389,27 @@ class Resource:
         return f"{self.resource_type} '{self.k8s_name or self.name}'"
 
     @property
+    def parent_type(self) -> str | None:
+        """The parent's type token, read from this resource's URN (``…$parentType$ownType::name``)."""
+        parts = self.urn.split("::")
+        if len(parts) < 4:
+            return None
+        chain = parts[2].split("$")
+        return chain[-2] if len(chain) > 1 else None
+
+    @property
+    def parent_name(self) -> str | None:
+        """The parent's Pulumi name, read from the parent URN."""
+        if not self.parent_urn:
+            return None
+        return self.parent_urn.rsplit("::", 1)[-1] or None
+
+    @property
+    def rendered_by_chart(self) -> bool:
+        """Tell whether a Helm Chart component (v4 or v3) rendered this object."""
+        return self.parent_type in CHART_TYPES
+
+    @property
     def owner(self) -> str | None:
         """The ``eks-hybrid-gpu.io/owner`` label, if known."""
         value = self.label(ownership.OWNER_LABEL)
@@ -413,6 +459,47 @@ class Resource:
     def is_helm(self) -> bool:
         """Tell whether this is a Helm Chart or Release resource."""
         return self.resource_type in HELM_TYPES
+
+    @property
+    def inputs_hidden(self) -> bool:
+        """Tell whether this is a Chart whose inputs the analyzer does not get (empty props).
+
+        A ``helm.sh/v4:Chart`` (remote component) or ``helm.sh/v3:Chart`` (SDK component) arrives with
+        ``{}``; a Release, a custom resource, arrives with its inputs.
+        """
+        if self.resource_type not in CHART_TYPES:
+            return False
+        return not any(key in self.props for key in ("chart", "version", "values"))
+
+    @property
+    def chart_stamp(self) -> Any:
+        """``(chart reference, version)`` from the ``eks-hybrid-gpu.io/chart`` annotation, None, or UNKNOWN."""
+        raw = self.annotation(ownership.CHART_ANNOTATION)
+        if raw is UNKNOWN:
+            return UNKNOWN
+        if not isinstance(raw, str) or "@" not in raw:
+            return None
+        reference, _, version = raw.rpartition("@")
+        return reference, version
+
+    @property
+    def rendered_chart_owner(self) -> str | None:
+        """Which allocation owner's chart rendered this object: the chart annotation, else ``helm.sh/chart``."""
+        stamp = self.chart_stamp
+        if isinstance(stamp, tuple):
+            owner = classify_chart(stamp[0])
+            if owner is not None:
+                return owner
+        label = self.label(HELM_CHART_LABEL)
+        return classify_chart(label) if isinstance(label, str) else None
+
+    @property
+    def is_nfd(self) -> bool:
+        """Tell whether this object belongs to Node Feature Discovery (its own chart or a subchart)."""
+        if self.label(APP_NAME_LABEL) == NFD_NAME:
+            return True
+        label = self.label(HELM_CHART_LABEL)
+        return isinstance(label, str) and label.startswith((f"{NFD_NAME}-", "nfd-"))
 
     @property
     def chart_owner(self) -> str | None:
@@ -508,6 +595,23 @@ class Container:
     def env(self) -> list[dict[str, Any]]:
         """The env entries that are dicts."""
         return [e for e in as_list(self.spec.get("env")) if isinstance(e, dict)]
+
+    def env_value(self, name: str) -> Any:
+        """The literal value of an env entry: a string, None (absent or valueFrom), or UNKNOWN."""
+        raw = self.spec.get("env")
+        if raw is UNKNOWN:
+            return UNKNOWN
+        for entry in self.env:
+            if entry.get("name") == name:
+                value = entry.get("value")
+                return value if value is UNKNOWN or isinstance(value, str) else None
+        return None
+
+    @property
+    def command_line(self) -> list[str]:
+        """``command`` + ``args`` as strings."""
+        parts = [*as_list(self.spec.get("command")), *as_list(self.spec.get("args"))]
+        return [p for p in parts if isinstance(p, str)]
 
 
 def containers(pod: dict[str, Any]) -> list[Container]:
@@ -616,23 +720,86 @@ def parse_quantity(value: Any) -> Fraction | None:
 
 # --------------------------------------------------------------------------- stack view
 
+_PLUGIN_BINARY: Final = "nvidia-device-plugin"
+_DRA_COMPONENT_LABEL: Final = "dra-driver-nvidia-gpu-component"
+
+
+def pod_volumes(pod: dict[str, Any]) -> Any:
+    """The pod's volumes that are dicts, or UNKNOWN."""
+    raw = pod.get("volumes")
+    if raw is UNKNOWN:
+        return UNKNOWN
+    return [v for v in as_list(raw) if isinstance(v, dict)]
+
+
+def _is_plugin_container(container: Container) -> bool:
+    if container.field_name != "containers":
+        return False
+    return container.name == f"{_PLUGIN_BINARY}-ctr" or _PLUGIN_BINARY in container.command_line[:1]
+
+
+def is_allocator_daemonset(resource: Resource, owner: str) -> bool:
+    """The DaemonSet that allocates GPUs: the device plugin itself, or the DRA kubelet plugin."""
+    if resource.kind != "DaemonSet" or not resource.is_kubernetes:
+        return False
+    pod = resource.pod_spec
+    if not isinstance(pod, dict):
+        return False
+    if owner == DEVICE_PLUGIN:
+        return any(_is_plugin_container(c) for c in containers(pod))
+    if owner == DRA:
+        template_labels = as_dict(dig(resource.props, "spec", "template", "metadata", "labels"))
+        if template_labels.get(_DRA_COMPONENT_LABEL) == "kubelet-plugin":
+            return True
+        return (resource.k8s_name or "").endswith("kubelet-plugin")
+    return False
+
+
+@dataclass
+class Setting:
+    """One answer an installation gives, and where it comes from (for messages)."""
+
+    value: Any
+    subject: str
+    """The object and field, e.g. ``… Chart 'x' values migStrategy`` or ``… DaemonSet 'y' … env MIG_STRATEGY``."""
+    defaulted: bool = False
+    """The value is the chart's default (nothing set it)."""
+
 
 @dataclass
 class Installation:
-    """One GPU allocation owner installed by a Helm Chart or Release."""
+    """One GPU allocation owner installed by a Helm Chart or Release.
+
+    A Release (and a Chart in tests that carry inputs) shows its values; a Chart v4 shows nothing itself,
+    and every question is answered from the objects it rendered (``children``).
+    """
 
     owner: str
     resource: Resource
     children: list[Resource] = field(default_factory=list)
 
     @property
+    def inputs_visible(self) -> bool:
+        """Tell whether the Helm inputs (values, skipCrds, ...) are visible."""
+        return not self.resource.inputs_hidden
+
+    @property
+    def describe(self) -> str:
+        """The Helm resource, for messages."""
+        return self.resource.describe
+
+    @property
     def values(self) -> Any:
-        """The Helm values (dict) or UNKNOWN."""
+        """The Helm values (dict) or UNKNOWN; ``{}`` when the inputs are hidden."""
         return self.resource.values
 
     def value(self, *path: str) -> Any:
-        """One Helm value: None if absent, UNKNOWN if unknown."""
+        """One Helm value: None if absent (or hidden), UNKNOWN if unknown."""
         return dig(self.values, *path)
+
+    def rendered(self, child: Resource) -> str:
+        """Name a rendered object and the Chart that rendered it."""
+        return f"{child.describe} (rendered by {self.describe})"
 
     @property
     def cohorts(self) -> list[str]:
@@ -649,17 +816,41 @@ class Installation:
         return None
 
     @property
-    def selector(self) -> Any:
-        """The cohort nodeSelector from the values (dict), None, or UNKNOWN."""
-        if self.owner == DEVICE_PLUGIN:
-            raw = self.value("nodeSelector")
-        elif self.owner == DRA:
-            raw = self.value("kubeletPlugin", "nodeSelector")
-        else:
+    def main_workload(self) -> Resource | None:
+        """The rendered allocator DaemonSet (device plugin or DRA kubelet plugin), if rendered."""
+        return next((c for c in self.children if is_allocator_daemonset(c, self.owner)), None)
+
+    def _main_pod(self) -> tuple[Resource, dict[str, Any]] | None:
+        main = self.main_workload
+        if main is None:
             return None
+        pod = main.pod_spec
+        return (main, pod) if isinstance(pod, dict) else None
+
+    @property
+    def selector(self) -> Any:
+        """The cohort nodeSelector (dict), None if it cannot be told, or UNKNOWN."""
+        return self.selector_setting.value
+
+    @property
+    def selector_setting(self) -> Setting:
+        """The nodeSelector of the allocator: values, else the rendered allocator DaemonSet."""
+        key = "kubeletPlugin.nodeSelector" if self.owner == DRA else "nodeSelector"
+        if self.owner not in {DEVICE_PLUGIN, DRA}:
+            return Setting(None, self.describe)
+        if self.inputs_visible:
+            raw = self.value(*key.split("."))
+            if raw is UNKNOWN or contains_unknown(raw):
+                return Setting(UNKNOWN, f"{self.describe} (values {key})")
+            return Setting(string_map(raw) if raw is not None else {}, f"{self.describe} (values {key})")
+        found = self._main_pod()
+        if found is None:
+            return Setting(None, self.describe)
+        main, pod = found
+        raw = pod_node_selector(pod)
         if raw is UNKNOWN or contains_unknown(raw):
-            return UNKNOWN
-        return string_map(raw) if raw is not None else {}
+            return Setting(UNKNOWN, f"{self.rendered(main)} (nodeSelector)")
+        return Setting(string_map(raw), f"{self.rendered(main)} (nodeSelector)")
 
     def config_path(self, suffix: str, default: str) -> str:
         """Return the stack-config path stamped on a child, plus ``suffix``."""
@@ -669,10 +860,105 @@ class Installation:
                 return f"{stamped}{suffix}"
         return default
 
+    # ---- device plugin
+
+    def mig_strategy(self) -> Setting:
+        """The device plugin's MIG strategy: values ``migStrategy``, else the rendered ``MIG_STRATEGY`` env."""
+        if self.inputs_visible:
+            raw = self.value("migStrategy")
+            return Setting("none" if raw is None else raw, f"{self.describe} values migStrategy", raw is None)
+        found = self._main_pod()
+        if found is None:
+            return Setting(UNKNOWN, self.describe)
+        main, pod = found
+        plugin = next((c for c in containers(pod) if _is_plugin_container(c)), None)
+        if plugin is None:
+            return Setting(UNKNOWN, self.describe)
+        raw = plugin.env_value("MIG_STRATEGY")
+        subject = f"{self.rendered(main)} container '{plugin.name}' env MIG_STRATEGY"
+        return Setting("none" if raw is None else raw, subject, raw is None)
+
+    def nfd(self) -> Setting:
+        """Whether this install runs Node Feature Discovery (True/False/UNKNOWN) and why."""
+        if self.inputs_visible:
+            if self.values is UNKNOWN:
+                return Setting(UNKNOWN, self.describe)
+            nfd = as_bool(self.value("nfd", "enabled"))
+            if self.owner == DEVICE_PLUGIN:
+                gfd = as_bool(self.value("gfd", "enabled"))
+                if nfd is UNKNOWN or (nfd is None and gfd is UNKNOWN):
+                    return Setting(UNKNOWN, self.describe)
+                detail = "nfd.enabled=true" if nfd is True else "gfd.enabled=true"
+                return Setting(nfd is True or (nfd is None and gfd is True), f"{self.describe} ({detail})")
+            if self.owner == GPU_OPERATOR:
+                if nfd is UNKNOWN:
+                    return Setting(UNKNOWN, self.describe)
+                detail = "nfd.enabled=true (default)" if nfd is None else "nfd.enabled=true"
+                return Setting(nfd is True or nfd is None, f"{self.describe} ({detail})")
+            return Setting(False, self.describe)
+        rendered = [c for c in self.children if c.is_nfd and c.kind in {"DaemonSet", "Deployment"}]
+        if not rendered:
+            return Setting(False, self.describe)
+        names = ", ".join(sorted(r.describe for r in rendered))
+        return Setting(True, f"{self.describe} (renders {names})")
+
+    # ---- DRA
+
+    def driver_root(self) -> Setting:
+        """The DRA driver root: values ``nvidiaDriverRoot`` (default ``/``), else the rendered env/hostPath."""
+        if self.inputs_visible:
+            raw = self.value("nvidiaDriverRoot")
+            if raw is UNKNOWN:
+                return Setting(UNKNOWN, self.describe)
+            return Setting("/" if raw is None else raw, f"{self.describe} values nvidiaDriverRoot", raw is None)
+        found = self._main_pod()
+        if found is None:
+            return Setting(UNKNOWN, self.describe)
+        main, pod = found
+        for container in sorted(containers(pod), key=lambda c: c.field_name != "containers"):
+            raw = container.env_value("NVIDIA_DRIVER_ROOT")
+            if raw is UNKNOWN:
+                return Setting(UNKNOWN, self.describe)
+            if isinstance(raw, str):
+                return Setting(raw, f"{self.rendered(main)} container '{container.name}' env NVIDIA_DRIVER_ROOT")
+        volumes = pod_volumes(pod)
+        if volumes is UNKNOWN:
+            return Setting(UNKNOWN, self.describe)
+        for volume in volumes:
+            path = dig(volume, "hostPath", "path")
+            if volume.get("name") == "driver-root" and (isinstance(path, str) or path is UNKNOWN):
+                return Setting(path, f"{self.rendered(main)} volume driver-root hostPath.path")
+        return Setting(UNKNOWN, self.describe)
+
     @property
     def skips_crds(self) -> Any:
         """The ``skipCrds`` input: True, False/None, or UNKNOWN."""
         return as_bool(self.resource.props.get("skipCrds"))
+
+    # ---- GPU Operator
+
+    @property
+    def custom_resources(self) -> list[Resource]:
+        """The rendered ClusterPolicy/GPUCluster objects."""
+        return [c for c in self.children if cr_mode(c) is not None]
+
+    @property
+    def mode(self) -> Any:
+        """The Operator mode: from the values, else from the rendered CR objects."""
+        if self.inputs_visible:
+            return operator_mode(self.values)
+        modes = {cr_mode(c) for c in self.custom_resources}
+        if len(modes) > 1:
+            return "both"
+        return next(iter(modes), None)
+
+    def setting(self, *path: str) -> Any:
+        """An Operator setting (e.g. ``driver.enabled``): the values, else the rendered CR's spec."""
+        if self.inputs_visible:
+            return self.value(*path)
+        for resource in sorted(self.custom_resources, key=lambda r: r.kind != "ClusterPolicy"):
+            return dig(resource.props, "spec", *path)
+        return None
 
 
 @dataclass
@@ -692,6 +978,7 @@ class StackView:
 
     resources: list[Resource]
     by_urn: dict[str, Resource]
+    _installations: dict[str, Installation] | None = None
 
     @classmethod
     def from_args(cls, args: StackValidationArgs) -> StackView:
@@ -709,25 +996,58 @@ class StackView:
             yield parent
             urn = parent.parent_urn
 
-    def installation_urn(self, resource: Resource) -> str | None:
-        """Return the URN of the GPU Chart/Release that rendered a resource, if any."""
-        for parent in self.ancestors(resource):
-            if parent.chart_owner is not None:
-                return parent.urn
-        return None
+    def helm_ancestor(self, resource: Resource) -> Resource | None:
+        """The nearest Helm Chart/Release above a resource, if any."""
+        return next((p for p in self.ancestors(resource) if p.is_helm), None)
 
-    def installations(self) -> list[Installation]:
-        """Every Helm resource that installs a GPU allocation owner."""
+    def _found(self) -> dict[str, Installation]:
+        if self._installations is not None:
+            return self._installations
         found: dict[str, Installation] = {}
+        hidden: dict[str, list[str]] = {}
         for resource in self.resources:
             owner = resource.chart_owner
             if owner is not None:
                 found[resource.urn] = Installation(owner, resource)
+            elif resource.inputs_hidden:
+                hidden[resource.urn] = []
+        # A Chart whose inputs are hidden installs the owner its rendered objects name.
         for resource in self.resources:
-            urn = self.installation_urn(resource)
-            if urn is not None and urn in found:
+            chart = self.helm_ancestor(resource)
+            if chart is not None and chart.urn in hidden:
+                owner = resource.rendered_chart_owner
+                if owner is not None:
+                    hidden[chart.urn].append(owner)
+        for resource in self.resources:
+            votes = hidden.get(resource.urn)
+            if votes:
+                found[resource.urn] = Installation(max(sorted(set(votes)), key=votes.count), resource)
+        for resource in self.resources:
+            urn = self._installation_urn(resource, found)
+            if urn is not None:
                 found[urn].children.append(resource)
-        return list(found.values())
+        ordered = {r.urn: found[r.urn] for r in self.resources if r.urn in found}
+        self._installations = ordered
+        return ordered
+
+    def _installation_urn(self, resource: Resource, found: dict[str, Installation]) -> str | None:
+        for parent in self.ancestors(resource):
+            if parent.urn in found:
+                return parent.urn
+        return None
+
+    def installation_urn(self, resource: Resource) -> str | None:
+        """Return the URN of the GPU Chart/Release that rendered a resource, if any."""
+        return self._installation_urn(resource, self._found())
+
+    def installations(self) -> list[Installation]:
+        """Every Helm resource that installs a GPU allocation owner."""
+        return list(self._found().values())
+
+    def installation_of(self, resource: Resource) -> Installation | None:
+        """The installation that rendered a resource, if any."""
+        urn = self.installation_urn(resource)
+        return self._found().get(urn) if urn is not None else None
 
     def by_owner(self, owner: str) -> list[Installation]:
         """Return the installations of one owner."""

@@ -27,6 +27,7 @@ from policy.rules.k8s import (
     DRA,
     GPU_OPERATOR,
     LABELS_NOTE,
+    NFD_NAME,
     PROJECT,
     UNKNOWN,
     Installation,
@@ -37,7 +38,6 @@ from policy.rules.k8s import (
     as_dict,
     compact_json,
     cr_mode,
-    operator_mode,
     pod_node_selector,
     selectors_overlap,
     show,
@@ -110,7 +110,9 @@ def _units(view: StackView, ledger: Ledger | None) -> dict[str, _Unit]:
         if selector is not None:
             current.selectors.append((selector, f"{resource.describe} ({vocab.SELECTOR_ANNOTATION})"))
         pod = resource.pod_spec
-        if isinstance(pod, dict):
+        # Per-node allocators (DaemonSets) and smoke Jobs follow the cohort selector; NFD labels every node
+        # by design, and a chart's controller or webhook Deployment runs a few replicas anywhere.
+        if isinstance(pod, dict) and not resource.is_nfd and resource.kind != "Deployment":
             node_selector = string_map(pod_node_selector(pod))
             if node_selector is not None:
                 current.selectors.append((node_selector, f"{resource.describe} (nodeSelector)"))
@@ -128,15 +130,17 @@ def _units(view: StackView, ledger: Ledger | None) -> dict[str, _Unit]:
     for install in view.installations():
         if install.owner == GPU_OPERATOR:
             continue
-        selector = install.selector
+        setting = install.selector_setting
+        selector = setting.value
         keys = install.cohorts or _matching_cohorts(units, install.owner, selector)
         for key in keys or [install.resource.urn]:
             current = unit(key, key if keys else None)
-            current.add_owner(install.owner, install.resource.describe, None)
-            current.installs[install.resource.urn] = install.resource.describe
-            if isinstance(selector, dict):
-                where = _values_selector_key(install.owner)
-                current.selectors.append((selector, f"{install.resource.describe} (values {where})"))
+            current.add_owner(install.owner, install.describe, None)
+            current.installs[install.resource.urn] = install.describe
+            # A stamped allocator's rendered nodeSelector is already among the unit's selectors.
+            known = any(s == selector for s, _ in current.selectors) and not install.inputs_visible
+            if isinstance(selector, dict) and not known:
+                current.selectors.append((selector, setting.subject))
     return units
 
 
@@ -149,10 +153,6 @@ def _matching_cohorts(units: dict[str, _Unit], owner: str, selector: Any) -> lis
         for u in units.values()
         if u.cohort is not None and owner in u.owners and any(s == selector for s, _ in u.selectors)
     )
-
-
-def _values_selector_key(owner: str) -> str:
-    return "kubeletPlugin.nodeSelector" if owner == DRA else "nodeSelector"
 
 
 # --------------------------------------------------------------------------- checks
@@ -234,14 +234,14 @@ def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> N
     for operator in view.by_owner(GPU_OPERATOR):
         if operator.values is UNKNOWN:
             continue
-        if operator_mode(operator.values) not in {"cluster-policy", "both"}:
+        if operator.mode not in {"cluster-policy", "both"}:
             continue
-        enabled = as_bool(operator.value("devicePlugin", "enabled"))
+        enabled = as_bool(operator.setting("devicePlugin", "enabled"))
         if enabled is False or enabled is UNKNOWN:
             continue
         message = (
             f"{operator.resource.describe} deploys its own device plugin "
-            f"(devicePlugin.enabled is {show(operator.value('devicePlugin', 'enabled'))}"
+            f"(devicePlugin.enabled is {show(operator.setting('devicePlugin', 'enabled'))}"
             f", default true) while the standalone device plugin {', '.join(plugins)} "
             "also runs. ClusterPolicy operands are not restricted by the cohort "
             "nodeSelector, so both plugins advertise nvidia.com/gpu on the same GPUs. "
@@ -258,9 +258,7 @@ def _check_gpu_cluster_vs_dra(view: StackView, report: ReportViolation) -> None:
     if not standalone:
         return
     sources = [
-        (o.resource.describe, o.resource.urn)
-        for o in view.by_owner(GPU_OPERATOR)
-        if operator_mode(o.values) in {"gpu-cluster", "both"}
+        (o.resource.describe, o.resource.urn) for o in view.by_owner(GPU_OPERATOR) if o.mode in {"gpu-cluster", "both"}
     ]
     sources += [(r.describe, r.urn) for r in view.resources if cr_mode(r) == "gpu-cluster"]
     for describe, urn in sources:
@@ -281,7 +279,8 @@ def _check_crd_owners(view: StackView, report: ReportViolation) -> None:
     for crd in COMPUTE_DOMAIN_CRDS:
         providers: dict[str, str] = {}
         for install in installs:
-            if install.owner not in {DRA, GPU_OPERATOR}:
+            # A Chart whose inputs are hidden counts through the CRD objects it renders (below).
+            if install.owner not in {DRA, GPU_OPERATOR} or not install.inputs_visible:
                 continue
             skip = install.skips_crds
             if skip is UNKNOWN or skip is True:
@@ -290,9 +289,11 @@ def _check_crd_owners(view: StackView, report: ReportViolation) -> None:
         for resource in view.resources:
             if resource.kind != _CRD_KIND or resource.metadata.get("name") != crd:
                 continue
-            urn = view.installation_urn(resource)
-            if urn is None:
+            owner = view.installation_of(resource)
+            if owner is None:
                 providers[resource.urn] = resource.describe
+            elif not owner.inputs_visible:
+                providers[owner.resource.urn] = owner.resource.describe
         if len(providers) < 2:
             continue
         schemas = ", and the two charts ship different schemas" if crd.startswith("computedomains.") else ""
@@ -310,24 +311,24 @@ def _check_crd_owners(view: StackView, report: ReportViolation) -> None:
 def _nfd_providers(view: StackView) -> dict[str, str]:
     providers: dict[str, str] = {}
     for install in view.installations():
-        if install.values is UNKNOWN:
+        if install.owner not in {DEVICE_PLUGIN, GPU_OPERATOR}:
             continue
-        nfd = as_bool(install.value("nfd", "enabled"))
-        if install.owner == DEVICE_PLUGIN:
-            gfd = as_bool(install.value("gfd", "enabled"))
-            enabled = nfd is True or (nfd is None and gfd is True)
-            detail = "nfd.enabled=true" if nfd is True else "gfd.enabled=true"
-        elif install.owner == GPU_OPERATOR:
-            enabled = nfd is True or nfd is None
-            detail = "nfd.enabled=true (default)" if nfd is None else "nfd.enabled=true"
-        else:
-            continue
-        if enabled:
-            providers[install.resource.urn] = f"{install.resource.describe} ({detail})"
+        nfd = install.nfd()
+        if nfd.value is True:
+            providers[install.resource.urn] = nfd.subject
     for resource in view.resources:
         chart = resource.props.get("chart") if resource.is_helm else None
-        if isinstance(chart, str) and "node-feature-discovery" in chart:
+        if isinstance(chart, str) and NFD_NAME in chart:
             providers[resource.urn] = resource.describe
+        elif resource.is_nfd and resource.kind in {"DaemonSet", "Deployment"}:
+            # NFD rendered by a Chart that is no GPU owner (a standalone NFD chart), or applied on its own.
+            if view.installation_urn(resource) is not None:
+                continue
+            chart_resource = view.helm_ancestor(resource)
+            if chart_resource is not None:
+                providers.setdefault(chart_resource.urn, f"{chart_resource.describe} (renders {resource.describe})")
+            else:
+                providers[resource.urn] = resource.describe
     return providers
 
 
@@ -468,7 +469,7 @@ def _check_ledger_owners(
     operators = [i for i in installs if i.owner == GPU_OPERATOR]
     recorded = ledger.operator_mode
     for operator in operators:
-        mode = operator_mode(operator.values)
+        mode = operator.mode
         if mode is UNKNOWN or mode == "both":
             continue
         if recorded != mode:
@@ -521,8 +522,17 @@ def operator_cr_exclusive_validator(args: StackValidationArgs, report_violation:
     modes: dict[str, list[str]] = {}
     first_urn: dict[str, str] = {}
     for operator in operators:
-        mode = operator_mode(operator.values)
+        mode = operator.mode
         values = as_dict(operator.values)
+        if mode == "both" and not operator.inputs_visible:
+            rendered = ", ".join(r.describe for r in operator.custom_resources)
+            message = (
+                f"{operator.resource.describe} renders both a ClusterPolicy and a GPUCluster ({rendered}): "
+                "they cannot coexist (each controller refuses the other CR). Set "
+                f"{PROJECT}:operator.mode to exactly one of cluster-policy or gpu-cluster."
+            )
+            report_violation(message, operator.resource.urn)
+            continue
         if mode == "both":
             message = (
                 f"{operator.resource.describe} sets clusterPolicy.deployCR="
@@ -539,6 +549,9 @@ def operator_cr_exclusive_validator(args: StackValidationArgs, report_violation:
             modes.setdefault(mode, []).append(operator.resource.describe)
             first_urn.setdefault(mode, operator.resource.urn)
     for resource in crs:
+        install = view.installation_of(resource)
+        if install is not None and not install.inputs_visible:
+            continue  # counted through its Chart above
         mode = cr_mode(resource) or ""
         modes.setdefault(mode, []).append(resource.describe)
         first_urn.setdefault(mode, resource.urn)

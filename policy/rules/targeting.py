@@ -25,11 +25,13 @@ from policy.rules.k8s import (
     DRA,
     GPU_DISCOVERY_LABELS,
     LABELS_NOTE,
+    NFD_NAME,
     PROJECT,
     UNKNOWN,
     Resource,
     as_dict,
     as_list,
+    chart_inputs_hidden,
     compact_json,
     config_strings,
     contains_unknown,
@@ -150,6 +152,9 @@ def no_auto_mode_targeting_validator(args: ResourceValidationArgs, report_violat
     label = str(config.get("computeTypeLabel") or vocab.COMPUTE_TYPE_LABEL)
     required = str(config.get("requiredComputeType") or vocab.HYBRID)
     forbidden = config_strings(config, "forbiddenComputeTypes", (vocab.AUTO_MODE,))
+    if resource.inputs_hidden:
+        args.not_applicable(chart_inputs_hidden("the workloads it renders are checked instead"))
+        return
     owner = resource.chart_owner
     if owner in {DEVICE_PLUGIN, DRA}:
         values = resource.values
@@ -175,6 +180,11 @@ def no_auto_mode_targeting_validator(args: ResourceValidationArgs, report_violat
         return
     if owner_label is None and not resource.is_smoke_job:
         args.not_applicable("not an allocation-owner workload or smoke Job")
+        return
+    if resource.is_nfd:
+        args.not_applicable(
+            "Node Feature Discovery labels nodes, it allocates no GPU (single-allocation-owner checks it has one owner)"
+        )
         return
     verdict, detail = pinning(pod.get("nodeSelector"), pod.get("affinity"), label, required, forbidden)
     if verdict in {"auto", "unpinned"}:
@@ -235,6 +245,9 @@ def gpu_discovery_affinity_kept_validator(args: ResourceValidationArgs, report_v
     """Refuse device-plugin/DRA values and DaemonSets that drop the GPU affinity."""
     resource = Resource.from_args(args)
     labels = config_strings(args.get_config(), "discoveryLabels", GPU_DISCOVERY_LABELS)
+    if resource.inputs_hidden:
+        args.not_applicable(chart_inputs_hidden("the DaemonSets it renders are checked instead"))
+        return
     owner = resource.chart_owner
     path = f"{PROJECT}:cohorts[i] chart values"
     if owner in {DEVICE_PLUGIN, DRA}:
@@ -265,8 +278,7 @@ def gpu_discovery_affinity_kept_validator(args: ResourceValidationArgs, report_v
     if owner_label not in {DEVICE_PLUGIN, DRA}:
         args.not_applicable("not a device-plugin or DRA DaemonSet")
         return
-    app = resource.label(_APP_NAME_LABEL)
-    if app == "node-feature-discovery" or "node-feature-discovery" in (resource.k8s_name or ""):
+    if resource.is_nfd or NFD_NAME in (resource.k8s_name or ""):
         args.not_applicable("the NFD worker runs on every node by design")
         return
     pod = resource.pod_spec
@@ -321,8 +333,8 @@ NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(
 GPU_DISCOVERY_AFFINITY_KEPT = ResourceValidationPolicy(
     name="gpu-discovery-affinity-kept",
     description=(
-        "Device-plugin and DRA values and DaemonSets keep the chart's GPU-discovery "
-        "node affinity instead of removing it to get Pods running."
+        "Rendered device-plugin and DRA DaemonSets (and Release values) keep the chart's "
+        "GPU-discovery node affinity instead of removing it to get Pods running."
     ),
     validate=gpu_discovery_affinity_kept_validator,
     enforcement_level=EnforcementLevel.MANDATORY,

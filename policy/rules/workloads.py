@@ -528,6 +528,15 @@ class _SharingConfig:
     default_key: str | None
     default_text: Any
     errors: list[str]
+    where: str
+    """Where the config documents live, e.g. ``… Chart 'x' values config.map`` or ``… ConfigMap 'y' (…) data``."""
+    selector: str
+    """What selects the default, e.g. ``… Chart 'x' values: … config.default`` (subject, field)."""
+    selector_field: str
+
+
+_CONFIG_VOLUME: Final = "available-configs"
+_CONFIG_MANAGER: Final = "config-manager"
 
 
 def _load_documents(source: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -544,8 +553,41 @@ def _load_documents(source: Mapping[str, Any]) -> tuple[dict[str, Any], list[str
     return documents, errors
 
 
-def _sharing_config(install: Installation, view: StackView) -> Any:
-    """Return the plugin's sharing configs: a _SharingConfig, None, or UNKNOWN."""
+def _default_key(documents: dict[str, Any], default: Any, fallbacks: list[Any]) -> str | None:
+    if isinstance(default, str) and default:
+        return default if default in documents else None
+    if "named" in fallbacks and "default" in documents:
+        return "default"
+    if "single" in fallbacks and len(documents) == 1:
+        return next(iter(documents))
+    return None
+
+
+def _find_config_map(view: StackView, install: Installation, name: str, namespace: Any) -> Resource | None:
+    candidates = [*install.children, *view.resources]
+    for resource in candidates:
+        if resource.resource_type != CONFIG_MAP_TYPE or resource.metadata.get("name") != name:
+            continue
+        other = resource.metadata.get("namespace")
+        if isinstance(namespace, str) and isinstance(other, str) and other != namespace:
+            continue
+        return resource
+    return None
+
+
+def config_volume_name(pod: dict[str, Any]) -> Any:
+    """The ConfigMap a device-plugin pod mounts as its configs (``available-configs``): name, None, UNKNOWN."""
+    volumes = pod.get("volumes")
+    if volumes is UNKNOWN:
+        return UNKNOWN
+    for volume in as_list(volumes):
+        if isinstance(volume, dict) and volume.get("name") == _CONFIG_VOLUME:
+            name = dig(volume, "configMap", "name")
+            return name if name is UNKNOWN or isinstance(name, str) else None
+    return None
+
+
+def _values_sharing_config(install: Installation, view: StackView) -> Any:
     config = install.value("config")
     if config is UNKNOWN or contains_unknown(config):
         return UNKNOWN
@@ -567,14 +609,57 @@ def _sharing_config(install: Installation, view: StackView) -> Any:
     default = config.get("default")
     fallbacks = config.get("fallbackStrategies", ["named", "single"])
     fallbacks = fallbacks if isinstance(fallbacks, list) else []
-    default_key: str | None = None
-    if isinstance(default, str) and default:
-        default_key = default if default in documents else None
-    elif "named" in fallbacks and "default" in documents:
-        default_key = "default"
-    elif "single" in fallbacks and len(documents) == 1:
-        default_key = next(iter(documents))
-    return _SharingConfig(documents, default_key, default, errors)
+    return _SharingConfig(
+        documents,
+        _default_key(documents, default, fallbacks),
+        default,
+        errors,
+        f"{install.describe} values config.map",
+        f"{install.describe} values",
+        "config.default",
+    )
+
+
+def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
+    """The config the rendered plugin DaemonSet mounts, and the default its config-manager selects."""
+    main = install.main_workload
+    pod = main.pod_spec if main is not None else None
+    if main is None or not isinstance(pod, dict):
+        return UNKNOWN
+    name = config_volume_name(pod)
+    if name is UNKNOWN:
+        return UNKNOWN
+    if not isinstance(name, str) or not name:
+        return None
+    config_map = _find_config_map(view, install, name, main.metadata.get("namespace"))
+    if config_map is None:
+        return None
+    data = config_map.props.get("data")
+    if data is UNKNOWN or contains_unknown(data):
+        return UNKNOWN
+    documents, errors = _load_documents(as_dict(data))
+    managers = [c for c in containers(pod) if _CONFIG_MANAGER in c.command_line[:1]]
+    default = next((v for c in managers if (v := c.env_value("DEFAULT_CONFIG")) is not None), None)
+    fallback_text = next((v for c in managers if (v := c.env_value("FALLBACK_STRATEGIES")) is not None), None)
+    if default is UNKNOWN or fallback_text is UNKNOWN:
+        return UNKNOWN
+    fallbacks: list[Any] = fallback_text.split(",") if isinstance(fallback_text, str) else ["named", "single"]
+    return _SharingConfig(
+        documents,
+        _default_key(documents, default, fallbacks),
+        default,
+        errors,
+        f"{install.rendered(config_map)} data",
+        install.rendered(main),
+        "the config-manager env DEFAULT_CONFIG (values config.default)",
+    )
+
+
+def _sharing_config(install: Installation, view: StackView) -> Any:
+    """Return the plugin's sharing configs: a _SharingConfig, None, or UNKNOWN."""
+    if install.inputs_visible:
+        return _values_sharing_config(install, view)
+    return _rendered_sharing_config(install, view)
 
 
 def _time_slicing(document: Any) -> dict[str, Any] | None:
@@ -614,23 +699,27 @@ def _check_plugin_sharing(
     urn = install.resource.urn
     if sharing is None:
         if cohort.sharing == "time-slicing":
+            carries = (
+                "its values carry no config.map or config.name"
+                if install.inputs_visible
+                else f"its rendered plugin DaemonSet mounts no device-plugin ConfigMap ({_CONFIG_VOLUME})"
+            )
             report(
                 f"{subject} belongs to a cohort declared time-slicing "
-                f"({vocab.SHARING_ANNOTATION}) but its values carry no config.map or "
-                "config.name, so no time-slicing config is attached and the GPUs stay "
-                f"exclusive. Set {path}.mode and {path}.replicas so the program renders "
+                f"({vocab.SHARING_ANNOTATION}) but {carries}, so no time-slicing config is attached and the GPUs "
+                f"stay exclusive. Set {path}.mode and {path}.replicas so the program renders "
                 "config.map with config.default pointing at it.",
                 urn,
             )
         return {}, False
     for error in sharing.errors:
-        report(f"{subject} values config.map: {error}. Fix {path}.", urn)
+        report(f"{sharing.where}: {error}. Fix {path}.", urn)
     sliced = {k: t for k, d in sharing.documents.items() if (t := _time_slicing(d))}
     for key, time_slicing in sorted(sliced.items()):
         fail = time_slicing.get("failRequestsGreaterThanOne")
         if require_fail and fail is not True and fail is not UNKNOWN:
             report(
-                f"{subject} values config.map.{key}: sharing.timeSlicing."
+                f"{sharing.where}.{key}: sharing.timeSlicing."
                 f"failRequestsGreaterThanOne is {show(fail)}. Without it a pod asking "
                 "for several shared replicas is admitted although replicas give no "
                 f"proportional compute or memory. Keep it true ({path}).",
@@ -638,8 +727,8 @@ def _check_plugin_sharing(
             )
     if sliced and sharing.default_key not in sliced:
         report(
-            f"{subject} values: time-slicing config(s) {', '.join(sorted(sliced))} "
-            f"are not selected by config.default ({show(sharing.default_text)} resolves "
+            f"{sharing.selector}: time-slicing config(s) {', '.join(sorted(sliced))} "
+            f"are not selected by {sharing.selector_field} ({show(sharing.default_text)} resolves "
             f"to {show(sharing.default_key)}), so they only apply to nodes labelled "
             "nvidia.com/device-plugin.config=<name>; an unattached config changes "
             f"nothing. Point config.default at the time-slicing config ({path}).",
@@ -662,6 +751,7 @@ def _check_unattached_config_maps(view: StackView, report: ReportViolation) -> N
     referenced = {
         name for install in view.by_owner(DEVICE_PLUGIN) if isinstance(name := install.value("config", "name"), str)
     }
+    referenced |= {name for _, pod in view.workloads() if isinstance(name := config_volume_name(pod), str)}
     for resource in view.resources:
         if resource.resource_type != CONFIG_MAP_TYPE or resource.is_ledger:
             continue
@@ -736,8 +826,13 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
 
 
 def _plugin_strategy(install: Installation) -> Any:
-    strategy = install.value("migStrategy")
-    return "none" if strategy is None else strategy
+    return install.mig_strategy().value
+
+
+def _maybe_mixed(cohort: _PluginCohort) -> bool:
+    """The cohort's plugin may advertise MIG profiles (unknown during preview counts as may)."""
+    strategy = _plugin_strategy(cohort.install)
+    return strategy == "mixed" or strategy is UNKNOWN or cohort.sharing == "mig-mixed"
 
 
 def _operator_cohorts(view: StackView, ledger: Ledger | None) -> list[tuple[str, dict[str, str] | None, bool, Any]]:
@@ -745,7 +840,7 @@ def _operator_cohorts(view: StackView, ledger: Ledger | None) -> list[tuple[str,
     operators = view.by_owner(GPU_OPERATOR)
     if not operators or ledger is None or not ledger.known:
         return []
-    strategy = operators[0].value("mig", "strategy")
+    strategy = operators[0].setting("mig", "strategy")
     result = []
     for name, entry in ledger.cohorts.items():
         if entry.get("owner") != GPU_OPERATOR:
@@ -759,7 +854,8 @@ def _operator_cohorts(view: StackView, ledger: Ledger | None) -> list[tuple[str,
 def _check_plugin_strategies(cohorts: list[_PluginCohort], report: ReportViolation) -> None:
     expected_by_sharing = {"mig-mixed": "mixed", "mig-single": "single", "mig-none": "none"}
     for cohort in cohorts:
-        strategy = _plugin_strategy(cohort.install)
+        setting = cohort.install.mig_strategy()
+        strategy = setting.value
         if strategy is UNKNOWN or cohort.sharing is None:
             continue
         sharing = cohort.sharing
@@ -767,7 +863,7 @@ def _check_plugin_strategies(cohorts: list[_PluginCohort], report: ReportViolati
         path = cohort.install.config_path(".sharing.migStrategy", f"{PROJECT}:cohorts[i].sharing.migStrategy")
         if expected is not None and strategy != expected:
             report(
-                f"{cohort.install.resource.describe} values migStrategy is "
+                f"{setting.subject} is "
                 f"{show(strategy)} but the cohort is declared {cohort.sharing}, so the "
                 f"plugin advertises the wrong MIG resources. Set {path} to {expected} "
                 "after preparing the MIG geometry.",
@@ -775,7 +871,7 @@ def _check_plugin_strategies(cohorts: list[_PluginCohort], report: ReportViolati
             )
         elif expected is None and one_of(strategy, ("single", "mixed")):
             report(
-                f"{cohort.install.resource.describe} values migStrategy is "
+                f"{setting.subject} is "
                 f"{show(strategy)} but the cohort is declared {cohort.sharing}, not "
                 f"MIG. Set {path} to match the prepared GPUs (none unless MIG is "
                 "enabled).",
@@ -797,9 +893,8 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
         args.not_applicable("no device plugin and no nvidia.com/mig-* request")
         return
     _check_plugin_strategies(cohorts, report_violation)
-    any_mixed = any(_plugin_strategy(c.install) == "mixed" or c.sharing == "mig-mixed" for c in cohorts) or any(
-        mixed for _, _, mixed, _ in operator_cohorts
-    )
+    # An unknown strategy (preview) may be mixed: it never causes a refusal.
+    any_mixed = any(_maybe_mixed(c) for c in cohorts) or any(mixed for _, _, mixed, _ in operator_cohorts)
     for resource, selector, container, name, _ in requests:
         subject = f"{resource.describe}: container '{container.name}' requests {name}"
         path = resource.config_path("", f"the manifest of {resource.describe}")
@@ -807,7 +902,7 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
         confining_ops = [
             o for o in operator_cohorts if resource.cohort == o[0] or (o[1] and selector_confines(selector, o[1]))
         ]
-        not_mixed = [c for c in confining if _plugin_strategy(c.install) != "mixed" and c.sharing != "mig-mixed"]
+        not_mixed = [c for c in confining if not _maybe_mixed(c)]
         for cohort in not_mixed:
             report_violation(
                 f"{subject}, but it only runs on {cohort.title}, whose migStrategy is "

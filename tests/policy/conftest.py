@@ -39,6 +39,7 @@ if str(ROOT) not in sys.path:
 from components import ownership as vocab  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "policy"
+REAL = FIXTURES / "real"
 CHART_V4 = "kubernetes:helm.sh/v4:Chart"
 RELEASE_V3 = "kubernetes:helm.sh/v3:Release"
 STACK = "urn:pulumi:test::eks-hybrid-gpu::"
@@ -92,16 +93,40 @@ class Outcome:
 
 @dataclass
 class Item:
-    """One resource of a test stack."""
+    """One resource of a test stack. ``parent`` is another item's name or URN."""
 
     resource_type: str
     props: dict[str, Any]
     name: str
     parent: str | None = None
+    real_urn: str | None = None
+    """The URN the engine gave it (captured items); else one is made from type and name."""
 
     @property
     def urn(self) -> str:
-        return urn_of(self.resource_type, self.name)
+        return self.real_urn or urn_of(self.resource_type, self.name)
+
+
+@functools.cache
+def _real(scenario: str) -> dict[str, Any]:
+    with (REAL / f"{scenario}.json").open() as handle:
+        loaded: dict[str, Any] = json.load(handle)
+        return loaded
+
+
+def real_records(scenario: str, mode: str = "stack") -> list[dict[str, Any]]:
+    """The captured records of a scenario (a fresh copy): ``stack`` or ``resource`` validation."""
+    return copy.deepcopy(_real(scenario)[mode])
+
+
+def real_items(scenario: str) -> list[Item]:
+    """A captured stack, as stack validation received it: real types, names, URNs, parents and props."""
+    return [Item(r["type"], r["props"], r["name"], r["parent"], r["urn"]) for r in real_records(scenario)]
+
+
+def rendered_by(scenario: str, chart: str, mode: str = "stack") -> list[dict[str, Any]]:
+    """The captured records of the objects one Chart rendered."""
+    return [r for r in real_records(scenario, mode) if (r["parent"] or "").rsplit("::", 1)[-1] == chart]
 
 
 def type_of(manifest: dict[str, Any]) -> str:
@@ -123,6 +148,8 @@ def _select(manifest: dict[str, Any], selector: dict[str, str]) -> dict[str, Any
         return manifest
     rendered = copy.deepcopy(manifest)
     pod = rendered["spec"]["template"]["spec"]
+    if "nodeSelector" not in pod:
+        return rendered  # e.g. the NFD worker: on every node by design
     extra = {k: v for k, v in pod["nodeSelector"].items() if k == vocab.MPS_CAPABLE_LABEL}
     pod["nodeSelector"] = {**extra, **selector}
     return rendered
@@ -191,25 +218,40 @@ class Harness:
     @staticmethod
     def stack_args(items: list[Item], config: dict[str, Any] | None = None) -> StackValidationArgs:
         """StackValidationArgs as the engine builds them: proxied props, parents linked."""
-        by_name = {i.name: i for i in items}
+        by_key = {**{i.urn: i for i in items}, **{i.name: i for i in items}}
         resources: dict[str, PolicyResource] = {}
         for item in items:
-            parent_urn = by_name[item.parent].urn if item.parent else None
-            resources[item.name] = PolicyResource(
+            parent = by_key.get(item.parent) if item.parent else None
+            resources[item.urn] = PolicyResource(
                 item.resource_type,
                 wire(item.props),
                 item.urn,
                 item.name,
-                engine_options(parent_urn),
+                engine_options(parent.urn if parent else item.parent),
                 None,
                 None,
                 [],
                 {},
             )
         for item in items:
-            if item.parent:
-                resources[item.name].parent = resources[item.parent]
+            parent = by_key.get(item.parent) if item.parent else None
+            if parent is not None:
+                resources[item.urn].parent = resources[parent.urn]
         return StackValidationArgs(list(resources.values()), config)
+
+    @staticmethod
+    def real_resource(policy: Policy, record: dict[str, Any], config: dict[str, Any] | None = None) -> Outcome:
+        """Run a resource policy on one captured record, with its real type, URN and parent URN."""
+        args = ResourceValidationArgs(
+            record["type"],
+            wire(record["props"]),
+            record["urn"],
+            record["name"],
+            engine_options(record["parent"]),
+            None,
+            config,
+        )
+        return Harness.run_resource(policy, args)
 
     # ---- builders
 
@@ -263,18 +305,20 @@ class Harness:
         *,
         sharing: str = "none",
         config_path: str = "eks-hybrid-gpu:cohorts[0]",
+        chart: str | None = None,
     ) -> dict[str, Any]:
-        """Stamp a rendered object the way the program does."""
+        """Stamp a rendered object the way the program does (components/stamping.py)."""
         stamped = copy.deepcopy(manifest)
         metadata = stamped.setdefault("metadata", {})
         metadata.setdefault("labels", {}).update({vocab.OWNER_LABEL: owner, vocab.COHORT_LABEL: cohort})
-        metadata.setdefault("annotations", {}).update(
-            {
-                vocab.SELECTOR_ANNOTATION: json.dumps(selector, sort_keys=True, separators=(",", ":")),
-                vocab.SHARING_ANNOTATION: sharing,
-                vocab.CONFIG_PATH_ANNOTATION: config_path,
-            }
-        )
+        annotations = {
+            vocab.SELECTOR_ANNOTATION: json.dumps(selector, sort_keys=True, separators=(",", ":")),
+            vocab.SHARING_ANNOTATION: sharing,
+            vocab.CONFIG_PATH_ANNOTATION: config_path,
+        }
+        if chart is not None:
+            annotations[vocab.CHART_ANNOTATION] = chart
+        metadata.setdefault("annotations", {}).update(annotations)
         return stamped
 
     @staticmethod
@@ -292,63 +336,93 @@ class Harness:
             "data": {vocab.LEDGER_KEY: json.dumps(document, sort_keys=True)},
         }
 
-    # ---- whole installations, as the program registers them
+    # ---- whole installations, as the analyzer really sees them
+
+    @staticmethod
+    def chart_v4(
+        name: str,
+        records: list[dict[str, Any]],
+        owner: str,
+        cohort: str,
+        selector: dict[str, str],
+        *,
+        sharing: str,
+        index: int,
+        keep: Any = None,
+    ) -> list[Item]:
+        """A Chart v4 as the analyzer gets it: EMPTY props, and its captured rendered objects re-stamped."""
+        chart = Item(CHART_V4, {}, name)
+        path = f"eks-hybrid-gpu:cohorts[{index}]"
+        children = []
+        for record in records:
+            props = record["props"]
+            if keep is not None and not keep(props):
+                continue
+            captured = props["metadata"]["annotations"].get(vocab.CHART_ANNOTATION)
+            stamped = Harness.stamp(
+                _select(props, selector), owner, cohort, selector, sharing=sharing, config_path=path, chart=captured
+            )
+            children.append(Item(record["type"], stamped, f"{name}:{record['name'].split(':', 1)[1]}", name))
+        return [chart, *children]
 
     @staticmethod
     def device_plugin(
         cohort: str = "plugin",
         *,
         name: str = "plugin-chart",
-        values: dict[str, Any] | None = None,
         selector: dict[str, str] | None = None,
         sharing: str = "none",
         index: int = 0,
-        rendered: str = "device-plugin-rendered.yaml",
+        variant: str = "local",
     ) -> list[Item]:
-        """The device-plugin Chart and its stamped DaemonSets (rendered from the real chart)."""
-        chosen = selector or DP_SELECTOR
-        chart_values = values if values is not None else Harness.values("device-plugin-values.yaml")
-        if values is None:
-            chart_values["nodeSelector"] = dict(chosen)
-        chart = Harness.helm(name, DP_CHART, "0.20.0", chart_values)
-        path = f"eks-hybrid-gpu:cohorts[{index}]"
-        children = [
-            Harness.item(
-                Harness.stamp(_select(doc, chosen), "device-plugin", cohort, chosen, sharing=sharing, config_path=path),
-                name=f"{name}:{doc['kind']}:{doc['metadata']['name']}",
-                parent=name,
-            )
-            for doc in Harness.docs(rendered)
-        ]
-        return [chart, *children]
+        """A device-plugin Chart v4 and its rendered objects, captured from a real preview.
+
+        ``variant``: ``local`` (the local stack), ``ts`` (time-slicing config attached), ``mig`` (MIG mixed),
+        ``gfd`` (GFD and the NFD subchart on, the affinity removed, MIG single).
+        """
+        if variant == "local":
+            records = rendered_by("local", "gpu-plugin-chart")
+        else:
+            records = rendered_by("plugin-variants", f"{variant}-chart")
+        return Harness.chart_v4(
+            name, records, "device-plugin", cohort, selector or DP_SELECTOR, sharing=sharing, index=index
+        )
 
     @staticmethod
     def dra(
         cohort: str = "dra",
         *,
         name: str = "dra-chart",
-        values: dict[str, Any] | None = None,
         selector: dict[str, str] | None = None,
         index: int = 1,
-        **extra: Any,
+        variant: str = "local",
+        skip_crds: bool = False,
     ) -> list[Item]:
-        """The DRA Chart and its stamped kubelet plugin, DeviceClass and CRD."""
-        chosen = selector or DRA_SELECTOR
-        chart_values = values if values is not None else Harness.values("dra-values.yaml")
-        if values is None:
-            chart_values["kubeletPlugin"]["nodeSelector"] = dict(chosen)
-        chart = Harness.helm(name, DRA_CHART, "0.5.0", chart_values, namespace="gpu-dra-system", **extra)
-        path = f"eks-hybrid-gpu:cohorts[{index}]"
-        children = [
-            Harness.item(
-                Harness.stamp(_select(doc, chosen), "dra", cohort, chosen, config_path=path),
-                name=f"{name}:{doc['kind']}:{doc['metadata']['name']}",
-                parent=name,
-            )
-            for doc in Harness.docs("dra-rendered.yaml")
-            if not (extra.get("skipCrds") and doc["kind"] == "CustomResourceDefinition")
-        ]
-        return [chart, *children]
+        """A DRA Chart v4 and its rendered objects, captured from a real preview.
+
+        ``variant``: ``local``, ``gates`` (MPSSupport on), ``root`` (driver root /run/nvidia/driver, webhook in
+        secret mode without a CA bundle, a foreign affinity), ``cm`` (webhook with cert-manager).
+        ``skip_crds`` leaves out the CRDs, as a Chart with skipCrds renders none.
+        """
+        scenario, chart = {
+            "local": ("local", "gpu-dra-chart"),
+            "gates": ("dra-variants", "gates-chart"),
+            "root": ("dra-variants", "root-chart"),
+            "cm": ("dra-cert-manager", "cm-chart"),
+        }[variant]
+        records = rendered_by(scenario, chart)
+
+        def keep(props: dict[str, Any]) -> bool:
+            return not (skip_crds and props.get("kind") == "CustomResourceDefinition")
+
+        return Harness.chart_v4(
+            name, records, "dra", cohort, selector or DRA_SELECTOR, sharing="none", index=index, keep=keep
+        )
+
+    @staticmethod
+    def helm_release(name: str, chart: str, version: str | None, values: dict[str, Any], **extra: Any) -> Item:
+        """A helm.v3.Release: its inputs, values included, are visible (its rendered objects are not)."""
+        return Harness.helm(name, chart, version, values, resource_type=RELEASE_V3, **extra)
 
     @staticmethod
     def operator(mode: str = "gpu-cluster", values: dict[str, Any] | None = None, **extra: Any) -> Item:

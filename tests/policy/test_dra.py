@@ -9,7 +9,7 @@ import pytest
 
 from policy.rules.dra import DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS
 
-from .conftest import DRA_CHART, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item
+from .conftest import DRA_CHART, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item, real_records, rendered_by
 
 pytestmark = pytest.mark.policy
 
@@ -28,7 +28,7 @@ def template(harness: Harness) -> dict[str, Any]:
 def dra_chart(harness: Harness, **changes: Any) -> Item:
     values = harness.values("dra-values.yaml")
     values.update(changes)
-    return harness.helm("dra-chart", DRA_CHART, "0.5.0", values, namespace="gpu-dra-system")
+    return harness.helm_release("dra-chart", DRA_CHART, "0.5.0", values, namespace="gpu-dra-system")
 
 
 def check_chart(harness: Harness, policy: Any, chart: Item, config: dict[str, Any] | None = None) -> Any:
@@ -117,7 +117,7 @@ def test_chart_resource_api_version(harness: Harness) -> None:
     chart = dra_chart(harness, resourceApiVersion="resource.k8s.io/v1beta1")
     message = check_chart(harness, DRA_API_CURRENT, chart).one()
     assert message.startswith(
-        "kubernetes:helm.sh/v4:Chart 'dra-chart': values resourceApiVersion is 'resource.k8s.io/v1beta1'"
+        "kubernetes:helm.sh/v3:Release 'dra-chart': values resourceApiVersion is 'resource.k8s.io/v1beta1'"
     )
 
 
@@ -146,7 +146,7 @@ def test_seed_feature_gates_pass(harness: Harness) -> None:
 def test_enabled_gate_is_refused_unless_allow_listed(harness: Harness) -> None:
     chart = dra_chart(harness, featureGates={"DynamicMIG": True, "MPSSupport": False})
     assert check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart).one() == (
-        "kubernetes:helm.sh/v4:Chart 'dra-chart': values featureGates enables DynamicMIG (DynamicMIG=true). Only "
+        "kubernetes:helm.sh/v3:Release 'dra-chart': values featureGates enables DynamicMIG (DynamicMIG=true). Only "
         "full-GPU and existing-MIG allocation are GA; DynamicMIG, MPS, time-slicing settings, NVML health checks "
         "and similar gates are Alpha/Beta, and the seed says not to enable gates to make a demo start. Remove it "
         "from eks-hybrid-gpu:dra.featureGates, or add 'DynamicMIG' to this policy's allowedFeatureGates after a "
@@ -198,11 +198,11 @@ def test_seed_webhook_disabled_passes(harness: Harness) -> None:
 def test_webhook_without_tls(harness: Harness) -> None:
     chart = dra_chart(harness, webhook={"enabled": True})
     assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart).one() == (
-        "kubernetes:helm.sh/v4:Chart 'dra-chart': values webhook.enabled is true but webhook.tls.mode is null "
+        "kubernetes:helm.sh/v3:Release 'dra-chart': values webhook.enabled is true but webhook.tls.mode is null "
         "(expected cert-manager or secret). The webhook uses failurePolicy: Fail, so without reachable endpoints "
         "and validated TLS every DRA admission fails. Set eks-hybrid-gpu:dra.webhook to tls.mode cert-manager with "
         "certManager.issuerType (and issuerName for clusterissuer/issuer; cert-manager CRDs installed) or tls.mode "
-        "secret with tls.secret.name, or keep the webhook disabled."
+        "secret with tls.secret.name and tls.secret.caBundle, or keep the webhook disabled."
     )
 
 
@@ -238,4 +238,104 @@ def test_webhook_unknowns_and_other_charts(harness: Harness) -> None:
     chart = dra_chart(harness, webhook={"enabled": True, "tls": UNKNOWN_OBJECT})
     assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart).violations == []
     release = harness.operator("gpu-cluster")
-    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, release).not_applicable == "not a DRA driver chart"
+    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, release).not_applicable == (
+        "not a DRA driver chart or a rendered DRA webhook object"
+    )
+
+
+# --------------------------------------------------------------------------- what the analyzer really gets
+
+
+def _rendered(scenario: str, chart: str, suffix: str) -> dict[str, Any]:
+    return next(r for r in rendered_by(scenario, chart, "resource") if r["name"].endswith(suffix))
+
+
+def test_chart_v4_with_empty_props_is_not_applicable(harness: Harness) -> None:
+    chart = next(r for r in real_records("local", "resource") if r["name"] == "gpu-dra-chart")
+    assert chart["props"] == {}
+    for policy in (DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS):
+        outcome = harness.real_resource(policy, chart)
+        assert outcome.violations == []
+        assert outcome.not_applicable is not None
+        assert outcome.not_applicable.startswith(
+            "Chart v4 inputs are not sent to policy analyzers (a remote component arrives with empty props); "
+        )
+
+
+def test_real_dra_objects_of_the_local_stack_pass(harness: Harness) -> None:
+    records = [r for r in real_records("local", "resource") if r["type"].startswith("kubernetes:resource.k8s.io/")]
+    assert sorted(r["props"]["metadata"]["name"] for r in records) == [
+        "gpu.nvidia.com",
+        "hybrid-full-gpu",
+        "hybrid-large-gpu",
+        "mig.nvidia.com",
+        "single-large-gpu",
+        "vfio.gpu.nvidia.com",
+    ]
+    for record in [*records, *rendered_by("local", "gpu-dra-chart", "resource")]:
+        for policy in (DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS):
+            assert harness.real_resource(policy, record).violations == [], record["name"]
+
+
+def test_real_feature_gates_env_of_the_kubelet_plugin(harness: Harness) -> None:
+    """dra.featureGates reach the analyzer only as the rendered FEATURE_GATES env."""
+    record = _rendered("dra-variants", "gates-chart", "/dra-driver-nvidia-gpu-kubelet-plugin")
+    assert harness.real_resource(DRA_FEATURE_GATES_ALLOWLISTED, record).one() == (
+        "kubernetes:apps/v1:DaemonSet 'gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin': container 'gpus' env "
+        "FEATURE_GATES enables MPSSupport (MPSSupport='true'). Only full-GPU and existing-MIG allocation are GA; "
+        "DynamicMIG, MPS, time-slicing settings, NVML health checks and similar gates are Alpha/Beta, and the seed "
+        "says not to enable gates to make a demo start. Remove it from eks-hybrid-gpu:dra.featureGates, or add "
+        "'MPSSupport' to this policy's allowedFeatureGates after a review."
+    )
+    config = {"allowedFeatureGates": ["MPSSupport"]}
+    assert harness.real_resource(DRA_FEATURE_GATES_ALLOWLISTED, record, config).violations == []
+
+
+def test_real_webhook_in_secret_mode_without_a_ca_bundle(harness: Harness) -> None:
+    record = _rendered("dra-variants", "root-chart", "dra-driver-nvidia-gpu-webhook-config")
+    assert harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, record).one() == (
+        "kubernetes:admissionregistration.k8s.io/v1:ValidatingWebhookConfiguration "
+        "'dra-driver-nvidia-gpu-webhook-config': webhooks[0] 'gpu.nvidia.com' (failurePolicy 'Fail') has no "
+        "clientConfig.caBundle and the object has no cert-manager.io/inject-ca-from annotation, so the API server "
+        "cannot verify the webhook's certificate (webhook.tls.mode secret without tls.secret.caBundle) "
+        "(eks-hybrid-gpu:cohorts[1]). The webhook uses failurePolicy: Fail, so without reachable endpoints and "
+        "validated TLS every DRA admission fails. Set eks-hybrid-gpu:dra.webhook to tls.mode cert-manager with "
+        "certManager.issuerType (and issuerName for clusterissuer/issuer; cert-manager CRDs installed) or tls.mode "
+        "secret with tls.secret.name and tls.secret.caBundle, or keep the webhook disabled."
+    )
+    record["props"]["webhooks"][0]["clientConfig"]["caBundle"] = "LS0tLS1CRUdJTg=="
+    assert harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, record).violations == []
+    deployment = _rendered("dra-variants", "root-chart", "/dra-driver-nvidia-gpu-webhook")
+    outcome = harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, deployment)
+    assert outcome.violations == []
+    assert outcome.not_applicable is None
+    deployment["props"]["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] = ""
+    assert "volume 'cert' of the TLS-serving container 'webhook' names no Secret" in (
+        harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, deployment).one()
+    )
+
+
+def test_real_webhook_with_cert_manager(harness: Harness) -> None:
+    records = rendered_by("dra-cert-manager", "cm-chart", "resource")
+    webhook_objects = [r for r in records if "webhook" in r["name"]]
+    assert sorted(r["type"].rsplit(":", 1)[1] for r in webhook_objects) == [
+        "Certificate",
+        "Deployment",
+        "Issuer",
+        "Service",
+        "ServiceAccount",
+        "ValidatingWebhookConfiguration",
+    ]
+    for record in webhook_objects:
+        assert harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, record).violations == [], record["name"]
+    certificate = next(r for r in webhook_objects if r["type"].endswith(":Certificate"))
+    message = harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, certificate, {"allowedIssuerTypes": ["clusterissuer"]}).one()
+    assert message.startswith(
+        "kubernetes:cert-manager.io/v1:Certificate 'dra-c/dra-driver-nvidia-gpu-webhook-cert': spec.issuerRef "
+        '{"kind":"Issuer","name":"hybrid-gpu-cm-dra-driver-nvidia-gpu-webhook-issuer"} is a selfsigned issuer, '
+        "not one of clusterissuer (webhook.tls.certManager.issuerType)"
+    )
+    certificate["props"]["spec"]["issuerRef"] = {"kind": "ClusterIssuer", "name": ""}
+    assert "spec.issuerRef.name is '' (webhook.tls.certManager.issuerName is not set)" in (
+        harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, certificate).one()
+    )

@@ -13,7 +13,7 @@ from policy.rules.drivers import (
     OPERATOR_HOOKS_KEPT,
 )
 
-from .conftest import DP_CHART, DRA_CHART, DRA_SELECTOR, OPERATOR_SELECTOR, Harness, Item
+from .conftest import DP_CHART, DRA_CHART, OPERATOR_SELECTOR, Harness, Item, real_records, rendered_by
 
 pytestmark = pytest.mark.policy
 
@@ -73,26 +73,39 @@ def test_unknown_verification_is_advisory_only(harness: Harness) -> None:
 def test_dra_root_next_to_an_operator_managed_driver(harness: Harness) -> None:
     values = harness.values("operator-cluster-policy-values.yaml")
     del values["driver"]
-    items = [*harness.dra(skipCrds=True), harness.operator("cluster-policy", values)]
+    items = [*harness.dra(skip_crds=True), harness.operator("cluster-policy", values)]
     message = harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items).one()
     assert message == (
-        "kubernetes:helm.sh/v4:Chart 'dra-chart' values nvidiaDriverRoot is '/' while "
+        "kubernetes:apps/v1:DaemonSet 'gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin' (rendered by "
+        "kubernetes:helm.sh/v4:Chart 'dra-chart') container 'gpus' env NVIDIA_DRIVER_ROOT is '/' while "
         "kubernetes:helm.sh/v3:Release 'gpu-operator-release' manages the driver (driver.enabled is null, default "
         "true). An Operator-installed driver lives under /run/nvidia/driver, so the DRA plugin would prepare "
         "devices against a host driver that is not the one in use. Set eks-hybrid-gpu:operator.driverEnabled to "
         "false with a verified host driver, or keep the DRA cohort out of an Operator-managed driver deployment."
     )
+    # The Operator's driver root, rendered: nothing to refuse.
+    items = [*harness.dra(variant="root", skip_crds=True), harness.operator("cluster-policy", values)]
+    assert harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items).violations == []
+
+
+def test_dra_root_from_release_values(harness: Harness) -> None:
+    values = harness.values("operator-cluster-policy-values.yaml")
+    del values["driver"]
     dra_values = harness.values("dra-values.yaml")
     del dra_values["nvidiaDriverRoot"]
-    dra_values["kubeletPlugin"]["nodeSelector"] = DRA_SELECTOR
-    items = [*harness.dra(values=dra_values), harness.operator("cluster-policy", values)]
+    release = harness.helm_release("dra-release", DRA_CHART, "0.5.0", dra_values, skipCrds=True)
+    items = [release, harness.operator("cluster-policy", values)]
     assert (
-        "values nvidiaDriverRoot is '/' (chart default) while"
-        in harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items).one()
+        harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items)
+        .one()
+        .startswith("kubernetes:helm.sh/v3:Release 'dra-release' values nvidiaDriverRoot is '/' (chart default) while")
     )
     dra_values["nvidiaDriverRoot"] = "/run/nvidia/driver"
-    items = [*harness.dra(values=dra_values), harness.operator("cluster-policy", values)]
-    assert harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items).violations == []
+    release = harness.helm_release("dra-release", DRA_CHART, "0.5.0", dra_values, skipCrds=True)
+    assert (
+        harness.stack(DRIVER_OWNERSHIP_CONSISTENT, [release, harness.operator("cluster-policy", values)]).violations
+        == []
+    )
 
 
 def test_driver_policies_without_operator_are_not_applicable(harness: Harness) -> None:
@@ -109,9 +122,14 @@ def test_driver_unknowns_do_not_crash(harness: Harness) -> None:
     operator = harness.operator("cluster-policy", {"driver": {"enabled": UNKNOWN_BOOL}})
     ledger = operator_ledger(harness, "cluster-policy")
     ledger.props["data"] = UNKNOWN_OBJECT
-    dra = harness.dra(values={"nvidiaDriverRoot": UNKNOWN_STRING})
+    release = harness.helm_release("dra-release", DRA_CHART, "0.5.0", {"nvidiaDriverRoot": UNKNOWN_STRING})
+    chart = harness.dra()
+    for item in chart:
+        if item.resource_type == "kubernetes:apps/v1:DaemonSet":
+            for container in item.props["spec"]["template"]["spec"]["containers"]:
+                container["env"] = UNKNOWN_OBJECT
     for policy in (DRIVER_OWNERSHIP_CONSISTENT, DRIVER_VERIFICATION_DECLARED):
-        assert harness.stack(policy, [operator, ledger, *dra]).violations == []
+        assert harness.stack(policy, [operator, ledger, release, *chart]).violations == []
 
 
 # --------------------------------------------------------------------------- chart versions
@@ -130,7 +148,7 @@ def test_driver_unknowns_do_not_crash(harness: Harness) -> None:
     ],
 )
 def test_exact_versions_pass(harness: Harness, chart: str, version: str | None) -> None:
-    item = harness.helm("chart", chart, version, {})
+    item = harness.helm_release("chart", chart, version, {})
     outcome = check(harness, CHART_VERSION_PINNED, item)
     assert outcome.violations == []
     assert outcome.not_applicable is None
@@ -152,9 +170,9 @@ def test_exact_versions_pass(harness: Harness, chart: str, version: str | None) 
     ],
 )
 def test_floating_versions_are_refused(harness: Harness, version: str | None, problem: str) -> None:
-    item = harness.helm("plugin-chart", "nvidia-device-plugin", version, {})
+    item = harness.helm_release("plugin-release", "nvidia-device-plugin", version, {})
     message = check(harness, CHART_VERSION_PINNED, item).one()
-    assert message.startswith("kubernetes:helm.sh/v4:Chart 'plugin-chart': chart 'nvidia-device-plugin' version ")
+    assert message.startswith("kubernetes:helm.sh/v3:Release 'plugin-release': chart 'nvidia-device-plugin' version ")
     assert problem in message
     assert message.endswith(
         "A floating version changes the installed allocator without review. Set "
@@ -165,17 +183,87 @@ def test_floating_versions_are_refused(harness: Harness, version: str | None, pr
 def test_version_paths_per_chart_and_prerelease_config(harness: Harness) -> None:
     release = harness.helm("op", "gpu-operator", "26.x", {}, resource_type=harness.release)
     assert "eks-hybrid-gpu:charts.gpuOperator.version" in check(harness, CHART_VERSION_PINNED, release).one()
-    dra = harness.helm("dra", DRA_CHART, "0.5.0-rc.1", {})
+    dra = harness.helm_release("dra", DRA_CHART, "0.5.0-rc.1", {})
     message = check(harness, CHART_VERSION_PINNED, dra, {"allowPrerelease": False}).one()
     assert "version '0.5.0-rc.1' is a pre-release" in message
     assert "eks-hybrid-gpu:charts.draDriver.version" in message
 
 
 def test_version_unknown_and_not_applicable(harness: Harness) -> None:
-    item = harness.helm("plugin-chart", "nvidia-device-plugin", UNKNOWN_STRING, {})
+    item = harness.helm_release("plugin-release", "nvidia-device-plugin", UNKNOWN_STRING, {})
     assert check(harness, CHART_VERSION_PINNED, item).not_applicable == "the chart version is unknown during preview"
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-system"}}
-    assert harness.manifest_check(CHART_VERSION_PINNED, namespace).not_applicable == "not a Helm Chart or Release"
+    assert harness.manifest_check(CHART_VERSION_PINNED, namespace).not_applicable == (
+        "not a Helm Chart or Release, and no eks-hybrid-gpu.io/chart annotation"
+    )
+    stamped = {**namespace, "metadata": {"name": "x", "annotations": {"eks-hybrid-gpu.io/chart": UNKNOWN_STRING}}}
+    assert harness.manifest_check(CHART_VERSION_PINNED, stamped).not_applicable == (
+        "the chart annotation is unknown during preview"
+    )
+
+
+def test_chart_v4_with_empty_props_is_not_applicable(harness: Harness) -> None:
+    """The finding: a Chart v4's version is not sent; 'chart null version null' was a false refusal."""
+    for record in [r for r in real_records("local", "resource") if r["type"] == harness.chart]:
+        outcome = harness.real_resource(CHART_VERSION_PINNED, record)
+        assert outcome.violations == []
+        assert outcome.not_applicable == (
+            "Chart v4 inputs are not sent to policy analyzers (a remote component arrives with empty props); the "
+            "version is checked on the eks-hybrid-gpu.io/chart annotation of every object it renders"
+        )
+
+
+def test_real_stamped_objects_of_the_local_stack_are_pinned(harness: Harness) -> None:
+    stamped = [
+        r
+        for r in real_records("local", "resource")
+        if "eks-hybrid-gpu.io/chart" in ((r["props"].get("metadata") or {}).get("annotations") or {})
+    ]
+    assert len(stamped) == 26
+    for record in stamped:
+        outcome = harness.real_resource(CHART_VERSION_PINNED, record)
+        assert outcome.violations == []
+        assert outcome.not_applicable is None
+
+
+def test_real_floating_chart_is_refused_on_what_it_renders(harness: Harness) -> None:
+    records = rendered_by("floating", "floating-chart", "resource")
+    assert len(records) == 5
+    messages = [harness.real_resource(CHART_VERSION_PINNED, r).one() for r in records]
+    daemonset = next(
+        m
+        for m in messages
+        if m.startswith("kubernetes:apps/v1:DaemonSet 'gpu-system/hybrid-gpu-floating-nvidia-device-plugin'")
+    )
+    assert daemonset == (
+        "kubernetes:apps/v1:DaemonSet 'gpu-system/hybrid-gpu-floating-nvidia-device-plugin' (rendered by Chart "
+        "'floating-chart'): annotation eks-hybrid-gpu.io/chart says chart 'nvidia-device-plugin' version '^0.20.0' "
+        "is a range or tag, not an exact version (no ^, ~, >, *, x, latest). A floating version changes the "
+        "installed allocator without review. Set eks-hybrid-gpu:charts.devicePlugin.version to an exact reviewed "
+        "version (e.g. 0.20.0, 0.5.0, v26.7.0)."
+    )
+
+
+@pytest.mark.parametrize(
+    ("stamp", "problem"),
+    [
+        ("nvidia-device-plugin@0.20.0", None),
+        ("/work/shared/charts/nvidia-device-plugin-0.20.0.tgz@", None),
+        ("oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu@0.5.0", None),
+        ("nvidia-device-plugin@", "version '' is not set, so Helm installs whatever is latest"),
+        ("oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu@latest", "is a range or tag"),
+    ],
+)
+def test_chart_annotation_versions(harness: Harness, stamp: str, problem: str | None) -> None:
+    record = next(r for r in rendered_by("local", "gpu-plugin-chart", "resource") if r["type"].endswith(":DaemonSet"))
+    record["props"]["metadata"]["annotations"]["eks-hybrid-gpu.io/chart"] = stamp
+    outcome = harness.real_resource(CHART_VERSION_PINNED, record)
+    if problem is None:
+        assert outcome.violations == []
+    else:
+        assert problem in outcome.one()
+        path = "draDriver" if "dra-driver" in stamp else "devicePlugin"
+        assert f"Set eks-hybrid-gpu:charts.{path}.version to an exact reviewed version" in outcome.one()
 
 
 # --------------------------------------------------------------------------- hooks
@@ -217,7 +305,7 @@ def test_upgrade_crd_hook_disabled(harness: Harness) -> None:
     )
 
 
-def test_operator_as_chart_v4_drops_hooks(harness: Harness) -> None:
+def test_operator_as_chart_with_visible_inputs_drops_hooks(harness: Harness) -> None:
     chart = harness.helm("gpu-operator", "gpu-operator", "v26.7.0", harness.values("operator-gpu-cluster-values.yaml"))
     message = check(harness, OPERATOR_HOOKS_KEPT, chart).one()
     assert message.startswith(
@@ -226,9 +314,58 @@ def test_operator_as_chart_v4_drops_hooks(harness: Harness) -> None:
     )
 
 
+def test_operator_rendered_by_chart_v4_drops_hooks(harness: Harness) -> None:
+    """The Chart itself arrives empty; its Operator Deployment carries the chart's labels and a Chart parent."""
+    chart_urn = "urn:pulumi:test::eks-hybrid-gpu::kubernetes:helm.sh/v4:Chart::operator-chart"
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {
+            "name": "gpu-operator",
+            "namespace": "gpu-operator",
+            "labels": {"app.kubernetes.io/name": "gpu-operator", "helm.sh/chart": "gpu-operator-v26.7.0"},
+        },
+        "spec": {"template": {"spec": {"containers": [{"name": "gpu-operator", "image": "nvcr.io/x:v26.7.0"}]}}},
+    }
+    record = {
+        "type": "kubernetes:apps/v1:Deployment",
+        "name": "operator-chart:gpu-operator/gpu-operator",
+        "urn": "urn:pulumi:test::eks-hybrid-gpu::kubernetes:helm.sh/v4:Chart$kubernetes:apps/v1:Deployment::"
+        "operator-chart:gpu-operator/gpu-operator",
+        "parent": chart_urn,
+        "props": deployment,
+    }
+    assert (
+        harness.real_resource(OPERATOR_HOOKS_KEPT, record)
+        .one()
+        .startswith(
+            "kubernetes:apps/v1:Deployment 'gpu-operator/gpu-operator' is a GPU Operator workload rendered by Chart "
+            "'operator-chart' (kubernetes:helm.sh/v4:Chart), which installs the chart without its hooks."
+        )
+    )
+    chart = {"type": harness.chart, "name": "operator-chart", "urn": chart_urn, "parent": None, "props": {}}
+    assert harness.real_resource(OPERATOR_HOOKS_KEPT, chart).not_applicable == (
+        "Chart v4 inputs are not sent to policy analyzers (a remote component arrives with empty props); a GPU "
+        "Operator it renders is refused on its workloads"
+    )
+    # The same Deployment applied on its own (no Chart parent) is no install method to refuse.
+    record["urn"], record["parent"] = "urn:pulumi:test::eks-hybrid-gpu::kubernetes:apps/v1:Deployment::op", None
+    assert harness.real_resource(OPERATOR_HOOKS_KEPT, record).not_applicable == "not the GPU Operator chart"
+
+
+def test_real_operator_releases_keep_their_hooks(harness: Harness) -> None:
+    releases = [r for r in real_records("operators", "resource") if r["type"] == harness.release]
+    assert len(releases) == 2
+    for record in releases:
+        for policy in (OPERATOR_HOOKS_KEPT, CHART_VERSION_PINNED):
+            outcome = harness.real_resource(policy, record)
+            assert outcome.violations == []
+            assert outcome.not_applicable is None
+
+
 def test_hooks_unknown_and_not_applicable(harness: Harness) -> None:
     release = harness.operator("gpu-cluster", disableWebhooks=UNKNOWN_BOOL)
     release.props["values"] = UNKNOWN_OBJECT
     assert check(harness, OPERATOR_HOOKS_KEPT, release).violations == []
-    plugin = harness.helm("plugin-chart", DP_CHART, "0.20.0", {})
+    plugin = harness.helm_release("plugin-release", DP_CHART, "0.20.0", {})
     assert check(harness, OPERATOR_HOOKS_KEPT, plugin).not_applicable == "not the GPU Operator chart"

@@ -1,27 +1,56 @@
 """The example stacks, run through the real program under mocks, pass every mandatory policy.
 
-Under mocks a Chart v4 renders no children, so this checks what the program registers itself
-(Chart/Release inputs, smoke Jobs, DRA objects, ledger, namespaces); the rendered objects are
-covered by the fixtures rendered from the real charts.
+What the pack is fed is what it gets in a real preview (tests/fixtures/policy/real/): under mocks a
+Chart v4 registers its inputs and renders nothing, while the engine sends a Chart v4 to analyzers with
+EMPTY props and every object it renders as its own resource. So each Chart v4 registration is replaced by
+the Chart as the analyzer sees it (``{}``) plus the objects captured from a real preview of the same
+chart (the local stack's device plugin and DRA driver, or the time-slicing / MIG device plugin of the
+``plugin-variants`` capture), re-stamped with this stack's ownership (owner, cohort, selector, sharing,
+config path and the ``<chart>@<version>`` it asked for). Releases (the GPU Operator), the ledger, the
+DRA objects, the smoke Jobs and the namespaces are registered by the program itself and keep their
+inputs, as in a real preview.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pulumi
 import pytest
+from pulumi.runtime import settings
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
 from components import ownership as vocab
+from components.config import StackConfig
+from components.stack import _ownership
 from policy.pack import build_policies
 from tests.support.mocks import RecordingMocks, run_program, stack_config
 
-from .conftest import ROOT, Harness, Item
+from .conftest import CHART_V4, ROOT, Harness, Item, rendered_by
 
 pytestmark = pytest.mark.policy
 
 STACKS = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+
+CAPTURED = {
+    ("device-plugin", "none"): ("local", "gpu-plugin-chart", "hybrid-gpu-plugin"),
+    ("device-plugin", "time-slicing"): ("plugin-variants", "ts-chart", "hybrid-gpu-ts"),
+    ("device-plugin", "mig-mixed"): ("plugin-variants", "mig-chart", "hybrid-gpu-mig"),
+    ("dra", "none"): ("local", "gpu-dra-chart", "hybrid-gpu-dra"),
+}
+"""(owner, sharing) -> (capture, Chart name in it, its release name)."""
+
+
+@pytest.fixture(autouse=True)
+def _own_root_stack() -> Iterator[None]:
+    """Give each program run its own root Stack and leave none behind: `set_mocks` reuses an existing root,
+    so a root named after an example stack would otherwise parent the next test module's resources."""
+    settings.ROOT.set(None)
+    yield
+    settings.ROOT.set(None)
 
 
 class _Mocks(RecordingMocks):
@@ -47,27 +76,56 @@ def _nodes(config: dict[str, Any]) -> list[dict[str, Any]]:
     return nodes
 
 
-def _registered(stack: str, monkeypatch: pytest.MonkeyPatch) -> list[Item]:
-    config = stack_config(stack)
+def _as_analyzed(chart: Item, config: StackConfig) -> list[Item]:
+    """A mock-registered Chart v4 as a real preview sends it: empty props, plus its rendered objects."""
+    release = chart.props["name"]
+    index, cohort = next((i, c) for i, c in enumerate(config.cohorts) if f"hybrid-gpu-{c.name}" == release)
+    stamp = replace(
+        _ownership(config, index, cohort), chart=f"{chart.props['chart']}@{chart.props.get('version') or ''}"
+    )
+    capture, captured_chart, captured_release = CAPTURED[(cohort.owner, cohort.sharing_label)]
+    records = json.loads(json.dumps(rendered_by(capture, captured_chart)).replace(captured_release, release))
+    for record in records:
+        annotations = record["props"]["metadata"]["annotations"]
+        annotations[vocab.CHART_ANNOTATION] = stamp.chart
+        if record["type"] == "kubernetes:core/v1:ConfigMap" and "config" in chart.props["values"]:
+            record["props"]["data"] = chart.props["values"]["config"]["map"]  # the chart renders config.map as data
+    rendered = Harness.chart_v4(
+        chart.name,
+        records,
+        stamp.owner,
+        stamp.cohort,
+        dict(stamp.selector),
+        sharing=stamp.sharing,
+        index=index,
+    )
+    return [replace(rendered[0], parent=chart.parent), *rendered[1:]]
+
+
+def _analyzed(stack: str, monkeypatch: pytest.MonkeyPatch) -> list[Item]:
+    raw = stack_config(stack)
     # Declared, so the run does not depend on the EKS describe (tests/unit/test_stacks.py PRECHECK_BUG).
-    config.setdefault("cluster", {}).setdefault("kubernetesVersion", "1.34.4")
-    nodes = _nodes(config)
+    raw.setdefault("cluster", {}).setdefault("kubernetesVersion", "1.34.4")
+    nodes = _nodes(raw)
     monkeypatch.setattr("components.program.read_nodes", lambda *_args: [dict(n) for n in nodes])
-    recorder = run_program(config, stack, _Mocks())
+    recorder = run_program(raw, stack, _Mocks())
+    config = StackConfig.model_validate(raw)
     names = {r.name for r in recorder.registrations}
-    return [
-        Item(r.type_, r.inputs, r.name, r.parent if r.parent in names else None)
-        for r in recorder.registrations
-        if not r.type_.startswith("pulumi:providers:")
-    ]
+    items: list[Item] = []
+    for registration in recorder.registrations:
+        if registration.type_.startswith("pulumi:providers:"):
+            continue
+        item = Item(
+            registration.type_,
+            registration.inputs,
+            registration.name,
+            registration.parent if registration.parent in names else None,
+        )
+        items += _as_analyzed(item, config) if item.resource_type == CHART_V4 else [item]
+    return items
 
 
-@pytest.mark.parametrize("stack", STACKS)
-def test_example_stack_passes_every_mandatory_policy(
-    stack: str, harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    items = _registered(stack, monkeypatch)
-    assert any(i.resource_type.startswith("kubernetes:helm.sh/") for i in items)
+def _mandatory_findings(harness: Harness, items: list[Item]) -> list[str]:
     findings: list[str] = []
     for policy in build_policies():
         if policy.enforcement_level != EnforcementLevel.MANDATORY:
@@ -78,4 +136,32 @@ def test_example_stack_passes_every_mandatory_policy(
             for item in items:
                 outcome = harness.resource(policy, item.resource_type, item.props, name=item.name)
                 findings += [f"{policy.name}: {m}" for m in outcome.messages]
-    assert findings == []
+    return findings
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_example_stack_passes_every_mandatory_policy(
+    stack: str, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = _analyzed(stack, monkeypatch)
+    assert any(i.resource_type.startswith("kubernetes:helm.sh/") for i in items)
+    charts = [i for i in items if i.resource_type == CHART_V4]
+    assert all(c.props == {} for c in charts)
+    if charts:
+        assert any(i.parent in {c.name for c in charts} for i in items), "rendered objects are fed too"
+    assert _mandatory_findings(harness, items) == []
+
+
+def test_the_feed_is_not_vacuous(harness: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rendered objects really are checked: a drifted one in the fed stack is refused."""
+    items = _analyzed("mixed", monkeypatch)
+    config_map = next(i for i in items if i.name.endswith("-nvidia-device-plugin-configs"))
+    config_map.props["data"] = {
+        k: v.replace("failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false")
+        for k, v in config_map.props["data"].items()
+    }
+    findings = _mandatory_findings(harness, items)
+    assert len(findings) == 1
+    assert findings[0].startswith(
+        "shared-gpu-resource-name: kubernetes:core/v1:ConfigMap 'gpu-system/hybrid-gpu-plugin"
+    )

@@ -54,7 +54,7 @@ def test_two_owners_in_one_cohort(harness: Harness) -> None:
     message = next(m for m in outcome.messages if "GPU allocation owners" in m)
     assert message.startswith(
         "cohort 'plugin' has 2 GPU allocation owners: device-plugin (kubernetes:helm.sh/v4:Chart "
-        "'plugin-chart' and 3 more); dra (kubernetes:helm.sh/v4:Chart 'dra-chart' and 3 more). Two owners "
+        "'plugin-chart' and 6 more); dra (kubernetes:helm.sh/v4:Chart 'dra-chart' and 21 more). Two owners "
         "on one node advertise the same physical GPUs twice"
     )
     assert "Set eks-hybrid-gpu:cohorts[0].owner to exactly one of device-plugin, dra" in message
@@ -113,7 +113,7 @@ def test_cluster_policy_operator_without_its_plugin_beside_a_plugin_cohort_passe
 
 
 def test_gpu_cluster_next_to_standalone_dra(harness: Harness) -> None:
-    items = [*harness.dra(skipCrds=True), harness.operator("gpu-cluster")]
+    items = [*harness.dra(skip_crds=True), harness.operator("gpu-cluster")]
     cohorts = {
         "dra": harness.cohort_entry("dra", DRA_SELECTOR),
         "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
@@ -159,33 +159,50 @@ def test_compute_domain_crds_with_two_owners(harness: Harness) -> None:
         "eks-hybrid-gpu:cohorts[i].owner."
         for crd in ("computedomains.resource.nvidia.com", "computedomaincliques.resource.nvidia.com")
     ]
-    items = [*harness.dra(skipCrds=True), harness.operator("cluster-policy"), ledger]
+    items = [*harness.dra(skip_crds=True), harness.operator("cluster-policy"), ledger]
     assert harness.stack(SINGLE_ALLOCATION_OWNER, items).violations == []
 
 
 def test_nfd_twice(harness: Harness) -> None:
-    plugin_values = harness.values("device-plugin-values.yaml")
-    plugin_values["nodeSelector"] = DP_SELECTOR
-    plugin_values["gfd"] = {"enabled": True}
-    del plugin_values["nfd"]
     operator_values = harness.values("operator-cluster-policy-values.yaml")
     del operator_values["nfd"]
     cohorts = {
         "plugin": harness.cohort_entry("device-plugin", DP_SELECTOR),
         "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
     }
-    items = [
-        *harness.device_plugin(values=plugin_values),
-        harness.operator("cluster-policy", operator_values),
-        harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger"),
-    ]
+    ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
+    # The device plugin's gfd.enabled=true turned the NFD subchart on: visible only in what it renders.
+    items = [*harness.device_plugin(variant="gfd"), harness.operator("cluster-policy", operator_values), ledger]
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
     assert outcome.one() == (
         "Node Feature Discovery has 2 owners: kubernetes:helm.sh/v3:Release 'gpu-operator-release' "
-        "(nfd.enabled=true (default)), kubernetes:helm.sh/v4:Chart 'plugin-chart' (gfd.enabled=true). Two "
+        "(nfd.enabled=true (default)), kubernetes:helm.sh/v4:Chart 'plugin-chart' (renders "
+        "kubernetes:apps/v1:DaemonSet 'gpu-system/hybrid-gpu-gfd-node-feature-discovery-worker', "
+        "kubernetes:apps/v1:Deployment 'gpu-system/hybrid-gpu-gfd-node-feature-discovery-gc', "
+        "kubernetes:apps/v1:Deployment 'gpu-system/hybrid-gpu-gfd-node-feature-discovery-master'). Two "
         "NFD installs fight over the same node labels and CRDs; the seed says not to deploy a second "
         "discovery controller. Set nfd.enabled=false explicitly on every chart that does not own NFD (in "
         "the device plugin, gfd.enabled=true alone turns NFD on)."
+    )
+    alone = harness.stack(SINGLE_ALLOCATION_OWNER, items[:-2], config={"requireLedger": False})
+    assert not [m for m in alone.messages if "Node Feature Discovery" in m]
+
+
+def test_nfd_twice_from_release_values(harness: Harness) -> None:
+    plugin_values = harness.values("device-plugin-values.yaml")
+    plugin_values["gfd"] = {"enabled": True}
+    del plugin_values["nfd"]
+    plugin = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", plugin_values)
+    operator_values = harness.values("operator-cluster-policy-values.yaml")
+    del operator_values["nfd"]
+    items = [plugin, harness.operator("cluster-policy", operator_values)]
+    messages = harness.stack(SINGLE_ALLOCATION_OWNER, items, config={"requireLedger": False}).messages
+    assert any(
+        m.startswith(
+            "Node Feature Discovery has 2 owners: kubernetes:helm.sh/v3:Release 'gpu-operator-release' "
+            "(nfd.enabled=true (default)), kubernetes:helm.sh/v3:Release 'plugin-release' (gfd.enabled=true)."
+        )
+        for m in messages
     )
 
 
@@ -230,13 +247,18 @@ def test_missing_ledger_and_config_override(harness: Harness) -> None:
 
 def test_unknown_values_and_ledger_do_not_crash(harness: Harness) -> None:
     items = seed_stack(harness)
-    items[0].props["values"] = UNKNOWN_OBJECT
     ledger = items[-1]
     ledger.props["data"] = UNKNOWN_OBJECT
-    for item in items[1:3]:
-        item.props["metadata"]["labels"] = UNKNOWN_OBJECT
+    for item in items:
+        if item.resource_type == "kubernetes:apps/v1:DaemonSet":
+            item.props["spec"]["template"]["spec"]["nodeSelector"] = UNKNOWN_OBJECT
+        elif item.resource_type != harness.chart:
+            item.props["metadata"]["labels"] = UNKNOWN_OBJECT
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
     assert outcome.violations == []
+    release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", {})
+    release.props["values"] = UNKNOWN_OBJECT
+    assert harness.stack(SINGLE_ALLOCATION_OWNER, [release], config={"requireLedger": False}).violations == []
 
 
 def test_unreadable_ledger(harness: Harness) -> None:

@@ -274,14 +274,14 @@ def seeds() -> list[Item]:
     """Real-shaped objects of every family: charts, rendered objects, seed objects, ledger."""
     items = [
         *HARNESS.device_plugin(),
-        *HARNESS.device_plugin(
-            "shared",
-            name="shared-chart",
-            values=HARNESS.values("device-plugin-time-slicing-values.yaml"),
-            sharing="time-slicing",
-            rendered="device-plugin-time-slicing-rendered.yaml",
-        ),
+        *HARNESS.device_plugin("shared", name="shared-chart", sharing="time-slicing", variant="ts"),
+        *HARNESS.device_plugin("gfd", name="gfd-chart", variant="gfd"),
         *HARNESS.dra(),
+        *HARNESS.dra("root", name="root-chart", variant="root"),
+        *HARNESS.dra("cm", name="cm-chart", variant="cm"),
+        HARNESS.helm_release(
+            "plugin-release", "nvidia-device-plugin", "0.20.0", HARNESS.values("device-plugin-values.yaml")
+        ),
         HARNESS.operator("gpu-cluster"),
         HARNESS.operator("cluster-policy"),
         HARNESS.seed_ledger(),

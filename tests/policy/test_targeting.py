@@ -16,6 +16,8 @@ from .conftest import (
     DRA_DAEMONSET,
     DRA_SELECTOR,
     Harness,
+    real_records,
+    rendered_by,
 )
 
 pytestmark = pytest.mark.policy
@@ -127,10 +129,10 @@ def test_affinity_with_one_auto_term(harness: Harness) -> None:
 def test_chart_values_without_hybrid(harness: Harness) -> None:
     values = harness.values("device-plugin-values.yaml")
     values["nodeSelector"] = {"workload.example.com/gpu-allocation": "device-plugin"}
-    chart = harness.helm("plugin-chart", DP_CHART, "0.20.0", values)
+    chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", values)
     outcome = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props, name=chart.name)
     assert outcome.one().startswith(
-        "kubernetes:helm.sh/v4:Chart 'plugin-chart' values nodeSelector is not pinned to "
+        "kubernetes:helm.sh/v3:Release 'plugin-chart' values nodeSelector is not pinned to "
         "eks.amazonaws.com/compute-type=hybrid: nodeSelector without eks.amazonaws.com/compute-type and no "
         "required nodeAffinity on eks.amazonaws.com/compute-type"
     )
@@ -138,13 +140,13 @@ def test_chart_values_without_hybrid(harness: Harness) -> None:
 
 def test_dra_chart_values(harness: Harness) -> None:
     values = harness.values("dra-values.yaml")
-    chart = harness.helm("dra-chart", DRA_CHART, "0.5.0", values)
+    chart = harness.helm_release("dra-chart", DRA_CHART, "0.5.0", values)
     check = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props, name=chart.name)
     assert check.violations == []
     del values["kubeletPlugin"]["nodeSelector"]
-    chart = harness.helm("dra-chart", DRA_CHART, "0.5.0", values)
+    chart = harness.helm_release("dra-chart", DRA_CHART, "0.5.0", values)
     message = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props, name=chart.name).one()
-    assert message.startswith("kubernetes:helm.sh/v4:Chart 'dra-chart' values kubeletPlugin.nodeSelector is not")
+    assert message.startswith("kubernetes:helm.sh/v3:Release 'dra-chart' values kubeletPlugin.nodeSelector is not")
     assert "eks-hybrid-gpu:cohorts[i].nodeSelector" in message
 
 
@@ -167,7 +169,7 @@ def test_unknown_selector_does_not_crash(harness: Harness) -> None:
     doc["spec"]["template"]["spec"]["nodeSelector"] = UNKNOWN_OBJECT
     assert harness.manifest_check(NO_AUTO_MODE_TARGETING, doc).violations == []
     values = {"nodeSelector": UNKNOWN_OBJECT}
-    chart = harness.helm("plugin-chart", DP_CHART, "0.20.0", values)
+    chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", values)
     outcome = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props)
     assert outcome.violations == []
     chart.props["values"] = UNKNOWN_OBJECT
@@ -227,8 +229,8 @@ def test_rendered_daemonsets_keep_the_affinity(harness: Harness) -> None:
 
 def test_seed_values_keep_the_affinity(harness: Harness) -> None:
     for chart in (
-        harness.helm("plugin-chart", DP_CHART, "0.20.0", harness.values("device-plugin-values.yaml")),
-        harness.helm("dra-chart", DRA_CHART, "0.5.0", harness.values("dra-values.yaml")),
+        harness.helm_release("plugin-chart", DP_CHART, "0.20.0", harness.values("device-plugin-values.yaml")),
+        harness.helm_release("dra-chart", DRA_CHART, "0.5.0", harness.values("dra-values.yaml")),
     ):
         outcome = harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props, name=chart.name)
         assert outcome.violations == []
@@ -237,10 +239,10 @@ def test_seed_values_keep_the_affinity(harness: Harness) -> None:
 def test_values_affinity_null(harness: Harness) -> None:
     values = harness.values("device-plugin-values.yaml")
     values["affinity"] = None
-    chart = harness.helm("plugin-chart", DP_CHART, "0.20.0", values)
+    chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", values)
     message = harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props, name=chart.name).one()
     assert message == (
-        "kubernetes:helm.sh/v4:Chart 'plugin-chart' values affinity: affinity: null removes the chart's "
+        "kubernetes:helm.sh/v3:Release 'plugin-chart' values affinity: affinity: null removes the chart's "
         "GPU-discovery affinity. Without those OR'ed terms (feature.node.kubernetes.io/pci-10de.present, "
         "feature.node.kubernetes.io/cpu-model.vendor_id, nvidia.com/gpu.present) the GPU allocator also lands on "
         "nodes without an NVIDIA GPU. Keep the chart's default affinity (remove the override from "
@@ -252,10 +254,10 @@ def test_values_affinity_null(harness: Harness) -> None:
 def test_values_empty_affinity_and_foreign_terms(harness: Harness) -> None:
     values = harness.values("dra-values.yaml")
     values["kubeletPlugin"]["affinity"] = {}
-    chart = harness.helm("dra-chart", DRA_CHART, "0.5.0", values)
+    chart = harness.helm_release("dra-chart", DRA_CHART, "0.5.0", values)
     message = harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props, name=chart.name).one()
     assert message.startswith(
-        "kubernetes:helm.sh/v4:Chart 'dra-chart' values kubeletPlugin.affinity: affinity {} is empty."
+        "kubernetes:helm.sh/v3:Release 'dra-chart' values kubeletPlugin.affinity: affinity {} is empty."
     )
     values["kubeletPlugin"]["affinity"] = {
         "nodeAffinity": {
@@ -266,7 +268,7 @@ def test_values_empty_affinity_and_foreign_terms(harness: Harness) -> None:
             }
         }
     }
-    chart = harness.helm("dra-chart", DRA_CHART, "0.5.0", values)
+    chart = harness.helm_release("dra-chart", DRA_CHART, "0.5.0", values)
     message = harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props, name=chart.name).one()
     assert (
         'required nodeAffinity term 0 {"matchExpressions":[{"key":"kubernetes.io/os","operator":"In",'
@@ -277,7 +279,7 @@ def test_values_empty_affinity_and_foreign_terms(harness: Harness) -> None:
 def test_values_map_without_terms_is_merged_by_helm(harness: Harness) -> None:
     values = harness.values("device-plugin-values.yaml")
     values["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
-    chart = harness.helm("plugin-chart", DP_CHART, "0.20.0", values)
+    chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", values)
     assert harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props).violations == []
 
 
@@ -307,5 +309,85 @@ def test_affinity_not_applicable_and_unknown(harness: Harness) -> None:
     doc = plugin_daemonset(harness)
     doc["spec"]["template"]["spec"]["affinity"] = UNKNOWN_OBJECT
     assert harness.manifest_check(GPU_DISCOVERY_AFFINITY_KEPT, doc).violations == []
-    chart = harness.helm("plugin-chart", DP_CHART, "0.20.0", {"affinity": UNKNOWN_OBJECT})
+    chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", {"affinity": UNKNOWN_OBJECT})
     assert harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props).violations == []
+
+
+# --------------------------------------------------------------------------- what the analyzer really gets
+
+
+def test_chart_v4_with_empty_props_is_not_applicable(harness: Harness) -> None:
+    charts = [r for r in real_records("local", "resource") if r["type"] == harness.chart]
+    assert [c["props"] for c in charts] == [{}, {}]
+    for record in charts:
+        for policy in (NO_AUTO_MODE_TARGETING, GPU_DISCOVERY_AFFINITY_KEPT):
+            outcome = harness.real_resource(policy, record)
+            assert outcome.violations == []
+            assert outcome.not_applicable is not None
+            assert outcome.not_applicable.startswith("Chart v4 inputs are not sent to policy analyzers")
+
+
+def test_real_daemonsets_of_the_local_stack_pass(harness: Harness) -> None:
+    records = [r for r in real_records("local", "resource") if r["type"] == "kubernetes:apps/v1:DaemonSet"]
+    assert len(records) == 3
+    for record in records:
+        for policy in (NO_AUTO_MODE_TARGETING, GPU_DISCOVERY_AFFINITY_KEPT):
+            outcome = harness.real_resource(policy, record)
+            assert outcome.violations == []
+            assert outcome.not_applicable is None
+
+
+def test_real_daemonsets_rendered_without_the_gpu_affinity(harness: Harness) -> None:
+    """`affinity: null` in Chart v4 values: the analyzer only sees DaemonSets without affinity."""
+    outcomes = {
+        r["name"].split("/", 1)[1]: harness.real_resource(GPU_DISCOVERY_AFFINITY_KEPT, r)
+        for r in rendered_by("plugin-variants", "gfd-chart", "resource")
+        if r["type"] == "kubernetes:apps/v1:DaemonSet"
+    }
+    refused = sorted(name for name, outcome in outcomes.items() if outcome.violations)
+    assert refused == [
+        "hybrid-gpu-gfd-nvidia-device-plugin",
+        "hybrid-gpu-gfd-nvidia-device-plugin-gpu-feature-discovery",
+        "hybrid-gpu-gfd-nvidia-device-plugin-mps-control-daemon",
+    ]
+    assert outcomes["hybrid-gpu-gfd-node-feature-discovery-worker"].not_applicable == (
+        "the NFD worker runs on every node by design"
+    )
+    assert (
+        outcomes["hybrid-gpu-gfd-nvidia-device-plugin"]
+        .one()
+        .startswith(
+            "kubernetes:apps/v1:DaemonSet 'gpu-system/hybrid-gpu-gfd-nvidia-device-plugin': the pod template has no "
+            "affinity, so the chart's GPU-discovery affinity was removed."
+        )
+    )
+    assert (
+        "remove the override from eks-hybrid-gpu:cohorts[2] chart values"
+        in outcomes["hybrid-gpu-gfd-nvidia-device-plugin"].one()
+    )
+
+
+def test_real_kubelet_plugin_with_a_foreign_affinity(harness: Harness) -> None:
+    record = next(
+        r
+        for r in rendered_by("dra-variants", "root-chart", "resource")
+        if r["name"].endswith("/dra-driver-nvidia-gpu-kubelet-plugin")
+    )
+    message = harness.real_resource(GPU_DISCOVERY_AFFINITY_KEPT, record).one()
+    assert message.startswith(
+        "kubernetes:apps/v1:DaemonSet 'dra-b/dra-driver-nvidia-gpu-kubelet-plugin': required nodeAffinity term 0 "
+        '{"matchExpressions":[{"key":"kubernetes.io/os","operator":"In","values":["linux"]}]} has none of the '
+        "GPU-discovery labels."
+    )
+    assert harness.real_resource(NO_AUTO_MODE_TARGETING, record).violations == []
+
+
+def test_real_nfd_workloads_are_no_allocators(harness: Harness) -> None:
+    nfd = [r for r in rendered_by("plugin-variants", "gfd-chart", "resource") if "node-feature-discovery-" in r["name"]]
+    workloads = [r for r in nfd if r["type"] in {"kubernetes:apps/v1:DaemonSet", "kubernetes:apps/v1:Deployment"}]
+    assert len(workloads) == 3
+    for record in workloads:
+        outcome = harness.real_resource(NO_AUTO_MODE_TARGETING, record)
+        assert outcome.violations == []
+        assert outcome.not_applicable is not None
+        assert outcome.not_applicable.startswith("Node Feature Discovery labels nodes")

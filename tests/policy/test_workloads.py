@@ -20,7 +20,7 @@ from policy.rules.workloads import (
     normalize_profile,
 )
 
-from .conftest import DP_DAEMONSET, DP_SELECTOR, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item
+from .conftest import DP_DAEMONSET, DP_SELECTOR, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item, real_items
 
 pytestmark = pytest.mark.policy
 
@@ -331,12 +331,30 @@ def test_dual_allocation_unknown_pod(harness: Harness) -> None:
 # --------------------------------------------------------------------------- time-slicing
 
 
-def shared_stack(harness: Harness, values: dict[str, Any] | None = None) -> list[Item]:
-    chosen = values if values is not None else harness.values("device-plugin-time-slicing-values.yaml")
-    chosen["nodeSelector"] = DP_SELECTOR
-    return harness.device_plugin(
-        values=chosen, sharing="time-slicing", rendered="device-plugin-time-slicing-rendered.yaml"
-    )
+TS_CONFIGS = "hybrid-gpu-ts-nvidia-device-plugin-configs"
+TS_DAEMONSET = "kubernetes:apps/v1:DaemonSet 'gpu-system/hybrid-gpu-ts-nvidia-device-plugin'"
+BY_CHART = "(rendered by kubernetes:helm.sh/v4:Chart 'plugin-chart')"
+
+
+def shared_stack(harness: Harness) -> list[Item]:
+    """A Chart v4 device plugin with the time-slicing config attached, as captured from a real preview."""
+    return harness.device_plugin(sharing="time-slicing", variant="ts")
+
+
+def child(items: list[Item], kind: str, suffix: str) -> Item:
+    return next(i for i in items if i.resource_type.endswith(f":{kind}") and i.name.endswith(suffix))
+
+
+def set_env(items: list[Item], name: str, value: Any) -> None:
+    """Change an env var in every rendered container that sets it (the chart renders it in several)."""
+    for item in items:
+        if item.resource_type != "kubernetes:apps/v1:DaemonSet":
+            continue
+        spec = pod(item.props)
+        for entry in [*spec.get("initContainers", []), *spec["containers"]]:
+            for env in entry.get("env", []):
+                if env["name"] == name:
+                    env["value"] = value
 
 
 def workload(harness: Harness, resource: str, count: int = 1) -> Item:
@@ -372,44 +390,72 @@ def test_more_than_one_shared_replica(harness: Harness) -> None:
 
 
 def test_fail_requests_greater_than_one_must_stay_true(harness: Harness) -> None:
+    items = shared_stack(harness)
+    data = child(items, "ConfigMap", TS_CONFIGS).props["data"]
+    data["time-slicing"] = data["time-slicing"].replace(
+        "failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false"
+    )
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, items).one()
+    assert message.startswith(
+        f"kubernetes:core/v1:ConfigMap 'gpu-system/{TS_CONFIGS}' {BY_CHART} data.time-slicing: "
+        "sharing.timeSlicing.failRequestsGreaterThanOne is false."
+    )
+    assert "Keep it true (eks-hybrid-gpu:cohorts[0].sharing)." in message
+    config = {"requireFailRequestsGreaterThanOne": False}
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items, config).violations == []
+
+
+def test_fail_requests_greater_than_one_in_release_values(harness: Harness) -> None:
     values = harness.values("device-plugin-time-slicing-values.yaml")
     text = values["config"]["map"]["time-slicing"]
     values["config"]["map"]["time-slicing"] = text.replace(
         "failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false"
     )
-    message = harness.stack(SHARED_GPU_RESOURCE_NAME, shared_stack(harness, values)).one()
+    release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, [release]).one()
     assert message.startswith(
-        "kubernetes:helm.sh/v4:Chart 'plugin-chart' values config.map.time-slicing: sharing.timeSlicing."
+        "kubernetes:helm.sh/v3:Release 'plugin-release' values config.map.time-slicing: sharing.timeSlicing."
         "failRequestsGreaterThanOne is false."
     )
-    assert "Keep it true (eks-hybrid-gpu:cohorts[0].sharing)." in message
-    config = {"requireFailRequestsGreaterThanOne": False}
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, shared_stack(harness, values), config).violations == []
 
 
 def test_time_slicing_config_not_selected_by_default(harness: Harness) -> None:
+    items = shared_stack(harness)
+    child(items, "ConfigMap", TS_CONFIGS).props["data"]["default"] = "version: v1\n"
+    set_env(items, "DEFAULT_CONFIG", "default")
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, items).one()
+    assert message.startswith(
+        f"{TS_DAEMONSET} {BY_CHART}: time-slicing config(s) time-slicing are not selected by the config-manager "
+        "env DEFAULT_CONFIG (values config.default) ('default' resolves to 'default'), so they only apply to nodes "
+        "labelled nvidia.com/device-plugin.config=<name>; an unattached config changes nothing."
+    )
     values = harness.values("device-plugin-time-slicing-values.yaml")
     values["config"]["map"]["default"] = "version: v1\n"
     values["config"]["default"] = "default"
-    message = harness.stack(SHARED_GPU_RESOURCE_NAME, shared_stack(harness, values)).one()
-    assert message.startswith(
-        "kubernetes:helm.sh/v4:Chart 'plugin-chart' values: time-slicing config(s) time-slicing are not selected "
-        "by config.default ('default' resolves to 'default'), so they only apply to nodes labelled "
-        "nvidia.com/device-plugin.config=<name>; an unattached config changes nothing."
+    release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
+    assert (
+        harness.stack(SHARED_GPU_RESOURCE_NAME, [release])
+        .one()
+        .startswith(
+            "kubernetes:helm.sh/v3:Release 'plugin-release' values: time-slicing config(s) time-slicing are not "
+            "selected by config.default ('default' resolves to 'default')"
+        )
     )
 
 
 def test_declared_time_slicing_without_config(harness: Harness) -> None:
-    values = harness.values("device-plugin-values.yaml")
-    message = harness.stack(SHARED_GPU_RESOURCE_NAME, shared_stack(harness, values)).one()
-    assert "belongs to a cohort declared time-slicing (eks-hybrid-gpu.io/sharing) but its values carry no " in message
+    items = harness.device_plugin(sharing="time-slicing")
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, items).one()
+    assert message.startswith(
+        "kubernetes:helm.sh/v4:Chart 'plugin-chart' belongs to a cohort declared time-slicing "
+        "(eks-hybrid-gpu.io/sharing) but its rendered plugin DaemonSet mounts no device-plugin ConfigMap "
+        "(available-configs), so no time-slicing config is attached and the GPUs stay exclusive."
+    )
     assert "eks-hybrid-gpu:cohorts[0].sharing.mode" in message
 
 
 def test_unattached_config_map(harness: Harness) -> None:
-    rendered = harness.find(
-        "device-plugin-time-slicing-rendered.yaml", "ConfigMap", "hybrid-gpu-plugin-nvidia-device-plugin-configs"
-    )
+    rendered = child(shared_stack(harness), "ConfigMap", TS_CONFIGS).props
     loose = copy.deepcopy(rendered)
     loose["metadata"] = {"name": "time-slicing-config", "namespace": "gpu-system"}
     items = [*harness.device_plugin(), harness.item(loose)]
@@ -419,28 +465,52 @@ def test_unattached_config_map(harness: Harness) -> None:
         "exclusive. Attach it through the device plugin's config.name/config.default "
         "(eks-hybrid-gpu:cohorts[i].sharing), or delete it."
     )
+    # config.name: the rendered plugin mounts it as its available-configs volume.
+    items = [*harness.device_plugin(), harness.item(loose)]
+    plugin = child(items, "DaemonSet", "/hybrid-gpu-plugin-nvidia-device-plugin")
+    pod(plugin.props)["volumes"].append({"name": "available-configs", "configMap": {"name": "time-slicing-config"}})
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
     values = harness.values("device-plugin-values.yaml")
     values["config"] = {"name": "time-slicing-config", "default": "time-slicing"}
-    items = [*harness.device_plugin(values=values), harness.item(loose)]
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+    release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release, harness.item(loose)]).violations == []
 
 
 def test_sharing_unknowns_do_not_crash(harness: Harness) -> None:
     items = shared_stack(harness)
-    items[0].props["values"]["config"] = UNKNOWN_OBJECT
+    child(items, "ConfigMap", TS_CONFIGS).props["data"] = UNKNOWN_OBJECT
     items.append(workload(harness, "nvidia.com/gpu"))
     assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
-    items[0].props["values"] = UNKNOWN_OBJECT
+    pod(child(items, "DaemonSet", "/hybrid-gpu-ts-nvidia-device-plugin").props)["volumes"] = UNKNOWN_OBJECT
     assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+    release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", {"config": UNKNOWN_OBJECT})
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release, items[-1]]).violations == []
+    release.props["values"] = UNKNOWN_OBJECT
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release, items[-1]]).violations == []
+
+
+def test_real_time_slicing_plugin_of_a_captured_preview(harness: Harness) -> None:
+    """DevicePlugin with time-slicing, exactly as the analyzer received it (Chart empty, ConfigMap rendered)."""
+    items = [i for i in real_items("plugin-variants") if "mig" not in i.name and "gfd" not in i.name]
+    chart = next(i for i in items if i.name == "ts-chart")
+    assert chart.props == {}
+    outcome = harness.stack(SHARED_GPU_RESOURCE_NAME, items)
+    assert outcome.violations == []
+    assert outcome.not_applicable is None
+    exclusive = workload(harness, "nvidia.com/gpu")
+    exclusive.props["metadata"]["labels"]["eks-hybrid-gpu.io/cohort"] = "ts"
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, [*items, exclusive]).one()
+    assert "only runs on kubernetes:helm.sh/v4:Chart 'ts-chart' (cohort ts), whose time-slicing config" in message
 
 
 # --------------------------------------------------------------------------- MIG
 
 
 def mig_stack(harness: Harness, strategy: str = "mixed", sharing: str = "mig-mixed") -> list[Item]:
-    values = harness.values("device-plugin-values.yaml")
-    values["migStrategy"] = strategy
-    return harness.device_plugin(values=values, sharing=sharing)
+    """A Chart v4 device plugin as captured with migStrategy mixed; its rendered MIG_STRATEGY set to ``strategy``."""
+    items = harness.device_plugin(sharing=sharing, variant="mig")
+    set_env(items, "MIG_STRATEGY", strategy)
+    return items
 
 
 def mig_workload(harness: Harness, profile: str, product: str | None = "NVIDIA-A100-SXM4-40GB") -> Item:
@@ -466,6 +536,9 @@ def test_mig_request_on_a_none_strategy_cohort(harness: Harness) -> None:
         "eks-hybrid-gpu:cohorts[i].sharing.migStrategy to mixed, or request nvidia.com/gpu "
         "(eks-hybrid-gpu:cohorts[0])."
     )
+    # The local stack's plugin renders MIG_STRATEGY=none too.
+    items = [*harness.device_plugin(), mig_workload(harness, "1g.5gb")]
+    assert "whose migStrategy is 'none'" in harness.stack(MIG_STRATEGY_CONSISTENT, items).one()
 
 
 def test_profile_of_another_sku(harness: Harness) -> None:
@@ -503,9 +576,32 @@ def test_profile_tables(harness: Harness, profile: str, product: str | None, ok:
 def test_strategy_disagrees_with_cohort_sharing(harness: Harness) -> None:
     message = harness.stack(MIG_STRATEGY_CONSISTENT, mig_stack(harness, "single", "mig-mixed")).one()
     assert message == (
-        "kubernetes:helm.sh/v4:Chart 'plugin-chart' values migStrategy is 'single' but the cohort is declared "
-        "mig-mixed, so the plugin advertises the wrong MIG resources. Set "
+        "kubernetes:apps/v1:DaemonSet 'gpu-system/hybrid-gpu-mig-nvidia-device-plugin' (rendered by "
+        "kubernetes:helm.sh/v4:Chart 'plugin-chart') container 'nvidia-device-plugin-ctr' env MIG_STRATEGY is "
+        "'single' but the cohort is declared mig-mixed, so the plugin advertises the wrong MIG resources. Set "
         "eks-hybrid-gpu:cohorts[0].sharing.migStrategy to mixed after preparing the MIG geometry."
+    )
+
+
+def test_strategy_disagrees_in_release_values(harness: Harness) -> None:
+    values = harness.values("device-plugin-values.yaml")
+    values["migStrategy"] = "single"
+    release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
+    ledger = harness.ledger({"plugin": harness.cohort_entry("device-plugin", DP_SELECTOR, "mig-mixed")})
+    # A Release renders nothing visible: its cohort comes from a workload's selector only, so no sharing is known.
+    assert harness.stack(MIG_STRATEGY_CONSISTENT, [release, harness.item(ledger, name="ledger")]).violations == []
+    item = mig_workload(harness, "1g.5gb")
+    assert "whose migStrategy is 'single'" in harness.stack(MIG_STRATEGY_CONSISTENT, [release, item]).one()
+
+
+def test_real_plugin_rendered_with_a_strategy_its_cohort_does_not_declare(harness: Harness) -> None:
+    """migStrategy single in Chart v4 values: the analyzer sees it only as the rendered MIG_STRATEGY env."""
+    message = harness.stack(MIG_STRATEGY_CONSISTENT, real_items("plugin-variants")).one()
+    assert message == (
+        "kubernetes:apps/v1:DaemonSet 'gpu-system/hybrid-gpu-gfd-nvidia-device-plugin' (rendered by "
+        "kubernetes:helm.sh/v4:Chart 'gfd-chart') container 'nvidia-device-plugin-ctr' env MIG_STRATEGY is "
+        "'single' but the cohort is declared none, not MIG. Set eks-hybrid-gpu:cohorts[2].sharing.migStrategy to "
+        "match the prepared GPUs (none unless MIG is enabled)."
     )
 
 
@@ -519,10 +615,13 @@ def test_no_mixed_owner_anywhere(harness: Harness) -> None:
 
 def test_mig_unknowns_do_not_crash(harness: Harness) -> None:
     items = mig_stack(harness)
-    items[0].props["values"] = UNKNOWN_OBJECT
+    set_env(items, "MIG_STRATEGY", UNKNOWN_STRING)
     item = mig_workload(harness, "1g.5gb")
     pod(item.props)["nodeSelector"] = UNKNOWN_OBJECT
     assert harness.stack(MIG_STRATEGY_CONSISTENT, [*items, item]).violations == []
+    release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", {})
+    release.props["values"] = UNKNOWN_OBJECT
+    assert harness.stack(MIG_STRATEGY_CONSISTENT, [release, mig_workload(harness, "1g.5gb")]).violations == []
 
 
 def test_mig_not_applicable(harness: Harness) -> None:
