@@ -14,6 +14,18 @@ from components.config import ClusterConfig
 from components.validation import ClusterFacts
 
 LOCAL_KUBECONFIG_ENV = "EKS_HYBRID_GPU_KUBECONFIG"
+RENDER_DIR_ENV = "EKS_HYBRID_GPU_RENDER_DIR"
+"""Render mode (`eks-hybrid-gpu review`): the folder the provider writes every object into as YAML."""
+
+
+def render_dir() -> str | None:
+    """The render folder when the program runs in render mode, else None.
+
+    Render mode exists for `eks-hybrid-gpu review` only. Nothing reaches a cluster: the provider writes each
+    object into this folder instead of applying it, the EKS describe is skipped (the declared facts stand in),
+    and the GPU Operator renders through Chart v4 (a Helm Release cannot render). Never set it for `pulumi up`.
+    """
+    return os.environ.get(RENDER_DIR_ENV) or None
 
 
 def local_state_dir() -> Path:
@@ -67,6 +79,9 @@ def eks_kubeconfig(name: str, region: str, endpoint: str, ca_data: str) -> str:
 
 def resolve_target(cluster: ClusterConfig) -> ClusterTarget:
     """Read the facts the cluster source can tell (an EKS describe for source eks)."""
+    if cluster.source == "eks" and render_dir() is not None:
+        # Render mode reads nothing from AWS: validation uses the declared kubernetesVersion/autoMode.
+        return ClusterTarget(ClusterFacts(), None, None, None)
     if cluster.source == "eks":
         import pulumi_aws as aws
 
@@ -92,7 +107,14 @@ def make_provider(target: ClusterTarget) -> k8s.Provider:
 
     Server-side apply is the provider default; preview is a server-side dry run, so the API server's
     admission and validation (DRA CEL included) run at preview.
+
+    In render mode the provider gets `renderYamlToDirectory` and no kubeconfig or context (the provider refuses
+    them together); Helm's capabilities then come from the ambient KUBECONFIG, which `review` points at a local
+    API server.
     """
+    rendered = render_dir()
+    if rendered is not None:
+        return k8s.Provider("cluster", render_yaml_to_directory=rendered)
     kubeconfig: pulumi.Input[str] | None
     if target.kubeconfig_content is not None:
         kubeconfig = target.kubeconfig_content

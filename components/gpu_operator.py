@@ -2,6 +2,10 @@
 
 A Release, not Chart v4: the Operator's pre-delete and pre-upgrade hooks (GPUCluster cleanup, CRD
 upgrade) and its finalizers must run, and Chart v4 drops hooks. No hook is ever bypassed here.
+
+Render mode (`eks-hybrid-gpu review`, see `components.cluster.render_dir`) is the one exception: a Release
+cannot render to files, so the same chart, version, release name and values go through Chart v4, which
+renders the hook objects as plain manifests. Render mode never applies anything.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.chart_source import resolve
+from components.cluster import render_dir
 from components.config import ChartPin, CohortConfig, Mig, OperatorConfig
 
 RELEASE_NAME = "gpu-operator"
@@ -69,6 +74,23 @@ class GpuOperator(pulumi.ComponentResource):
     ) -> None:
         super().__init__("eks-hybrid-gpu:owners:GpuOperator", name, None, opts)
         source = resolve(chart, versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_REPO, None, project_dir)
+        self.mode = pulumi.Output.from_input(operator.mode)
+        if render_dir() is not None:
+            k8s.helm.v4.Chart(
+                f"{name}-chart",
+                chart=source.chart,
+                version=source.version,
+                repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=source.repo) if source.repo else None,
+                plain_http=source.plain_http or None,
+                name=RELEASE_NAME,
+                namespace=namespace,
+                values=gpu_operator_values(operator, cohort),
+                skip_await=skip_await,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            self.release_name = pulumi.Output.from_input(RELEASE_NAME)
+            self.register_outputs({"release_name": self.release_name, "mode": self.mode})
+            return
         release = k8s.helm.v3.Release(
             f"{name}-release",
             chart=source.chart,
@@ -81,5 +103,4 @@ class GpuOperator(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.release_name = release.name.apply(lambda n: n or RELEASE_NAME)
-        self.mode = pulumi.Output.from_input(operator.mode)
         self.register_outputs({"release_name": self.release_name, "mode": self.mode})
