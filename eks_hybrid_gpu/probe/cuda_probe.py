@@ -687,6 +687,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def run(argv: list[str] | None = None, stream: Any = None) -> int:
     """Run the probe and return its exit code; exactly one JSON line is printed."""
+    # The budget counts from this run, not from the import: a process that imported the module long ago
+    # (a test runner, a caller's own tooling) must not find its budget already spent.
+    global STARTED
+    STARTED = time.monotonic()
     result = new_result(DEFAULT_BUDGET_SECONDS, False, DEFAULT_MIN_BANDWIDTH_RATIO)
     reporter = Reporter(result, stream)
     try:

@@ -317,3 +317,15 @@ def test_h200_probe_is_within_5_percent_of_the_pytorch_copy() -> None:
         assert mine["bufferBytes"] == reference["bufferBytes"]
         assert mine["bytesCountedPerCopy"] == reference["bytesCountedPerCopy"]
         assert mine["medianTBps"] / reference["medianTBps"] >= 0.95
+
+
+@pytest.mark.unit
+def test_budget_counts_from_the_run_not_from_the_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that imported the probe long before running it still gets its whole budget."""
+    monkeypatch.setattr(probe, "STARTED", probe.STARTED - 3600.0)
+    code, lines = run_probe("--libcuda", "/nonexistent/libcuda.so.1", "--budget-seconds", "5")
+    (line,) = lines
+    result = json.loads(line)
+    assert code == 2
+    assert result["status"] == "error"
+    assert result["elapsedSeconds"] < 5
