@@ -132,13 +132,15 @@ def _cohort_problems(config: StackConfig) -> Iterable[Problem]:
                 "`eks-hybrid-gpu hostcheck` on every host of the cohort, then set it to true",
             )
 
-    for (i, a), (j, b) in combinations(enumerate(config.cohorts), 2):
-        sel_a, sel_b = a.selector(label_key), b.selector(label_key)
+    # Each selector is built once, not once per pair: the pairwise check is quadratic in the cohorts.
+    selectors = [cohort.selector(label_key) for cohort in config.cohorts]
+    for i, j in combinations(range(len(selectors)), 2):
+        sel_a, sel_b = selectors[i], selectors[j]
         if not selectors_disjoint(sel_a, sel_b):
             yield Problem(
                 f"cohorts[{j}].nodeSelector",
                 f"{sel_b} can select the same nodes as cohorts[{i}] "
-                f"({a.name}: {sel_a}); one GPU must have one allocation owner: give the cohorts "
+                f"({config.cohorts[i].name}: {sel_a}); one GPU must have one allocation owner: give the cohorts "
                 f"different values of {label_key}",
             )
 

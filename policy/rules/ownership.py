@@ -189,11 +189,27 @@ def _check_cohort_owners(units: dict[str, _Unit], report: ReportViolation) -> No
         report(message, current.urn)
 
 
+def _first_of_each(selectors: list[tuple[dict[str, str], str]]) -> list[tuple[dict[str, str], str]]:
+    """The first occurrence of each distinct selector, in order (each stamped object repeats its cohort's)."""
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    found = []
+    for selector, source in selectors:
+        identity = tuple(sorted(selector.items()))
+        if identity not in seen:
+            seen.add(identity)
+            found.append((selector, source))
+    return found
+
+
 def _check_disjoint(units: dict[str, _Unit], report: ReportViolation) -> None:
     ordered = sorted(units.values(), key=lambda u: u.key)
+    # The first overlapping pair is always made of first occurrences, so comparing only those finds the
+    # same pair (and reports the same sources) with far fewer comparisons: this check is quadratic in the
+    # cohorts, and each cohort repeats its selector on every object it stamps.
+    distinct = {id(u): _first_of_each(u.selectors) for u in ordered}
     for first, second in combinations(ordered, 2):
         overlap = next(
-            ((a, b) for a in first.selectors for b in second.selectors if selectors_overlap(a[0], b[0])),
+            ((a, b) for a in distinct[id(first)] for b in distinct[id(second)] if selectors_overlap(a[0], b[0])),
             None,
         )
         if overlap is None:

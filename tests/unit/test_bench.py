@@ -1,0 +1,186 @@
+"""The pure parts of the benchmarks: statistics, the growth fit, the synthetic stacks, state parsing."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+
+from bench.engine_bench import role_of
+from bench.engine_worker import step_objects
+from bench.proctree import descendants, memory_kib
+from bench.stats import fit_exponent, ratio, segment_exponents, summarize
+from bench.synthetic import synthetic_cohorts, synthetic_config, synthetic_document
+from components.ownership import DEFAULT_COHORT_LABEL_KEY, PROJECT
+from components.validation import StackConfigError, load_stack_config
+from policy.rules import k8s
+from policy.rules.ownership import _first_of_each
+from tests.support.mocks import ROOT
+
+pytestmark = pytest.mark.unit
+
+
+def test_summary_is_median_min_max() -> None:
+    summary = summarize([3.0, 1.0, 2.0, 10.0])
+    assert (summary.median, summary.min, summary.max, summary.runs) == (2.5, 1.0, 10.0, 4)
+    assert summarize([4.0]).as_dict() == {"median": 4.0, "min": 4.0, "max": 4.0, "runs": 1}
+    assert ratio(summarize([6.0]), summarize([3.0])) == 2.0
+    with pytest.raises(ValueError, match="no measurements"):
+        summarize([])
+
+
+@pytest.mark.parametrize("exponent", [0.5, 1.0, 2.0])
+def test_fit_recovers_a_power_law(exponent: float) -> None:
+    xs = [1.0, 8.0, 32.0, 128.0]
+    fit = fit_exponent(xs, [3.0 * x**exponent for x in xs])
+    assert fit.exponent == pytest.approx(exponent)
+    assert fit.coefficient == pytest.approx(3.0)
+    assert fit.r_squared == pytest.approx(1.0)
+
+
+def test_fit_of_fixed_cost_plus_linear_is_sublinear() -> None:
+    xs = [1.0, 8.0, 32.0, 128.0]
+    fit = fit_exponent(xs, [1.0 + 0.01 * x for x in xs])
+    assert 0 < fit.exponent < 1
+    assert fit.r_squared < 1
+
+
+def test_fit_refuses_what_has_no_slope() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        fit_exponent([1.0, 2.0], [0.0, 1.0])
+    with pytest.raises(ValueError, match="at least two"):
+        fit_exponent([1.0], [1.0])
+    with pytest.raises(ValueError, match="equal"):
+        fit_exponent([2.0, 2.0], [1.0, 3.0])
+
+
+def test_segment_exponents() -> None:
+    xs = [1.0, 8.0, 32.0]
+    assert segment_exponents(xs, [1.0, 8.0, 64.0]) == pytest.approx([1.0, 1.5])
+    assert segment_exponents([1.0, 4.0], [2.0, 2.0]) == [0.0]
+    assert math.isclose(segment_exponents([2.0, 4.0], [1.0, 4.0])[0], 2.0)
+
+
+@pytest.mark.parametrize("cohorts", [1, 2, 8, 32, 128])
+def test_synthetic_stacks_pass_config_validation(cohorts: int) -> None:
+    config = load_stack_config(synthetic_config(cohorts), ROOT)
+    owners = [c.owner for c in config.cohorts]
+    assert len(owners) == cohorts
+    assert owners.count("dra") == (0 if cohorts == 1 else 1)
+    assert owners.count("device-plugin") == (1 if cohorts == 1 else cohorts - 1)
+    values = {c.selector(config.cohort_label_key)[DEFAULT_COHORT_LABEL_KEY] for c in config.cohorts}
+    assert len(values) == cohorts  # disjoint selectors, through the cohort label value
+    assert all(c.host_driver_verified for c in config.cohorts)
+
+
+def test_synthetic_stack_keeps_the_local_stack_settings() -> None:
+    config = synthetic_config(8)
+    assert config["cluster"]["source"] == "local"
+    assert "archive" in config["charts"]["devicePlugin"]["source"]
+    document = synthetic_document(8)
+    assert document["config"][f"{PROJECT}:cohorts"] == synthetic_cohorts(8)
+    assert f"{PROJECT}:cluster" in document["config"]
+
+
+def test_a_synthetic_stack_without_cohorts_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least one cohort"):
+        synthetic_cohorts(0)
+
+
+def test_two_dra_cohorts_would_be_refused() -> None:
+    """The generator adds one dra cohort because validation allows no more."""
+    config = synthetic_config(3)
+    config["cohorts"] = [*config["cohorts"], {**config["cohorts"][-1], "name": "dra-b"}]
+    with pytest.raises(StackConfigError, match="second dra cohort"):
+        load_stack_config(config, ROOT)
+
+
+def _step(type_: str, custom: bool, inputs: dict[str, Any] | None) -> SimpleNamespace:
+    new = SimpleNamespace(type=type_, custom=custom, inputs=inputs)
+    return SimpleNamespace(resource_pre_event=SimpleNamespace(metadata=SimpleNamespace(new=new)))
+
+
+def test_captured_objects_are_the_inputs_of_kubernetes_custom_resources() -> None:
+    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}}
+    events = [
+        SimpleNamespace(resource_pre_event=None),
+        _step("pulumi:pulumi:Stack", False, {}),
+        _step("pulumi:providers:kubernetes", True, {"kubeconfig": "x"}),
+        _step("eks-hybrid-gpu:smoke:SmokeJob", False, {}),
+        _step("kubernetes:helm.sh/v4:Chart", False, {"chart": "c"}),
+        _step("kubernetes:batch/v1:Job", True, job),
+    ]
+    assert step_objects(events) == [job]
+
+
+def test_process_roles() -> None:
+    assert role_of(10, 10, "python3.11") == "program (worker python)"
+    assert role_of(11, 10, "pulumi") == "pulumi CLI"
+    assert role_of(12, 10, "pulumi-resource") == "kubernetes provider"
+    assert role_of(13, 10, "python3.11") == "policy analyzer"
+
+
+def test_the_process_tree_of_this_process() -> None:
+    assert descendants(os.getpid())[0] == os.getpid()
+    own = memory_kib(os.getpid())
+    assert own is not None
+    assert own > 0
+
+
+# ---------------------------------------------------------------- the performance fixes the benchmark led to
+
+SENTINELS = sorted(k8s._SENTINELS)
+LEAVES = st.one_of(st.text(max_size=5), st.sampled_from(SENTINELS), st.integers(), st.booleans(), st.none())
+PROPS = st.recursive(
+    LEAVES,
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4),
+    max_leaves=25,
+)
+
+
+def _plain_item_by_item(value: Any) -> Any:
+    """policy.rules.k8s.plain before the fast path: every read goes through the proxy."""
+    if isinstance(value, str):
+        return k8s.UNKNOWN if value in k8s._SENTINELS else value
+    if isinstance(value, Mapping):
+        result: dict[str, Any] = {}
+        for key in list(value):
+            try:
+                result[str(key)] = _plain_item_by_item(value[key])
+            except UnknownValueError:
+                result[str(key)] = k8s.UNKNOWN
+        return result
+    if isinstance(value, Sequence):
+        items: list[Any] = []
+        for index in range(len(value)):
+            try:
+                items.append(_plain_item_by_item(value[index]))
+            except UnknownValueError:
+                items.append(k8s.UNKNOWN)
+        return items
+    return value
+
+
+@given(st.dictionaries(st.text(max_size=4), PROPS, max_size=5))
+def test_plain_copies_proxied_props_as_item_by_item_reads_do(props: dict[str, Any]) -> None:
+    assert k8s.plain(unknown_checking_proxy(props)) == _plain_item_by_item(unknown_checking_proxy(props))
+    assert k8s.plain(props) == _plain_item_by_item(props)
+
+
+SELECTORS = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from(["x", "y"]), max_size=3)
+SOURCED = st.lists(st.tuples(SELECTORS, st.text(max_size=3)), max_size=6)
+
+
+@given(SOURCED, SOURCED)
+def test_first_overlap_is_found_among_first_occurrences(first: list[Any], second: list[Any]) -> None:
+    def overlap(a_list: list[Any], b_list: list[Any]) -> Any:
+        return next(((a, b) for a in a_list for b in b_list if k8s.selectors_overlap(a[0], b[0])), None)
+
+    assert overlap(_first_of_each(first), _first_of_each(second)) == overlap(first, second)
