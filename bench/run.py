@@ -241,7 +241,7 @@ def render(results: dict[str, Any]) -> str:
         f"machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Linux {m['kernel']}; "
         f"Python {m['python']}; pulumi CLI {m['pulumi_cli']}, SDK {m['pulumi_sdk']}, "
         f"pulumi-kubernetes {m['pulumi_kubernetes_sdk']}, pulumi-policy {m['pulumi_policy_sdk']}",
-        "load (os.getloadavg, 1/5/15 min): start {}, end {}; other engineers' engine tests share the 2 cores".format(
+        "load (os.getloadavg, 1/5/15 min): start {}, end {}; other work on the machine shares the 2 cores".format(
             "/".join(map(str, results["load_start"])), "/".join(map(str, results["load_end"]))
         ),
         "figures: median [min–max] of the runs",

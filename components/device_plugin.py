@@ -36,7 +36,7 @@ def time_slicing_config(sharing: TimeSlicing) -> str:
 
 
 def device_plugin_values(cohort: CohortConfig, selector: Mapping[str, str], runtime_class: str) -> dict[str, Any]:
-    """The seed's values, with the cohort's selector and sharing.
+    """The GPU integration guide's values, with the cohort's selector and sharing.
 
     `affinity` is deliberately absent: the chart's GPU-discovery affinity is ANDed with the nodeSelector,
     and removing it to get pods running is what the source material forbids. Types matter: the chart

@@ -17,7 +17,7 @@ from components.stamping import Ownership, stamp
 
 
 def dra_driver_values(selector: Mapping[str, str], feature_gates: Mapping[str, bool]) -> dict[str, Any]:
-    """The seed's values with the cohort's selector.
+    """The GPU integration guide's values with the cohort's selector.
 
     `nvidiaDriverRoot: /` assumes a host-installed driver with CDI; an Operator-installed driver uses a
     different root, so this component is never combined with an Operator-managed driver. ComputeDomains

@@ -1,6 +1,6 @@
 """Published MIG profiles per GPU model: profile name -> maximum instances of that profile.
 
-Sources: the seed's A100 40 GB table, and NVIDIA's MIG User Guide "Supported MIG Profiles" tables
+Sources: the GPU integration guide's A100 40 GB table, and NVIDIA's MIG User Guide "Supported MIG Profiles" tables
 (https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html, checked 2026-10) for
 A100 40/80 GB, H100 80 GB and H200 141 GB; `+me` profiles include the media engines (one per GPU).
 Other SKUs (A30, H100 94/96 GB, B200, ...) are not tabulated: such a model is treated as unknown.

@@ -1,4 +1,4 @@
-"""Preflight against a live cluster: the seed's `kubectl get nodes | jq -e` checks, as code.
+"""Preflight against a live cluster: the GPU integration guide's `kubectl get nodes | jq -e` checks, as code.
 
 It reads the nodes each cohort selects and refuses to install when none match, when a device-plugin
 node is already MPS-capable (the exclusive-GPU path must not take over MPS ownership), when a selected

@@ -41,7 +41,7 @@ def smoke_request(cohort: CohortConfig, operator: OperatorConfig, runtime_class:
 
 
 def smoke_job_name(cohort: CohortConfig) -> str:
-    """hybrid-gpu-<cohort>-smoke, the seed's naming."""
+    """hybrid-gpu-<cohort>-smoke, the GPU integration guide's naming."""
     return f"hybrid-gpu-{cohort.name}-smoke"
 
 
@@ -52,7 +52,7 @@ def smoke_job_spec(
     approved: bool,
     probe_config_map: str | None,
 ) -> dict[str, Any]:
-    """The Job spec, hardened exactly as the seed shows.
+    """The Job spec, hardened exactly as the GPU integration guide shows.
 
     The deadline bounds the Job after it starts, not image preparation; the TTL removes it after the
     result was captured (`eks-hybrid-gpu smoke` captures it before that).

@@ -1,4 +1,4 @@
-"""`eks-hybrid-gpu inspect`: the seed's ResourceSlice/ResourceClaim `jq` reads, plus who owns each node.
+"""`eks-hybrid-gpu inspect`: the guide's ResourceSlice/ResourceClaim `jq` reads, plus who owns each node.
 
 It answers three questions an operator asks before and after a change: which GPUs the DRA driver
 publishes on which node (devices with attributes and capacity), which claims are allocated and reserved
@@ -98,7 +98,7 @@ def _is_gpu_node(node: Mapping[str, Any], owner: Mapping[str, Any], sliced: set[
 
 
 def slice_summary(resource_slice: Mapping[str, Any]) -> dict[str, Any]:
-    """The seed's `{name, node, devices: [{name, attributes, capacity}]}` projection."""
+    """The GPU integration guide's `{name, node, devices: [{name, attributes, capacity}]}` projection."""
     spec = resource_slice.get("spec", {})
     return {
         "name": resource_slice["metadata"]["name"],
@@ -112,7 +112,7 @@ def slice_summary(resource_slice: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def claim_summary(claim: Mapping[str, Any]) -> dict[str, Any]:
-    """The seed's `{name, allocation, reservedFor}` projection, plus the generating pod and deletion state."""
+    """The guide's `{name, allocation, reservedFor}` projection, plus the generating pod and deletion state."""
     meta, status = claim.get("metadata", {}), claim.get("status") or {}
     pod = next((o["name"] for o in meta.get("ownerReferences") or [] if o.get("kind") == "Pod"), None)
     return {

@@ -1,6 +1,6 @@
 """A small JSON client for the day-2 commands: kubeconfig loading and one-line refusals.
 
-The commands read objects as plain JSON (the shape `kubectl get -o json` prints and the seed's `jq`
+The commands read objects as plain JSON (the shape `kubectl get -o json` prints and the GPU integration guide's `jq`
 checks read), so this wraps the Kubernetes client's transport instead of its typed models. Every way of
 not getting an answer — no kubeconfig, an unreachable server, rejected credentials, a 403 — becomes a
 `KubeAccessError` whose message names the kubeconfig, the context and the server, and says what to do.

@@ -119,7 +119,7 @@ def first_line(result: CommandResult) -> str:
 
 
 def read_gpus(sources: Sources) -> GpuFacts:
-    """Query nvidia-smi; fall back to the seed's fields when an older nvidia-smi rejects a field."""
+    """Query nvidia-smi; fall back to the GPU integration guide's fields when an older nvidia-smi rejects a field."""
     fields = parse.QUERY_FIELDS
     result = sources.runner(parse.query_argv(sources.nvidia_smi, fields))
     if result is not None and result.returncode != 0 and "not a valid field" in result.stdout + result.stderr:

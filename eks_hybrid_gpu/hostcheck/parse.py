@@ -23,10 +23,10 @@ QUERY_FIELDS: Final[tuple[str, ...]] = (
     "pci.bus_id",
     "compute_cap",
 )
-"""The full query: the seed's four fields plus what the MIG and inventory checks need."""
+"""The full query: the GPU integration guide's four fields plus what the MIG and inventory checks need."""
 
 SEED_FIELDS: Final[tuple[str, ...]] = ("name", "driver_version", "uuid", "memory.total")
-"""The seed's query, the fallback when an old nvidia-smi rejects a newer field name."""
+"""The GPU integration guide's query, the fallback when an old nvidia-smi rejects a newer field name."""
 
 _NOT_AVAILABLE: Final = frozenset({"[N/A]", "N/A", "[Not Supported]", "Not Supported", ""})
 _DRIVER_RE: Final = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")

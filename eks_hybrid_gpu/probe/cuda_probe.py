@@ -79,7 +79,7 @@ PUBLISHED_BANDWIDTH: tuple[tuple[str, float, str], ...] = (
     (r"\bl4\b", 0.3, "L4 (24 GB GDDR6)"),
     (r"\bt4\b", 0.32, "T4 (16 GB GDDR6)"),
 )
-"""Vendor datasheet memory bandwidth (1 TB/s = 10**12 bytes/s). H100/H200 SXM are the seed's figures."""
+"""Vendor datasheet memory bandwidth (1 TB/s = 10**12 bytes/s). H100/H200 SXM are the guide's figures."""
 
 SAXPY_PTX_BODY = r"""
 .visible .entry saxpy(

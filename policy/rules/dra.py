@@ -269,7 +269,7 @@ def dra_feature_gates_allowlisted_validator(args: ResourceValidationArgs, report
                 f"{resource.describe}: {where} enables {gate} ({gate}={show(value)}). "
                 "Only full-GPU and existing-MIG allocation are GA; DynamicMIG, MPS, "
                 "time-slicing settings, NVML health checks and similar gates are "
-                "Alpha/Beta, and the seed says not to enable gates to make a demo "
+                "Alpha/Beta, and the guide says not to enable gates to make a demo "
                 f"start. Remove it from {PROJECT}:dra.featureGates, or add '{gate}' to "
                 "this policy's allowedFeatureGates after a review.",
                 None,
@@ -498,7 +498,7 @@ DRA_FEATURE_GATES_ALLOWLISTED = ResourceValidationPolicy(
         }
     ),
     remediation_steps=(
-        f"Keep {PROJECT}:dra.featureGates empty ({{}} as in the seed); enable a gate "
+        f"Keep {PROJECT}:dra.featureGates empty ({{}} as in the guide); enable a gate "
         "only after review, and add it to allowedFeatureGates in the policy-pack config."
     ),
     url="https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu",

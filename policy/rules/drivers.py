@@ -236,7 +236,7 @@ def operator_hooks_kept_validator(args: ResourceValidationArgs, report_violation
     resource = Resource.from_args(args)
     fix = (
         "The Operator's pre-delete cleanup-gpucluster/cleanup-crd and pre-upgrade "
-        "upgrade-crd hooks drain finalizers and upgrade CRDs in order; the seed forbids "
+        "upgrade-crd hooks drain finalizers and upgrade CRDs in order; the guide forbids "
         "--no-hooks. Install it as helm.v3.Release with hooks on"
     )
     if resource.inputs_hidden:

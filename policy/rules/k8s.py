@@ -52,7 +52,7 @@ LABELS_NOTE: Final = (
     "Labels are scheduling inputs, not a security boundary: also verify that no "
     "other plugin or Operator publishes the same physical GPUs."
 )
-"""Appended to every ownership and targeting message (seed: "Choose one owner")."""
+"""Appended to every ownership and targeting message (the guide: "Choose one allocation owner per GPU")."""
 
 CHART_TYPES: Final = frozenset({"kubernetes:helm.sh/v4:Chart", "kubernetes:helm.sh/v3:Chart"})
 RELEASE_TYPE: Final = "kubernetes:helm.sh/v3:Release"

@@ -282,7 +282,7 @@ def _check_gpu_cluster_vs_dra(view: StackView, report: ReportViolation) -> None:
             f"{describe} runs the GPU Operator in GPUCluster mode (gpuCluster.deployCR"
             f"=true) while the standalone DRA driver {', '.join(standalone)} is also "
             "installed. Both create the gpu.nvidia.com DeviceClasses and a DRA kubelet "
-            "plugin; the seed forbids an additional standalone DRA release for an "
+            "plugin; the guide forbids an additional standalone DRA release for an "
             f"Operator-managed deployment. Set {PROJECT}:operator.mode to "
             f"cluster-policy, or remove the dra cohort ({PROJECT}:cohorts[i].owner). "
             f"{LABELS_NOTE}"
@@ -355,7 +355,7 @@ def _check_nfd(view: StackView, report: ReportViolation) -> None:
     message = (
         f"Node Feature Discovery has {len(providers)} owners: "
         f"{', '.join(sorted(providers.values()))}. Two NFD installs fight over the "
-        "same node labels and CRDs; the seed says not to deploy a second discovery "
+        "same node labels and CRDs; the guide says not to deploy a second discovery "
         "controller. Set nfd.enabled=false explicitly on every chart that does not own "
         "NFD (in the device plugin, gfd.enabled=true alone turns NFD on)."
     )

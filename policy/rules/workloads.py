@@ -104,7 +104,7 @@ SMOKE_APPROVED_PATH: Final = f"{PROJECT}:smokeJobs.approvedCohort"
 SMOKE_DEADLINE_PATH: Final = f"{PROJECT}:smokeJobs.activeDeadlineSeconds"
 _TEMPLATE_FIX: Final = (
     "restore the hardened smoke Job template (components/ renders it exactly as the "
-    "seed shows; it has no stack-config switch for this field)"
+    "integration guide shows; it has no stack-config switch for this field)"
 )
 
 

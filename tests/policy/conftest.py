@@ -426,7 +426,7 @@ class Harness:
 
     @staticmethod
     def operator(mode: str = "gpu-cluster", values: dict[str, Any] | None = None, **extra: Any) -> Item:
-        """The GPU Operator Release in the seed's GPUCluster or the program's ClusterPolicy mode."""
+        """The GPU Operator Release in the guide's GPUCluster or the program's ClusterPolicy mode."""
         if values is None:
             file_name = f"operator-{mode}-values.yaml"
             values = Harness.values(file_name)

@@ -148,7 +148,7 @@ def test_enabled_gate_is_refused_unless_allow_listed(harness: Harness) -> None:
     assert check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart).one() == (
         "kubernetes:helm.sh/v3:Release 'dra-chart': values featureGates enables DynamicMIG (DynamicMIG=true). Only "
         "full-GPU and existing-MIG allocation are GA; DynamicMIG, MPS, time-slicing settings, NVML health checks "
-        "and similar gates are Alpha/Beta, and the seed says not to enable gates to make a demo start. Remove it "
+        "and similar gates are Alpha/Beta, and the guide says not to enable gates to make a demo start. Remove it "
         "from eks-hybrid-gpu:dra.featureGates, or add 'DynamicMIG' to this policy's allowedFeatureGates after a "
         "review."
     )
@@ -283,7 +283,7 @@ def test_real_feature_gates_env_of_the_kubelet_plugin(harness: Harness) -> None:
     assert harness.real_resource(DRA_FEATURE_GATES_ALLOWLISTED, record).one() == (
         "kubernetes:apps/v1:DaemonSet 'gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin': container 'gpus' env "
         "FEATURE_GATES enables MPSSupport (MPSSupport='true'). Only full-GPU and existing-MIG allocation are GA; "
-        "DynamicMIG, MPS, time-slicing settings, NVML health checks and similar gates are Alpha/Beta, and the seed "
+        "DynamicMIG, MPS, time-slicing settings, NVML health checks and similar gates are Alpha/Beta, and the guide "
         "says not to enable gates to make a demo start. Remove it from eks-hybrid-gpu:dra.featureGates, or add "
         "'MPSSupport' to this policy's allowedFeatureGates after a review."
     )

@@ -290,7 +290,7 @@ def test_hook_bypass_options(harness: Harness, option: str, effect: str) -> None
     assert check(harness, OPERATOR_HOOKS_KEPT, release).one() == (
         f"kubernetes:helm.sh/v3:Release 'gpu-operator-release' sets {option}: true, which {effect}. The Operator's "
         "pre-delete cleanup-gpucluster/cleanup-crd and pre-upgrade upgrade-crd hooks drain finalizers and upgrade "
-        "CRDs in order; the seed forbids --no-hooks. Install it as helm.v3.Release with hooks on: remove "
+        "CRDs in order; the guide forbids --no-hooks. Install it as helm.v3.Release with hooks on: remove "
         f"{option} from the Operator Release."
     )
 

@@ -180,7 +180,7 @@ def test_nfd_twice(harness: Harness) -> None:
         "kubernetes:apps/v1:DaemonSet 'gpu-system/hybrid-gpu-gfd-node-feature-discovery-worker', "
         "kubernetes:apps/v1:Deployment 'gpu-system/hybrid-gpu-gfd-node-feature-discovery-gc', "
         "kubernetes:apps/v1:Deployment 'gpu-system/hybrid-gpu-gfd-node-feature-discovery-master'). Two "
-        "NFD installs fight over the same node labels and CRDs; the seed says not to deploy a second "
+        "NFD installs fight over the same node labels and CRDs; the guide says not to deploy a second "
         "discovery controller. Set nfd.enabled=false explicitly on every chart that does not own NFD (in "
         "the device plugin, gfd.enabled=true alone turns NFD on)."
     )

@@ -1,4 +1,4 @@
-"""Components under fresh Pulumi mocks: the seed's values and manifests key by key, plus structure and switches.
+"""Components under fresh Pulumi mocks: the guide's values and manifests key by key, plus structure and switches.
 
 The YAML blocks below are copied verbatim from the source material and compared with what the program registers.
 """
@@ -37,7 +37,7 @@ from tests.unit.conftest import (
 
 pytestmark = pytest.mark.unit
 
-# ---------------------------------------------------------------- the seed's blocks, verbatim
+# ---------------------------------------------------------------- the guide's blocks, verbatim
 
 SEED_DEVICE_PLUGIN_VALUES = """
 nodeSelector:
@@ -276,7 +276,7 @@ def _seed_docs(text: str) -> list[dict[str, Any]]:
 
 
 def _both_cohorts(**overrides: Any) -> dict[str, Any]:
-    """The seed's layout: a device-plugin cohort and a DRA cohort on disjoint labels, RuntimeClass created."""
+    """The guide's layout: a device-plugin cohort and a DRA cohort on disjoint labels, RuntimeClass created."""
     config = _base_config(cohorts=[PLUGIN_COHORT, DRA_COHORT], runtimeClass={"hostsHaveNvidiaHandler": True})
     config.update(overrides)
     return config
@@ -302,7 +302,7 @@ def _container(job: Registration) -> dict[str, Any]:
 
 
 def _assert_key_by_key(registered: dict[str, Any], seed: dict[str, Any], skip: tuple[str, ...] = ()) -> None:
-    """Every seed key has the seed's value, and the registered mapping has no key the seed lacks."""
+    """Every seed key has the guide's value, and the registered mapping has no key the guide lacks."""
     for key, value in seed.items():
         if key in skip:
             continue
@@ -992,7 +992,7 @@ def test_probe_mode(run: RunProgram) -> None:
             {"name": "gpu-probe", "configMap": {"name": "hybrid-gpu-cuda-probe", "defaultMode": 0o444}}
         ]
         assert job.inputs["spec"]["suspend"] is True
-        # Every hardening setting of the seed's Job is kept.
+        # Every hardening setting of the guide's Job is kept.
         seed_pod = seed["spec"]["template"]["spec"]
         _assert_key_by_key({k: v for k, v in pod.items() if k != "volumes"}, seed_pod, skip=("containers",))
         _assert_key_by_key(
@@ -1010,7 +1010,7 @@ def test_no_probe_config_map_by_default(run: RunProgram) -> None:
     assert all("volumes" not in _pod(j) for j in recorder.jobs())
 
 
-# ---------------------------------------------------------------- what the seed forbids, across layouts
+# ---------------------------------------------------------------- what the guide forbids, across layouts
 
 LAYOUTS = {
     "both": _both_cohorts(),

@@ -114,7 +114,7 @@ def test_h200_query_output_parses_to_the_gpu_inventory() -> None:
 
 @pytest.mark.unit
 def test_h200_seed_query_with_units_parses_too() -> None:
-    """The seed's query keeps units ("143771 MiB"); the parser accepts it for old nvidia-smi fallbacks."""
+    """The guide's query keeps units ("143771 MiB"); the parser accepts it for old nvidia-smi fallbacks."""
     (gpu,) = parse.parse_gpu_csv((H200 / "nvidia-smi-seed.csv").read_text(), parse.SEED_FIELDS)
     assert (gpu.model, gpu.driver_version, gpu.memory_mib, gpu.mig_mode) == ("NVIDIA H200", "580.159.04", 143771, None)
 

@@ -1,4 +1,4 @@
-"""`inspect` as pure functions: owners from the ledger, the seed's projections, the tables."""
+"""`inspect` as pure functions: owners from the ledger, the guide's projections, the tables."""
 
 from __future__ import annotations
 
