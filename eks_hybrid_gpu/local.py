@@ -55,14 +55,14 @@ def created_objects(deployment: Mapping[str, Any] | None) -> list[str]:
 def up(stack_name: str = LOCAL_STACK) -> int:
     """Bring up the local cluster (if needed) and run `pulumi up` of the stack with the policy pack."""
     cluster_dir = local_state_dir()
+    toolchain = engine.ensure_toolchain()
     try:
         cluster = localcluster.attach(cluster_dir)
         _print(f"using the running local cluster at {cluster.server}")
     except localcluster.LocalClusterError:
-        toolchain = engine.ensure_toolchain()
         _with_path(toolchain)
         cluster = localcluster.start(cluster_dir)
-    env = engine.prepare(engine_state_dir(), cluster.kubeconfig)
+    env = engine.prepare(engine_state_dir(), cluster.kubeconfig, toolchain)
     stack = engine.stack(env, stack_name)
     _print(f"pulumi up of stack {stack_name} with the policy pack {engine.POLICY_PACK.relative_to(engine.ROOT)}")
     try:
