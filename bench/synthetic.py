@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from components.ownership import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, PROJECT
+from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, PROJECT
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCAL_STACK_FILE = ROOT / "stacks" / "Pulumi.local.yaml"

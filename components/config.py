@@ -13,14 +13,8 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from components import versions
-from components.ownership import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, Owner
-
-_DIGEST_IMAGE = re.compile(r"^[a-z0-9][a-z0-9._\-/:]*@sha256:[0-9a-f]{64}$")
-_EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(-[0-9A-Za-z.\-]+)?$")
-_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_QUANTITY = re.compile(r"^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$")
+from policy.gpu_allocation.vocab import grammar
+from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, Owner
 
 
 class _Strict(BaseModel):
@@ -127,7 +121,7 @@ class CohortConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _name_is_dns_label(cls, value: str) -> str:
-        if not _DNS_LABEL.match(value) or len(value) > 40:
+        if not grammar.DNS_LABEL.fullmatch(value) or len(value) > 40:
             msg = f"'{value}' is not a DNS label of at most 40 characters; use lower-case letters, digits and '-'"
             raise ValueError(msg)
         return value
@@ -136,7 +130,11 @@ class CohortConfig(_Strict):
     @classmethod
     def _selector_labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         for key, label_value in (value or {}).items():
-            if not _LABEL_KEY.match(key) or not _LABEL_VALUE.match(label_value) or len(label_value) > 63:
+            if (
+                not grammar.LABEL_KEY.fullmatch(key)
+                or not grammar.LABEL_VALUE.fullmatch(label_value)
+                or len(label_value) > 63
+            ):
                 msg = f"'{key}: {label_value}' is not a valid Kubernetes label; fix the key or value"
                 raise ValueError(msg)
         return value
@@ -205,7 +203,7 @@ class ChartPin(_Strict):
     @field_validator("version")
     @classmethod
     def _exact(cls, value: str) -> str:
-        if not _EXACT_VERSION.match(value):
+        if not grammar.EXACT_VERSION.fullmatch(value):
             msg = f"'{value}' is not an exact chart version; pin one release such as 0.20.0"
             raise ValueError(msg)
         return value
@@ -239,7 +237,7 @@ class NamespacesConfig(_Strict):
     @field_validator("device_plugin", "dra_driver", "gpu_operator", "workloads")
     @classmethod
     def _dns(cls, value: str) -> str:
-        if not _DNS_LABEL.match(value) or value == "default":
+        if not grammar.DNS_LABEL.fullmatch(value) or value == "default":
             msg = f"'{value}' cannot hold GPU components; use a DNS label other than 'default'"
             raise ValueError(msg)
         return value
@@ -267,7 +265,7 @@ class DraConfig(_Strict):
     @field_validator("large_gpu_memory")
     @classmethod
     def _quantity(cls, value: str) -> str:
-        if not _QUANTITY.match(value):
+        if not grammar.SIMPLE_QUANTITY.fullmatch(value):
             msg = f"'{value}' is not a Kubernetes quantity; write it like 40Gi"
             raise ValueError(msg)
         return value
@@ -305,7 +303,7 @@ class SmokeJobsConfig(_Strict):
     @field_validator("image")
     @classmethod
     def _digest(cls, value: str) -> str:
-        if not _DIGEST_IMAGE.match(value):
+        if not grammar.DIGEST_IMAGE.fullmatch(value):
             msg = (
                 f"'{value}' is not pinned by digest; a tag can move under an approved test. "
                 "Use registry/repo@sha256:<64 hex digits>"

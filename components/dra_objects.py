@@ -10,7 +10,7 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.ownership import LABEL_PREFIX
+from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 
 API_VERSION = "resource.k8s.io/v1"
 DRIVER = "gpu.nvidia.com"

@@ -9,7 +9,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
-from components.ownership import LEDGER_KEY, LEDGER_LABEL, LEDGER_NAME
+from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_LABEL, LEDGER_NAME
 
 
 def ownership_map(config: StackConfig) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.ownership import LABEL_PREFIX
+from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 
 PRIVILEGED = "privileged"
 RESTRICTED = "restricted"

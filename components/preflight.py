@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.config import StackConfig
-from components.ownership import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL, OPERANDS_OPT_OUT_LABEL
 from components.validation import Problem
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL, OPERANDS_OPT_OUT_LABEL
 
 Node = Mapping[str, Any]
 

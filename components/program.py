@@ -8,10 +8,10 @@ from typing import Any
 import pulumi
 
 from components.cluster import make_provider, resolve_target
-from components.ownership import PROJECT
 from components.preflight import check_nodes, read_nodes
 from components.stack import HybridGpuCluster
 from components.validation import StackConfigError, load_stack_config
+from policy.gpu_allocation.vocab.labels import PROJECT
 
 
 def read_raw_config() -> dict[str, Any]:

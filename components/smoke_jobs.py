@@ -15,8 +15,8 @@ import pulumi_kubernetes as k8s
 from components.config import CohortConfig, OperatorConfig, SmokeJobsConfig
 from components.device_plugin import advertised_resource
 from components.dra_objects import CLAIM_TEMPLATE
-from components.ownership import APPROVED_ANNOTATION, SMOKE_JOB_LABEL
 from components.stamping import Ownership
+from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION, SMOKE_JOB_LABEL
 
 PROBE_MOUNT = "/opt/gpu-probe"
 PROBE_FILE = "cuda_probe.py"

@@ -15,10 +15,10 @@ from components.dra_objects import DraObjects
 from components.gpu_operator import GpuOperator
 from components.ledger import OwnershipLedger, ownership_map
 from components.namespaces import PRIVILEGED, RESTRICTED, GpuNamespaces
-from components.ownership import LABEL_PREFIX
 from components.runtime_class import NvidiaRuntimeClass
 from components.smoke_jobs import PROBE_FILE, SmokeJob, smoke_request
 from components.stamping import Ownership
+from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 
 PROBE_CONFIG_MAP = "hybrid-gpu-cuda-probe"
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components.ownership import (
+from policy.gpu_allocation.vocab.labels import (
     CHART_ANNOTATION,
     COHORT_LABEL,
     CONFIG_PATH_ANNOTATION,

@@ -18,8 +18,8 @@ from pydantic import ValidationError
 
 from components import versions
 from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing
-from components.gpu_models import known_profiles
-from components.ownership import COMPUTE_TYPE_LABEL, HYBRID, PROJECT
+from policy.gpu_allocation.vocab.gpu_models import known_profiles
+from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, HYBRID, PROJECT
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 from pulumi import automation as auto
 
-from components.ownership import PROJECT
+from policy.gpu_allocation.vocab.labels import PROJECT
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLCHAIN_SCRIPT = ROOT / "scripts" / "toolchain.sh"

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.dra_objects import DRIVER
-from components.ownership import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME
 from components.preflight import matches
 from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE, Kube, KubeAccessError, KubeApiError, connect, segment
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME
 
 DEFAULT_NAMESPACE = "ai-workloads"
 DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"

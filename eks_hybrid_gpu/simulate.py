@@ -31,16 +31,16 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from components.dra_objects import DRIVER
-from components.gpu_models import known_profiles
-from components.ownership import (
+from eks_hybrid_gpu.hostcheck.labels import label_value
+from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE, Kube, KubeAccessError, KubeApiError, connect, segment
+from policy.gpu_allocation.vocab.gpu_models import known_profiles
+from policy.gpu_allocation.vocab.labels import (
     AUTO_MODE,
     COMPUTE_TYPE_LABEL,
     DEFAULT_COHORT_LABEL_KEY,
     LABEL_PREFIX,
     MPS_CAPABLE_LABEL,
 )
-from eks_hybrid_gpu.hostcheck.labels import label_value
-from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE, Kube, KubeAccessError, KubeApiError, connect, segment
 
 SIMULATED_LABEL = f"{LABEL_PREFIX}/simulated"
 """Label "true" on every object the simulation writes; `clear` and pruning touch nothing else."""
@@ -75,7 +75,7 @@ class GpuModel:
     """nvidia.com/gpu.memory as GFD writes it (MiB, from NVML)."""
     architecture: str
     mig_table: str | None
-    """Key of components.gpu_models.MIG_PROFILES, None where the model has no MIG."""
+    """Key of policy.gpu_allocation.vocab.gpu_models.MIG_PROFILES, None where the model has no MIG."""
 
     @property
     def gfd_product(self) -> str:

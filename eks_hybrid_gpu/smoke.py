@@ -22,7 +22,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from components.ownership import APPROVED_ANNOTATION, COHORT_LABEL, SMOKE_JOB_LABEL
 from eks_hybrid_gpu.kubeclient import (
     ACCESS_EXIT_CODE,
     Kube,
@@ -31,6 +30,7 @@ from eks_hybrid_gpu.kubeclient import (
     connect,
     segment,
 )
+from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION, COHORT_LABEL, SMOKE_JOB_LABEL
 
 DEFAULT_NAMESPACE = "ai-workloads"
 DEFAULT_OUT = "smoke-results"

@@ -2,7 +2,7 @@
 
 ``python -m pulumi.policy <engine> policy`` (what ``--policy-pack policy`` and
 ``policy/analyzer`` run) executes this file with ``policy/`` as ``sys.path[0]``. Put the
-repository root first so that ``policy.*`` and ``components.ownership`` import as
+repository root first so that ``policy.*`` and ``policy.gpu_allocation.vocab.labels`` import as
 packages, then serve the pack.
 """
 

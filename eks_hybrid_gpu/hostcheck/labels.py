@@ -1,7 +1,7 @@
 """The node labels a checked host should carry, GFD-style, so a cohort can be declared from inventory.
 
 Labels are scheduling inputs, not a security boundary or proof of healthy GPU hardware. The key names
-mirror components/ownership.py; they are repeated here because the host check runs on the GPU host
+mirror policy/gpu_allocation/vocab/labels.py; they are repeated here because the host check runs on the GPU host
 with the standard library only.
 """
 

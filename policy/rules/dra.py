@@ -22,7 +22,7 @@ from pulumi_policy import (
     Severity,
 )
 
-from components import ownership as vocab
+from policy.gpu_allocation.vocab import labels as vocab
 from policy.rules.k8s import (
     DRA,
     GPU_OPERATOR,

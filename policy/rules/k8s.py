@@ -8,7 +8,7 @@ what an unknown value means (usually: skip that check) and never crashes.
 
 The module also knows the shapes the rules inspect: pod templates in every workload
 kind, node selectors and affinities, Kubernetes quantities, Helm chart resources,
-the ownership labels stamped by the program (see ``components.ownership``) and the
+the ownership labels stamped by the program (see ``policy.gpu_allocation.vocab.labels``) and the
 ledger ConfigMap.
 
 What the analyzer really receives (captured in ``tests/fixtures/policy/real/``): a
@@ -28,7 +28,6 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from fractions import Fraction
 from typing import Any, Final
 
 from pulumi_policy import PolicyResource, ResourceValidationArgs, StackValidationArgs
@@ -45,7 +44,7 @@ from pulumi_policy.proxy import (
     _ListProxy,
 )
 
-from components import ownership
+from policy.gpu_allocation.vocab import labels as ownership
 
 PROJECT: Final = ownership.PROJECT
 LABELS_NOTE: Final = (
@@ -681,56 +680,6 @@ def selector_confines(workload: Mapping[str, Any], cohort: Mapping[str, str]) ->
     if not cohort:
         return False
     return all(workload.get(key) == value for key, value in cohort.items())
-
-
-# --------------------------------------------------------------------------- quantities
-
-_QUANTITY_RE: Final = re.compile(
-    r"^(?P<num>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?:[eE](?P<exp>[+-]?\d+))?"
-    r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
-)
-_SUFFIXES: Final[Mapping[str, Fraction]] = {
-    "": Fraction(1),
-    "n": Fraction(1, 10**9),
-    "u": Fraction(1, 10**6),
-    "m": Fraction(1, 1000),
-    "k": Fraction(10**3),
-    "M": Fraction(10**6),
-    "G": Fraction(10**9),
-    "T": Fraction(10**12),
-    "P": Fraction(10**15),
-    "E": Fraction(10**18),
-    "Ki": Fraction(2**10),
-    "Mi": Fraction(2**20),
-    "Gi": Fraction(2**30),
-    "Ti": Fraction(2**40),
-    "Pi": Fraction(2**50),
-    "Ei": Fraction(2**60),
-}
-
-
-def parse_quantity(value: Any) -> Fraction | None:
-    """Parse a Kubernetes quantity (number or string); None if it is not one."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return Fraction(value)
-    if isinstance(value, float):
-        if value != value or value in {float("inf"), float("-inf")}:
-            return None
-        return Fraction(value)
-    if not isinstance(value, str):
-        return None
-    match = _QUANTITY_RE.match(value.strip())
-    if match is None:
-        return None
-    number = Fraction(match["num"])
-    if match["exp"] is not None:
-        exponent = int(match["exp"])
-        if abs(exponent) > 30:
-            return None
-        number *= Fraction(10) ** exponent
-    return number * _SUFFIXES[match["suffix"] or ""]
 
 
 # --------------------------------------------------------------------------- stack view

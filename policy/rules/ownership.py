@@ -21,7 +21,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from components import ownership as vocab
+from policy.gpu_allocation.vocab import labels as vocab
 from policy.rules.k8s import (
     DEVICE_PLUGIN,
     DRA,

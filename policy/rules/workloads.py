@@ -27,8 +27,9 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from components import gpu_models
-from components import ownership as vocab
+from policy.gpu_allocation.vocab import gpu_models
+from policy.gpu_allocation.vocab import labels as vocab
+from policy.gpu_allocation.vocab.grammar import parse_quantity
 from policy.rules.k8s import (
     CONFIG_MAP_TYPE,
     DEVICE_PLUGIN,
@@ -50,7 +51,6 @@ from policy.rules.k8s import (
     dig,
     is_device_plugin_gpu,
     one_of,
-    parse_quantity,
     pod_claims,
     pod_node_selector,
     selector_confines,

@@ -20,7 +20,9 @@ import pytest
 from components.config import SmokeJobsConfig, StackConfig
 from components.dra_objects import API_VERSION, CLAIM_TEMPLATE, large_gpu_expression
 from components.ledger import ownership_map
-from components.ownership import (
+from components.smoke_jobs import SmokeRequest, smoke_job_spec
+from eks_hybrid_gpu import inspect, kubeclient, localcluster, simulate, smoke
+from policy.gpu_allocation.vocab.labels import (
     APPROVED_ANNOTATION,
     COHORT_LABEL,
     LEDGER_KEY,
@@ -28,8 +30,6 @@ from components.ownership import (
     OWNER_LABEL,
     SMOKE_JOB_LABEL,
 )
-from components.smoke_jobs import SmokeRequest, smoke_job_spec
-from eks_hybrid_gpu import inspect, kubeclient, localcluster, simulate, smoke
 
 pytestmark = pytest.mark.integration
 

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from components import ownership as vocab  # noqa: E402
+from policy.gpu_allocation.vocab import labels as vocab  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "fixtures" / "policy"
 REAL = FIXTURES / "real"

@@ -23,9 +23,9 @@ import pytest
 from pulumi.runtime import settings
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
-from components import ownership as vocab
 from components.config import StackConfig
 from components.stack import _ownership
+from policy.gpu_allocation.vocab import labels as vocab
 from policy.pack import build_policies
 from tests.support.mocks import RecordingMocks, run_program, stack_config
 

@@ -12,7 +12,7 @@ import pulumi
 import yaml
 from pulumi.runtime.mocks import MockMonitor
 
-from components.ownership import PROJECT
+from policy.gpu_allocation.vocab.labels import PROJECT
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,7 +15,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.ownership import (
+from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
     DEFAULT_COHORT_LABEL_KEY,
     MPS_CAPABLE_LABEL,

@@ -18,8 +18,8 @@ from bench.engine_worker import step_objects
 from bench.proctree import descendants, memory_kib
 from bench.stats import fit_exponent, ratio, segment_exponents, summarize
 from bench.synthetic import synthetic_cohorts, synthetic_config, synthetic_document
-from components.ownership import DEFAULT_COHORT_LABEL_KEY, PROJECT
 from components.validation import StackConfigError, load_stack_config
+from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, PROJECT
 from policy.rules import k8s
 from policy.rules.ownership import _first_of_each
 from tests.support.mocks import ROOT

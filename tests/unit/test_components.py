@@ -17,10 +17,10 @@ import yaml
 from components.config import ChartPin, CohortConfig, OperatorConfig
 from components.device_plugin import DevicePlugin
 from components.gpu_operator import GpuOperator
-from components.ownership import APPROVED_ANNOTATION
 from components.runtime_class import NvidiaRuntimeClass
 from components.stamping import Ownership, stamp
 from eks_hybrid_gpu.probe import probe_script_path
+from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION
 from tests.support.mocks import ROOT, Registration, exported_outputs
 from tests.unit.conftest import (
     DIGEST_IMAGE,

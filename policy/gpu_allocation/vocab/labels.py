@@ -11,6 +11,9 @@ from typing import Final, Literal
 
 Owner = Literal["device-plugin", "dra", "gpu-operator"]
 OWNERS: Final[tuple[Owner, ...]] = ("device-plugin", "dra", "gpu-operator")
+DEVICE_PLUGIN: Final[Owner] = "device-plugin"
+DRA: Final[Owner] = "dra"
+GPU_OPERATOR: Final[Owner] = "gpu-operator"
 
 LABEL_PREFIX: Final = "eks-hybrid-gpu.io"
 OWNER_LABEL: Final = f"{LABEL_PREFIX}/owner"
