@@ -4,7 +4,7 @@ A worker: `python -m bench.construct N` runs the program once for the synthetic 
 fresh interpreter and prints one JSON object. The parent starts one worker per repetition, so no run
 inherits another's heap, arenas or Pulumi runtime state.
 
-The run is `components.program.run` through `tests.support.mocks.run_program`: config read from
+The run is `components.program.run` through `eks_hybrid_gpu.mocks.run_program`: config read from
 Pulumi config and validated (twice, as the program does), every component and Kubernetes resource
 registered with the mock monitor, outputs resolved. Before it: the imports, and a touch of every lazily
 loaded pulumi_kubernetes module the program uses, so the run does not pay for module loading.
@@ -40,7 +40,7 @@ import pulumi_kubernetes as k8s  # noqa: E402
 
 import components.program  # noqa: E402, F401
 from bench.synthetic import synthetic_config  # noqa: E402
-from tests.support.mocks import RecordingMocks, run_program  # noqa: E402
+from eks_hybrid_gpu.mocks import RecordingMocks, run_program  # noqa: E402
 
 LAZY_MODULES = (
     k8s.helm.v4.Chart,

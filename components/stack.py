@@ -15,6 +15,7 @@ from components.dra_objects import DraObjects
 from components.gpu_operator import GpuOperator
 from components.ledger import OwnershipLedger, ownership_map
 from components.namespaces import PRIVILEGED, RESTRICTED, GpuNamespaces
+from components.probe import probe_script_path
 from components.runtime_class import NvidiaRuntimeClass
 from components.smoke_jobs import PROBE_FILE, SmokeJob, smoke_request
 from components.stamping import Ownership
@@ -51,8 +52,6 @@ def _needs_dra_objects(config: StackConfig) -> bool:
 
 def probe_script() -> str:
     """The bounded CUDA probe's source, shipped to the smoke Jobs in a ConfigMap."""
-    from eks_hybrid_gpu.probe import probe_script_path
-
     text: str = probe_script_path().read_text()
     return text
 

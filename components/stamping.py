@@ -51,13 +51,6 @@ class Ownership:
             annotations[CHART_ANNOTATION] = self.chart
         return annotations
 
-    def metadata(self, name: str, namespace: str | None = None) -> dict[str, object]:
-        """Metadata for an object the program writes itself."""
-        meta: dict[str, object] = {"name": name, "labels": self.labels, "annotations": self.annotations}
-        if namespace is not None:
-            meta["namespace"] = namespace
-        return meta
-
 
 def stamp(ownership: Ownership) -> pulumi.ResourceTransform:
     """A transform that merges the ownership labels and annotations into each rendered Kubernetes object."""

@@ -57,7 +57,6 @@ from eks_hybrid_gpu.review.report import Review, compare, result_json, summary, 
 
 __all__ = ["ReviewInput", "main", "review", "write_review"]
 
-OUTPUT_FILES = ("summary.md", "review.diff", "result.json")
 BASE_WITHOUT_RENDER_MODE = (
     "The base's program predates render mode, so the base's stack config was rendered with this change's "
     "program: config changes show, program changes do not."

@@ -15,6 +15,8 @@ from typing import Any
 import pulumi
 import pytest
 
+from eks_hybrid_gpu import mocks as mocks_module
+from eks_hybrid_gpu.mocks import ParentRecordingMonitor, RecordingMocks, Registration, run_program
 from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
     DEFAULT_COHORT_LABEL_KEY,
@@ -22,8 +24,6 @@ from policy.gpu_allocation.vocab.labels import (
     OPERANDS_OPT_OUT_LABEL,
     PROJECT,
 )
-from tests.support import mocks as mocks_module
-from tests.support.mocks import ParentRecordingMonitor, RecordingMocks, Registration, run_program
 
 DIGEST_IMAGE = "registry.example.com/approved/gpu-smoke@sha256:" + "ab" * 32
 """A well-formed digest-pinned image that is not the placeholder."""

@@ -19,10 +19,10 @@ from bench.proctree import descendants, memory_kib
 from bench.stats import fit_exponent, ratio, segment_exponents, summarize
 from bench.synthetic import synthetic_cohorts, synthetic_config, synthetic_document
 from components.validation import StackConfigError, load_stack_config
+from eks_hybrid_gpu.mocks import ROOT
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, PROJECT
 from policy.rules import k8s
 from policy.rules.ownership import _first_of_each
-from tests.support.mocks import ROOT
 
 pytestmark = pytest.mark.unit
 

@@ -17,11 +17,11 @@ import yaml
 from components.config import ChartPin, CohortConfig, OperatorConfig
 from components.device_plugin import DevicePlugin
 from components.gpu_operator import GpuOperator
+from components.probe import probe_script_path
 from components.runtime_class import NvidiaRuntimeClass
 from components.stamping import Ownership, stamp
-from eks_hybrid_gpu.probe import probe_script_path
+from eks_hybrid_gpu.mocks import ROOT, Registration, exported_outputs
 from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION
-from tests.support.mocks import ROOT, Registration, exported_outputs
 from tests.unit.conftest import (
     DIGEST_IMAGE,
     DRA_COHORT,
@@ -1202,16 +1202,6 @@ def test_dra_chart_device_classes_lose_extended_resource_name(run: RunProgram) -
     assert result is not None
     assert result.props["spec"] == {"selectors": [{"cel": {"expression": "x"}}]}
     assert strip(_transform_args(True, "kubernetes:apps/v1:DaemonSet", _daemonset_props())) is None
-
-
-def test_ownership_metadata_helper() -> None:
-    assert OWNERSHIP.metadata("x", "gpu-system") == {
-        "name": "x",
-        "labels": STAMP_LABELS,
-        "annotations": STAMP_ANNOTATIONS,
-        "namespace": "gpu-system",
-    }
-    assert "namespace" not in OWNERSHIP.metadata("x")
 
 
 # ---------------------------------------------------------------- components constructed directly

@@ -10,7 +10,7 @@ import pytest
 from components import versions
 from components.config import CONFIG_KEYS, ChartPin, Mig, NoSharing, StackConfig, TimeSlicing
 from components.validation import ClusterFacts, StackConfigError, load_stack_config
-from tests.support.mocks import ROOT, stack_config
+from eks_hybrid_gpu.mocks import ROOT, stack_config
 from tests.unit.conftest import (
     AUTO_MODE_OPERATOR,
     DRA_COHORT,

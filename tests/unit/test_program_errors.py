@@ -7,7 +7,7 @@ from typing import Any
 import pulumi
 import pytest
 
-from tests.support.mocks import ROOT
+from eks_hybrid_gpu.mocks import ROOT
 from tests.unit.conftest import (
     AUTO_MODE_OPERATOR,
     DRA_COHORT,

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.mocks import EKS_CLUSTER, exported_outputs, stack_config
+from eks_hybrid_gpu.mocks import EKS_CLUSTER, exported_outputs, stack_config
 from tests.unit.conftest import Recorder, RunProgram, hybrid_node, selector_for
 
 pytestmark = pytest.mark.unit
@@ -176,7 +176,7 @@ def test_eks_stack_provider_uses_exec_auth_from_the_describe(
 
 
 def test_stack_graphs_cover_every_stack_file() -> None:
-    from tests.support.mocks import ROOT
+    from eks_hybrid_gpu.mocks import ROOT
 
     files = {p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in (ROOT / "stacks").glob("Pulumi.*.yaml")}
 

@@ -1,4 +1,7 @@
-"""Run the real program under Pulumi mocks and record every registration."""
+"""Run the real program under Pulumi mocks and record every registration.
+
+The unit tests and the construction benchmark share this runner, so it lives in the package, not in tests/.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,10 @@ from pulumi.runtime.mocks import MockMonitor
 
 from policy.gpu_allocation.vocab.labels import PROJECT
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
+"""The project directory: Pulumi.yaml and stacks/."""
+
+EKS_DESCRIBE_INVOKE = "aws:eks/getCluster:getCluster"
 
 EKS_CLUSTER = {
     "name": "hybrid-gpu",
@@ -57,7 +63,7 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
         """Answer invokes; only the EKS describe is expected."""
         self.calls.append(args.token)
-        if args.token == "aws:eks/getCluster:getCluster":
+        if args.token == EKS_DESCRIBE_INVOKE:
             return dict(self.eks_cluster), []
         return {}, []
 
@@ -68,7 +74,9 @@ class RecordingMocks(pulumi.runtime.Mocks):
     def named(self, name: str) -> Registration:
         """The one registration with this Pulumi name."""
         found = [r for r in self.registrations if r.name == name]
-        assert len(found) == 1, f"{len(found)} registrations named {name}: {[r.name for r in self.registrations]}"
+        if len(found) != 1:
+            msg = f"{len(found)} registrations named {name}: {[r.name for r in self.registrations]}"
+            raise LookupError(msg)
         return found[0]
 
 
@@ -104,7 +112,7 @@ def run_program(config: Mapping[str, Any], stack: str = "test", mocks: Recording
         {f"{PROJECT}:{key}": value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
     )
 
-    @pulumi.runtime.test
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> pulumi.Output[Any]:
         return run(ROOT).ownership
 

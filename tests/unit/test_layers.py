@@ -1,0 +1,49 @@
+"""The layers import one way: bench -> eks_hybrid_gpu -> components -> the pack's leaf vocabulary."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "components": ("eks_hybrid_gpu", "bench", "tests"),
+    "eks_hybrid_gpu": ("bench", "tests"),
+    "policy/gpu_allocation/vocab": ("components", "eks_hybrid_gpu", "bench", "tests", "pulumi", "pulumi_policy"),
+}
+
+
+def imported_modules(path: Path) -> list[tuple[int, str]]:
+    """Every absolute module a file imports, with its line number (relative imports stay inside a package)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.extend((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def violations(layer: str, forbidden: tuple[str, ...]) -> list[str]:
+    """`file:line imports module` for each import of a forbidden top-level package under `layer`."""
+    result = []
+    for path in sorted((ROOT / layer).rglob("*.py")):
+        for line, module in imported_modules(path):
+            if module.split(".")[0] in forbidden:
+                result.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    return result
+
+
+@pytest.mark.parametrize(("layer", "forbidden"), FORBIDDEN.items())
+def test_layer_imports_point_one_way(layer: str, forbidden: tuple[str, ...]) -> None:
+    assert violations(layer, forbidden) == []
+
+
+def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("import os\nfrom eks_hybrid_gpu.cli import main\nfrom . import sibling\n")
+    assert imported_modules(module) == [(1, "os"), (2, "eks_hybrid_gpu.cli")]
