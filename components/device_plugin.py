@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 import yaml
 
 from components import versions
-from components.chart_source import resolve
 from components.config import ChartPin, CohortConfig, Mig, TimeSlicing
-from components.stamping import Ownership, stamp
+from components.owner_chart import Upstream, owner_chart
+from components.stamping import Ownership
 
 TIME_SLICING_CONFIG_NAME = "time-slicing"
 """Key of the sharing config inside the chart's config map, selected as the default config."""
@@ -98,22 +96,18 @@ class DevicePlugin(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("eks-hybrid-gpu:owners:DevicePlugin", name, None, opts)
-        source = resolve(chart, versions.DEVICE_PLUGIN_CHART, versions.DEVICE_PLUGIN_REPO, None, project_dir)
         release = f"hybrid-gpu-{cohort.name}"
-        k8s.helm.v4.Chart(
+        owner_chart(
             f"{name}-chart",
-            chart=source.chart,
-            version=source.version,
-            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=source.repo) if source.repo else None,
-            plain_http=source.plain_http or None,
-            name=release,
+            upstream=Upstream(versions.DEVICE_PLUGIN_CHART, repo=versions.DEVICE_PLUGIN_REPO),
+            pin=chart,
+            project_dir=project_dir,
+            release=release,
             namespace=namespace,
             values=device_plugin_values(cohort, ownership.selector, runtime_class),
-            # The local API server has no nodes, so no DaemonSet can ever become ready there.
+            ownership=ownership,
             skip_await=skip_await,
-            opts=pulumi.ResourceOptions(
-                parent=self, transforms=[stamp(replace(ownership, chart=f"{source.chart}@{source.version or ''}"))]
-            ),
+            parent=self,
         )
         self.release_name = pulumi.Output.from_input(release)
         self.resource_name = pulumi.Output.from_input(advertised_resource(cohort))

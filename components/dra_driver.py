@@ -3,17 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
 from components import versions
-from components.chart_source import resolve
 from components.config import ChartPin
-from components.stamping import Ownership, stamp
+from components.owner_chart import Upstream, owner_chart
+from components.stamping import Ownership
 
 
 def dra_driver_values(selector: Mapping[str, str], feature_gates: Mapping[str, bool]) -> dict[str, Any]:
@@ -82,26 +80,19 @@ class DraDriver(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("eks-hybrid-gpu:owners:DraDriver", name, None, opts)
-        source = resolve(chart, versions.DRA_DRIVER_CHART, None, versions.DRA_DRIVER_OCI, project_dir)
         release = f"hybrid-gpu-{cohort_name}"
-        k8s.helm.v4.Chart(
+        owner_chart(
             f"{name}-chart",
-            chart=source.chart,
-            version=source.version,
-            repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=source.repo) if source.repo else None,
-            plain_http=source.plain_http or None,
-            name=release,
+            upstream=Upstream(versions.DRA_DRIVER_CHART, oci=versions.DRA_DRIVER_OCI),
+            pin=chart,
+            project_dir=project_dir,
+            release=release,
             namespace=namespace,
             values=dra_driver_values(ownership.selector, feature_gates),
-            # The local API server has no nodes, so the kubelet plugin DaemonSet can never become ready there.
+            ownership=ownership,
             skip_await=skip_await,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                transforms=[
-                    stamp(replace(ownership, chart=f"{source.chart}@{source.version or ''}")),
-                    without_extended_resource_name,
-                ],
-            ),
+            parent=self,
+            transforms=[without_extended_resource_name],
         )
         self.release_name = pulumi.Output.from_input(release)
         self.register_outputs({"release_name": self.release_name})

@@ -20,8 +20,11 @@ from components import versions
 from components.chart_source import resolve
 from components.cluster import render_dir
 from components.config import ChartPin, CohortConfig, Mig, OperatorConfig
+from components.owner_chart import Upstream, owner_chart
+from components.stamping import Ownership
 
 RELEASE_NAME = "gpu-operator"
+UPSTREAM = Upstream(versions.GPU_OPERATOR_CHART, repo=versions.GPU_OPERATOR_REPO)
 
 
 def gpu_operator_values(operator: OperatorConfig, cohort: CohortConfig) -> dict[str, Any]:
@@ -66,6 +69,7 @@ class GpuOperator(pulumi.ComponentResource):
         *,
         operator: OperatorConfig,
         cohort: CohortConfig,
+        ownership: Ownership,
         chart: ChartPin,
         namespace: pulumi.Input[str],
         skip_await: bool,
@@ -73,24 +77,24 @@ class GpuOperator(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("eks-hybrid-gpu:owners:GpuOperator", name, None, opts)
-        source = resolve(chart, versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_REPO, None, project_dir)
         self.mode = pulumi.Output.from_input(operator.mode)
         if render_dir() is not None:
-            k8s.helm.v4.Chart(
+            owner_chart(
                 f"{name}-chart",
-                chart=source.chart,
-                version=source.version,
-                repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=source.repo) if source.repo else None,
-                plain_http=source.plain_http or None,
-                name=RELEASE_NAME,
+                upstream=UPSTREAM,
+                pin=chart,
+                project_dir=project_dir,
+                release=RELEASE_NAME,
                 namespace=namespace,
                 values=gpu_operator_values(operator, cohort),
+                ownership=ownership,
                 skip_await=skip_await,
-                opts=pulumi.ResourceOptions(parent=self),
+                parent=self,
             )
             self.release_name = pulumi.Output.from_input(RELEASE_NAME)
             self.register_outputs({"release_name": self.release_name, "mode": self.mode})
             return
+        source = resolve(chart, UPSTREAM.chart, UPSTREAM.repo, UPSTREAM.oci, project_dir)
         release = k8s.helm.v3.Release(
             f"{name}-release",
             chart=source.chart,

@@ -114,8 +114,8 @@ class HybridGpuCluster(pulumi.ComponentResource):
 
         releases: dict[str, pulumi.Output[str]] = {}
         skip_await = config.cluster.skip_await
-        for index, cohort in enumerate(config.cohorts):
-            owned = _ownership(config, index, cohort)
+        owners = [_ownership(config, index, cohort) for index, cohort in enumerate(config.cohorts)]
+        for cohort, owned in zip(config.cohorts, owners, strict=True):
             child = f"{name}-{cohort.name}"
             if cohort.owner == "device-plugin":
                 releases[cohort.name] = DevicePlugin(
@@ -146,6 +146,7 @@ class HybridGpuCluster(pulumi.ComponentResource):
                     child,
                     operator=config.operator,
                     cohort=cohort,
+                    ownership=owned,
                     chart=config.charts.gpu_operator,
                     namespace=ns("gpu-operator"),
                     skip_await=skip_await,
@@ -167,11 +168,11 @@ class HybridGpuCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
         jobs: dict[str, pulumi.Output[str]] = {}
-        for index, cohort in enumerate(config.cohorts):
+        for cohort, owned in zip(config.cohorts, owners, strict=True):
             jobs[cohort.name] = SmokeJob(
                 f"{name}-{cohort.name}-smoke",
                 cohort=cohort,
-                ownership=_ownership(config, index, cohort),
+                ownership=owned,
                 request=smoke_request(cohort, config.operator, runtime_class.name),
                 smoke=config.smoke_jobs,
                 namespace=ns("workloads"),

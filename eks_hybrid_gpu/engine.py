@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,21 +86,31 @@ class EngineEnv:
     @property
     def variables(self) -> dict[str, str]:
         """Environment for the CLI and the in-process program."""
-        backend = self.state_dir / "backend"
-        backend.mkdir(parents=True, exist_ok=True)
         return {
-            "PATH": os.pathsep.join([*self.toolchain.path_entries, os.environ.get("PATH", "")]),
-            "PULUMI_HOME": str(self.pulumi_home),
-            "PULUMI_BACKEND_URL": f"file://{backend}",
-            # Secrets in this local state are encrypted with this passphrase; the state never leaves the machine.
-            "PULUMI_CONFIG_PASSPHRASE": os.environ.get("PULUMI_CONFIG_PASSPHRASE", "eks-hybrid-gpu-local"),
-            "PULUMI_SKIP_UPDATE_CHECK": "true",
-            "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-            "PULUMI_DISABLE_REGISTRY_RESOLVE": "true",
-            "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
-            "PULUMI_PYTHON_CMD": sys.executable,
+            **isolated_variables(self.toolchain.path_entries, self.pulumi_home, self.state_dir / "backend"),
             "EKS_HYBRID_GPU_KUBECONFIG": str(self.kubeconfig),
         }
+
+
+def isolated_variables(path_entries: Sequence[str], pulumi_home: Path, backend: Path) -> dict[str, str]:
+    """The one engine environment: an own Pulumi home and file backend, no update checks, no plugin downloads.
+
+    `eks-hybrid-gpu local up`, the tests, the benchmarks and `review` all run the CLI with these variables, so
+    nothing reaches for the internet or for a user's own Pulumi state.
+    """
+    backend.mkdir(parents=True, exist_ok=True)
+    return {
+        "PATH": os.pathsep.join([*path_entries, os.environ.get("PATH", "")]),
+        "PULUMI_HOME": str(pulumi_home),
+        "PULUMI_BACKEND_URL": f"file://{backend}",
+        # Secrets in this local state are encrypted with this passphrase; the state never leaves the machine.
+        "PULUMI_CONFIG_PASSPHRASE": os.environ.get("PULUMI_CONFIG_PASSPHRASE", "eks-hybrid-gpu-local"),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "PULUMI_DISABLE_REGISTRY_RESOLVE": "true",
+        "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
+        "PULUMI_PYTHON_CMD": sys.executable,
+    }
 
 
 def prepare(state_dir: Path, kubeconfig: Path, toolchain: Toolchain | None = None) -> EngineEnv:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import http.server
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -116,19 +115,9 @@ def _install_provider(home: Path, env: RenderEnv) -> None:
 
 
 def _engine_env(env: RenderEnv, area: Path, home: Path) -> dict[str, str]:
-    backend = area / "backend"
-    backend.mkdir(parents=True, exist_ok=True)
     helm = area / "helm"
     return {
-        "PATH": os.pathsep.join([*env.path_entries, str(env.pulumi_root / "bin"), os.environ.get("PATH", "")]),
-        "PULUMI_HOME": str(home),
-        "PULUMI_BACKEND_URL": f"file://{backend}",
-        "PULUMI_CONFIG_PASSPHRASE": os.environ.get("PULUMI_CONFIG_PASSPHRASE", "eks-hybrid-gpu-local"),
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        "PULUMI_DISABLE_REGISTRY_RESOLVE": "true",
-        "PULUMI_DIY_BACKEND_NO_LEGACY_WARNING": "true",
-        "PULUMI_PYTHON_CMD": sys.executable,
+        **engine.isolated_variables([*env.path_entries, str(env.pulumi_root / "bin")], home, area / "backend"),
         "PULUMI_K8S_SUPPRESS_HELM_HOOK_WARNINGS": "true",
         # Helm's repository cache and config stay inside the scratch folder.
         "HELM_CACHE_HOME": str(helm / "cache"),

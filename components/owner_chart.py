@@ -1,0 +1,63 @@
+"""One way to install an allocation owner's chart: resolve the source, stamp the ownership, await or not.
+
+The device plugin, the DRA driver and the Operator's render-mode chart all go through here, so each rendered
+object carries the same ownership stamp (with `<chart>@<version>`, which Chart v4 hides from policy packs)
+and a chart source override behaves the same for every owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.chart_source import resolve
+from components.config import ChartPin
+from components.stamping import Ownership, stamp
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """Where a chart comes from when the stack config does not override its source."""
+
+    chart: str
+    repo: str | None = None
+    oci: str | None = None
+
+
+def owner_chart(
+    name: str,
+    *,
+    upstream: Upstream,
+    pin: ChartPin,
+    project_dir: Path,
+    release: str,
+    namespace: pulumi.Input[str],
+    values: Mapping[str, Any],
+    ownership: Ownership,
+    skip_await: bool,
+    parent: pulumi.Resource,
+    transforms: Sequence[pulumi.ResourceTransform] = (),
+) -> k8s.helm.v4.Chart:
+    """A Chart v4 of one owner, every rendered object stamped with `ownership` and the chart it came from."""
+    source = resolve(pin, upstream.chart, upstream.repo, upstream.oci, project_dir)
+    return k8s.helm.v4.Chart(
+        name,
+        chart=source.chart,
+        version=source.version,
+        repository_opts=k8s.helm.v4.RepositoryOptsArgs(repo=source.repo) if source.repo else None,
+        plain_http=source.plain_http or None,
+        name=release,
+        namespace=namespace,
+        values=dict(values),
+        # Where no node can run the DaemonSets (clusters without GPU nodes), nothing could ever become ready.
+        skip_await=skip_await,
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            transforms=[stamp(replace(ownership, chart=f"{source.chart}@{source.version or ''}")), *transforms],
+        ),
+    )
