@@ -21,7 +21,6 @@ from components.chart_source import resolve
 from components.cluster import render_dir
 from components.config import ChartPin, CohortConfig, Mig, OperatorConfig
 from components.owner_chart import Upstream, owner_chart
-from components.stamping import Ownership
 
 RELEASE_NAME = "gpu-operator"
 UPSTREAM = Upstream(versions.GPU_OPERATOR_CHART, repo=versions.GPU_OPERATOR_REPO)
@@ -69,7 +68,6 @@ class GpuOperator(pulumi.ComponentResource):
         *,
         operator: OperatorConfig,
         cohort: CohortConfig,
-        ownership: Ownership,
         chart: ChartPin,
         namespace: pulumi.Input[str],
         skip_await: bool,
@@ -87,7 +85,7 @@ class GpuOperator(pulumi.ComponentResource):
                 release=RELEASE_NAME,
                 namespace=namespace,
                 values=gpu_operator_values(operator, cohort),
-                ownership=ownership,
+                ownership=None,
                 skip_await=skip_await,
                 parent=self,
             )

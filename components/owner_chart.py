@@ -1,8 +1,8 @@
 """One way to install an allocation owner's chart: resolve the source, stamp the ownership, await or not.
 
-The device plugin, the DRA driver and the Operator's render-mode chart all go through here, so each rendered
-object carries the same ownership stamp (with `<chart>@<version>`, which Chart v4 hides from policy packs)
-and a chart source override behaves the same for every owner.
+The device plugin, the DRA driver and the Operator's render-mode chart all go through here, so a chart source
+override behaves the same for every owner and each stamped object carries the same ownership stamp (with
+`<chart>@<version>`, which Chart v4 hides from policy packs).
 """
 
 from __future__ import annotations
@@ -38,13 +38,18 @@ def owner_chart(
     release: str,
     namespace: pulumi.Input[str],
     values: Mapping[str, Any],
-    ownership: Ownership,
+    ownership: Ownership | None,
     skip_await: bool,
     parent: pulumi.Resource,
     transforms: Sequence[pulumi.ResourceTransform] = (),
 ) -> k8s.helm.v4.Chart:
-    """A Chart v4 of one owner, every rendered object stamped with `ownership` and the chart it came from."""
+    """A Chart v4 of one owner, every rendered object stamped with `ownership` and the chart it came from.
+
+    `ownership=None` renders the objects unstamped: the Operator's review render, which must show exactly what
+    its Helm Release applies (a Release cannot stamp the objects it installs).
+    """
     source = resolve(pin, upstream.chart, upstream.repo, upstream.oci, project_dir)
+    stamped = [] if ownership is None else [stamp(replace(ownership, chart=f"{source.chart}@{source.version or ''}"))]
     return k8s.helm.v4.Chart(
         name,
         chart=source.chart,
@@ -58,6 +63,6 @@ def owner_chart(
         skip_await=skip_await,
         opts=pulumi.ResourceOptions(
             parent=parent,
-            transforms=[stamp(replace(ownership, chart=f"{source.chart}@{source.version or ''}")), *transforms],
+            transforms=[*stamped, *transforms],
         ),
     )

@@ -146,7 +146,6 @@ class HybridGpuCluster(pulumi.ComponentResource):
                     child,
                     operator=config.operator,
                     cohort=cohort,
-                    ownership=owned,
                     chart=config.charts.gpu_operator,
                     namespace=ns("gpu-operator"),
                     skip_await=skip_await,

@@ -30,7 +30,6 @@ from components.gpu_operator import GpuOperator
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
 from components.stamping import Ownership, stamp
 from eks_hybrid_gpu import engine
-from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY
 from tests.integration.helpers import work_dir_with_stack
 
 pytestmark = pytest.mark.integration
@@ -170,7 +169,6 @@ def test_cluster_policy_with_gpu_cluster_is_refused(engine_env: engine.EngineEnv
                 f"operator-{mode}",
                 operator=OperatorConfig(mode=mode),
                 cohort=cohort,
-                ownership=_ownership("gpu-operator", "operator", cohort.selector(DEFAULT_COHORT_LABEL_KEY)),
                 chart=OPERATOR_CHART,
                 namespace="gpu-operator",
                 skip_await=True,
@@ -300,7 +298,6 @@ def test_dra_root_next_to_an_operator_driver_is_refused(engine_env: engine.Engin
             "operator",
             operator=OperatorConfig.model_validate({"mode": "cluster-policy", "driverEnabled": True}),
             cohort=CohortConfig(name="operator", owner="gpu-operator", host_driver_verified=True),
-            ownership=_ownership("gpu-operator", "operator", {**HYBRID_DRA, DEFAULT_COHORT_LABEL_KEY: "gpu-operator"}),
             chart=OPERATOR_CHART,
             namespace="gpu-operator",
             skip_await=True,

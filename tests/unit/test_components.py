@@ -1249,7 +1249,6 @@ def test_gpu_operator_component_children(construct: Construct) -> None:
             "op",
             operator=OperatorConfig(mode="gpu-cluster"),
             cohort=cohort_config,
-            ownership=OWNERSHIP,
             chart=ChartPin(version="v26.7.0"),
             namespace="gpu-operator",
             skip_await=False,
