@@ -543,7 +543,7 @@ def _leaves(value: Any) -> Iterable[str]:
         yield str(value)
 
 
-def _redact(problems: list[Problem], raw: Mapping[str, Any], secret_keys: Collection[str]) -> list[Problem]:
+def redact(problems: list[Problem], raw: Mapping[str, Any], secret_keys: Collection[str]) -> list[Problem]:
     """Refusals never echo a value set as a secret: it reads `the secret value at <path>` instead."""
     secrets = {leaf for key in secret_keys for leaf in _leaves(raw.get(key))}
     secrets -= _NOT_SECRET | {COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY}
@@ -584,5 +584,5 @@ def load_stack_config(
         cross = [p for p in cross if re.split(r"[.\[]", p.path, maxsplit=1)[0] not in failed - {"cohorts"}]
         problems = [*problems, *(p for p in cross if p not in problems)]
     if problems or config is None:
-        raise StackConfigError(_redact(problems, raw, secret_keys), stack_file)
+        raise StackConfigError(redact(problems, raw, secret_keys), stack_file)
     return config
