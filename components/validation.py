@@ -448,7 +448,8 @@ def _archive_problems(path: str, project_dir: Path, relative: str, version: str,
         yield Problem(path, "cannot be opened (the path is too long or malformed): point it at the chart's .tgz")
         return
     if not usable:
-        yield Problem(path, f"{archive} does not exist: point it at the chart's .tgz")
+        what = "is not a file" if archive.exists() else "does not exist"
+        yield Problem(path, f"{archive} {what}: point it at the chart's .tgz")
         return
     try:
         chart = _chart_yaml(archive)
