@@ -13,10 +13,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from components import versions
 from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing, show
@@ -100,8 +100,8 @@ def _format_loc(loc: Iterable[int | str]) -> str:
 _PLAIN_TYPES: Final = {
     "bool_type": "true or false: write true or false without quotes",
     "bool_parsing": "true or false: write true or false without quotes",
-    "int_type": "a whole number: write a number without quotes",
-    "int_parsing": "a whole number: write a number without quotes",
+    "int_type": "a whole number: write a whole number without quotes",
+    "int_parsing": "a whole number: write a whole number without quotes",
     "int_from_float": "a whole number: write a number without a fraction",
     "string_type": "text: write it as a string",
     "dict_type": "a mapping: write it as key: value pairs",
@@ -528,8 +528,27 @@ def _reindexed(problem: Problem, index_map: list[int]) -> Problem:
     )
 
 
-_NOT_SECRET: Final = frozenset({*OWNERS, "none", "time-slicing", "mig", "single", "mixed", HYBRID, "true", "false"})
-"""Vocabulary words a secret value may equal without the refusal's own wording being redacted."""
+def _model_words(model: type[BaseModel], words: set[str]) -> set[str]:
+    """Every setting name and Literal value of a model and the models inside it."""
+
+    def walk(annotation: Any) -> None:
+        if isinstance(annotation, str):
+            words.add(annotation)
+        elif isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            _model_words(annotation, words)
+        for argument in get_args(annotation):
+            walk(argument)
+
+    for name, info in model.model_fields.items():
+        words.update({name, info.alias or name})
+        walk(info.annotation)
+    return words
+
+
+_NOT_SECRET: Final = frozenset(
+    {*OWNERS, HYBRID, "true", "false", COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY} | _model_words(StackConfig, set())
+)
+"""Setting names and vocabulary a secret value may equal without the refusal's own wording being redacted."""
 
 
 def _leaves(value: Any) -> Iterable[str]:
@@ -547,7 +566,7 @@ def _leaves(value: Any) -> Iterable[str]:
 def redact(problems: list[Problem], raw: Mapping[str, Any], secret_keys: Collection[str]) -> list[Problem]:
     """Refusals never echo a value set as a secret: it reads `the secret value at <path>` instead."""
     secrets = {leaf for key in secret_keys for leaf in _leaves(raw.get(key))}
-    secrets -= _NOT_SECRET | {COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY}
+    secrets -= _NOT_SECRET
     if not secrets:
         return problems
     ordered = sorted(secrets, key=len, reverse=True)

@@ -345,7 +345,10 @@ INVALID_CASES: list[InvalidCase] = [
     InvalidCase(
         "wrong-type-is-not-coerced",
         _base_config(smokeJobs={"activeDeadlineSeconds": "120"}),
-        ["eks-hybrid-gpu:smokeJobs.activeDeadlineSeconds: is '120', not a whole number: write a number without quotes"],
+        [
+            "eks-hybrid-gpu:smokeJobs.activeDeadlineSeconds: is '120', not a whole number: write a whole number "
+            "without quotes"
+        ],
     ),
     InvalidCase(
         "approved-cohort-names-no-cohort",

@@ -343,7 +343,7 @@ COHORT_FIELD_CASES = [
     ),
     pytest.param(
         cohort(PLUGIN_COHORT, sharing={"mode": "time-slicing", "replicas": "4"}),
-        "eks-hybrid-gpu:cohorts[0].sharing.replicas: is '4', not a whole number: write a number without quotes",
+        "eks-hybrid-gpu:cohorts[0].sharing.replicas: is '4', not a whole number: write a whole number without quotes",
         id="string-for-int",
     ),
     pytest.param(
