@@ -8,7 +8,7 @@ the wire, where a secret is a `4dabf18193072939515e22adb298388d` envelope.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import pulumi
@@ -27,6 +27,13 @@ pytestmark = pytest.mark.unit
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 CLUSTER = {"source": "kubeconfig", "kubeconfig": "/home/ops/.kube/token-config", "context": "ops@prod"}
 REPO = "https://robot:s3cr3t-t0ken@charts.example.com/nvidia"
+
+
+@pytest.fixture(autouse=True)
+def _forget_secret_keys() -> Iterator[None]:
+    """The engine's secret-key set is process state: clear it so no later test runs with secret config."""
+    yield
+    pulumi.runtime.set_all_config({}, [])
 
 
 class WireMonitor(ParentRecordingMonitor):
