@@ -85,6 +85,9 @@ class ClusterFacts:
     auto_mode: bool | None = None
 
 
+_PLAIN_KEY: Final = re.compile(r"[A-Za-z0-9_./-]{1,253}", re.ASCII)
+
+
 def _format_loc(loc: Iterable[int | str]) -> str:
     out = ""
     for part in loc:
@@ -92,6 +95,8 @@ def _format_loc(loc: Iterable[int | str]) -> str:
             out += f"[{part}]"
         elif part in ("none", "time-slicing", "mig", "[key]") or part.startswith("function-"):
             continue  # discriminator tags of the sharing union, pydantic's own markers
+        elif not _PLAIN_KEY.fullmatch(part):
+            out += f"[{show(part)}]"  # a user's key: escaped, so it cannot break the line or hide
         else:
             out += f".{part}" if out else part
     return out or "(the stack config)"
