@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from components import versions
 from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing, show
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
+from policy.gpu_allocation.vocab.grammar import is_exact_version
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, OWNERS, PROJECT
 
 MAX_PER_KIND: Final = 10
@@ -248,7 +249,7 @@ def _sharing_problems(path: str, cohort: CohortConfig) -> Iterable[Problem]:
         if table is None:
             yield Problem(
                 f"{path}.sharing.gpuModel",
-                f"'{sharing.gpu_model}' has no known MIG profile table: use "
+                f"{show(sharing.gpu_model)} has no known MIG profile table: use "
                 "one of A100-40GB, A100-80GB, H100-80GB, H200-141GB",
             )
         elif sharing.mig_profile is not None and sharing.mig_profile not in table:
@@ -356,7 +357,7 @@ def _smoke_problems(config: StackConfig) -> Iterable[Problem]:
     if approved not in names:
         yield Problem(
             "smokeJobs.approvedCohort",
-            f"'{approved}' is not a cohort of this stack: use one of "
+            f"{show(approved)} is not a cohort of this stack: use one of "
             f"{', '.join(names)}, or remove it to keep every smoke Job suspended",
         )
     if config.smoke_jobs.image == versions.SMOKE_IMAGE_PLACEHOLDER:
@@ -470,7 +471,7 @@ def _archive_problems(path: str, project_dir: Path, relative: str, version: str,
     if str(found_version) != version:
         yield Problem(
             path,
-            f"{archive} holds version {show(found_version) if not isinstance(found_version, str) else found_version}"
+            f"{archive} holds version {found_version if is_exact_version(found_version) else show(found_version)}"
             f", but the pinned version is {version}: pin the archive's version or use the archive of the pinned "
             "version",
         )

@@ -232,6 +232,22 @@ BAD: list[Bad] = [
         ],
     ),
     Bad(
+        "gpu-model-trailing-newline",
+        _mig("1g.5gb", "A100-40GB\n"),
+        [
+            f"{P}cohorts[0].sharing.gpuModel: 'A100-40GB\\n' has no known MIG profile table: use one of A100-40GB, "
+            "A100-80GB, H100-80GB, H200-141GB"
+        ],
+    ),
+    Bad(
+        "approved-cohort-trailing-newline",
+        _base_config(smokeJobs={"approvedCohort": "plugin\n", "image": DIGEST_IMAGE}),
+        [
+            f"{P}smokeJobs.approvedCohort: 'plugin\\n' is not a cohort of this stack: use one of plugin, or remove it "
+            "to keep every smoke Job suspended"
+        ],
+    ),
+    Bad(
         "extra-selector-closes-the-parenthesis",
         _base_config(cluster=DRA_CLUSTER, cohorts=[DRA_COHORT], dra={"extraSelector": "true) || (true"}),
         [

@@ -34,7 +34,23 @@ JSON = st.recursive(
     | st.integers()
     | st.floats()
     | st.text(max_size=40)
-    | st.sampled_from(["", "plugin", "0.20.0", "40Gi", "mig", "time-slicing", "gpu-operator", "true", "\n", "\x00"]),
+    | st.sampled_from(
+        [
+            "",
+            "plugin",
+            "0.20.0",
+            "40Gi",
+            "mig",
+            "time-slicing",
+            "gpu-operator",
+            "true",
+            "\n",
+            "\x00",
+            "a\nb",
+            "dra\r\n",
+            "x" * 300,
+        ]
+    ),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=16,
 )
