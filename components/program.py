@@ -27,8 +27,8 @@ def read_raw_config() -> dict[str, Any]:
     for key in keys:
         try:
             value = config.get_object(key)
-        except pulumi.ConfigTypeError:
-            value = config.get(key)
+        except (pulumi.ConfigTypeError, RecursionError):
+            value = config.get(key)  # not JSON, or nested too deep to read: the model refuses the text
         if value is not None:
             raw[key] = value
     return raw

@@ -197,3 +197,16 @@ def test_a_refusal_through_the_program_does_not_echo_a_secret(run: RunProgram, m
     assert "token-abcdef" not in str(caught.value)
     assert "the secret value at cluster.context" in str(caught.value)
     assert recorder.registrations == []
+
+
+def test_config_nested_too_deep_to_read_is_refused(run: RunProgram) -> None:
+    recorder = Recorder()
+    deep = "[" * 100_000 + "]" * 100_000
+
+    with pytest.raises(pulumi.RunError) as caught:
+        run(_base_config(dra=deep), recorder=recorder)
+
+    assert str(caught.value).splitlines()[1] == (
+        f"  - {P}dra: is '{'[' * 64}'... (200000 characters), not a mapping of settings: write it as key: value pairs"
+    )
+    assert recorder.registrations == []
