@@ -45,6 +45,12 @@ def _tokens(text: str) -> list[_Token]:
     at = 0
     while at < len(text):
         match = _TOKEN.match(text, at)
+        if match is None and text[at] == '"':
+            msg = (
+                f"the string at position {at + 1} is not closed, or holds more than 256 characters or characters "
+                "other than letters, digits, spaces and ._/:+=-"
+            )
+            raise CelFragmentError(msg)
         if match is None:
             char = text[at]
             shown = repr(char) if char.isprintable() and char.isascii() else f"U+{ord(char):04X}"
