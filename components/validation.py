@@ -582,10 +582,10 @@ def redact(problems: list[Problem], raw: Mapping[str, Any], secret_keys: Collect
         for secret in ordered:
             message = message.replace(show(secret), f"the secret value at {problem.path}")
             message = message.replace(repr(secret), f"the secret value at {problem.path}")
-            if len(secret) >= 3:
-                message = re.sub(
-                    rf"(?<![A-Za-z0-9._/-]){re.escape(secret)}(?![A-Za-z0-9._/-])", "the secret value", message
-                )
+            if len(secret) >= 4:  # also inside a longer word or path: over-redacting is the safe side
+                message = message.replace(secret, "the secret value")
+            elif len(secret) == 3:
+                message = re.sub(rf"(?<![A-Za-z0-9]){re.escape(secret)}(?![A-Za-z0-9])", "the secret value", message)
         redacted.append(Problem(problem.path, message, problem.kind))
     return redacted
 

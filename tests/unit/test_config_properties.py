@@ -154,3 +154,23 @@ def test_the_program_refuses_with_a_run_error_only(run: RunProgram, path: tuple[
     with pytest.raises(pulumi.RunError) as caught:
         run(raw)
     assert str(caught.value).splitlines()[1:] == str(refusal).splitlines()[1:]
+
+
+SECRET_PATHS = [p for p in PATHS if p[0] in {"cluster", "cohorts", "charts"}]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    path=st.sampled_from(SECRET_PATHS),
+    secret=st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-._/:@\n ", min_size=3, max_size=30),
+)
+def test_a_secret_value_never_appears_in_a_refusal(path: tuple[Any, ...], secret: str) -> None:
+    value = "Zq" + secret
+    try:
+        load_stack_config(_replaced(path, value), ROOT, secret_keys=(path[0],))
+    except StackConfigError as error:
+        text = str(error)
+    else:
+        return
+    assert value not in text
+    assert ascii(value)[1:-1] not in text
