@@ -557,14 +557,16 @@ _NOT_SECRET: Final = frozenset(
 """Setting names and vocabulary a secret value may equal without the refusal's own wording being redacted."""
 
 
-def _leaves(value: Any) -> Iterable[str]:
+def _leaves(value: Any, depth: int = 0) -> Iterable[str]:
+    if depth > 64:
+        return  # refusals quote containers as "a list" / "a mapping": nothing deeper is ever echoed
     if isinstance(value, Mapping):
         for key, item in value.items():
             yield str(key)
-            yield from _leaves(item)
+            yield from _leaves(item, depth + 1)
     elif isinstance(value, list | tuple):
         for item in value:
-            yield from _leaves(item)
+            yield from _leaves(item, depth + 1)
     elif value is not None and not isinstance(value, bool):
         yield str(value)
 

@@ -210,3 +210,18 @@ def test_config_nested_too_deep_to_read_is_refused(run: RunProgram) -> None:
         f"  - {P}dra: is '{'[' * 64}'... (200000 characters), not a mapping of settings: write it as key: value pairs"
     )
     assert recorder.registrations == []
+
+
+def test_a_deeply_nested_secret_is_refused_without_a_crash() -> None:
+    deep: Any = "tok3n-Secret-Value"
+    for _ in range(3000):
+        deep = [deep]
+
+    raw = _base_config()
+    raw["dra"] = {"featureGates": {"DynamicMIG": deep}}  # not through _base_config: deepcopy would recurse
+
+    error = _refusal(raw, secret_keys=("dra",))
+
+    assert [str(p) for p in error.problems] == [
+        f"{P}dra.featureGates.DynamicMIG: is a list, not true or false: write true or false without quotes"
+    ]
