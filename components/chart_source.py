@@ -15,7 +15,8 @@ from policy.gpu_allocation.vocab.grammar import url_has_credentials
 class HelmSource:
     """What Chart v4 and Release take: a chart reference, a version or None, and a repository URL or None.
 
-    A repository URL with user:password@ is a secret Output, so the credentials never sit in plain inputs.
+    A repository URL is a secret Output when it holds user:password@ or the `charts` config key is a secret, so
+    credentials never sit in plain inputs.
     """
 
     chart: str
@@ -38,7 +39,8 @@ def resolve(
     if source is not None and source.oci:
         return HelmSource(source.oci, pin.version, None, source.plain_http)
     if source is not None and source.repo:
-        repo = pulumi.Output.secret(source.repo) if url_has_credentials(source.repo) else source.repo
+        secret = source.secret or url_has_credentials(source.repo)
+        repo = pulumi.Output.secret(source.repo) if secret else source.repo
         return HelmSource(chart_name, pin.version, repo)
     if default_oci is not None:
         return HelmSource(default_oci, pin.version, None)

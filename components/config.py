@@ -7,9 +7,10 @@ Each top-level field is one Pulumi config key in the `eks-hybrid-gpu` namespace 
 
 from __future__ import annotations
 
-from typing import Annotated, Final, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from components import versions
 from policy.gpu_allocation.vocab import grammar
@@ -278,6 +279,16 @@ class ChartSource(_Strict):
     oci: str | None = Field(default=None, description="OCI chart reference, oci://host/path/chart.")
     archive: str | None = Field(default=None, description="Local .tgz path, relative to the project.")
     plain_http: bool = Field(default=False, alias="plainHttp", description="OCI mirror on plain HTTP.")
+    _secret: bool = PrivateAttr(default=False)
+
+    def model_post_init(self, context: Any) -> None:
+        """Remember whether the `charts` config key was set as a secret (the validation context says so)."""
+        self._secret = isinstance(context, Mapping) and "charts" in context.get("secret_keys", ())
+
+    @property
+    def secret(self) -> bool:
+        """The repository URL must reach the provider as a secret."""
+        return self._secret
 
     @field_validator("repo")
     @classmethod

@@ -490,14 +490,16 @@ def validate(config: StackConfig, project_dir: Path, facts: ClusterFacts | None 
     ]
 
 
-def _parse(raw: Mapping[str, Any]) -> tuple[StackConfig | None, list[Problem], set[str], list[int] | None]:
+def _parse(
+    raw: Mapping[str, Any], context: Mapping[str, Any]
+) -> tuple[StackConfig | None, list[Problem], set[str], list[int] | None]:
     """The model, or field problems plus the best partial model of the settings that did parse.
 
     The partial model drops each failed top-level key (its defaults stand in) and each failed cohort, so that
     cross-field problems elsewhere are reported in the same run; `index_map` maps kept cohorts to their index.
     """
     try:
-        return StackConfig.model_validate(dict(raw)), [], set(), None
+        return StackConfig.model_validate(dict(raw), context=context), [], set(), None
     except ValidationError as error:
         problems = _pydantic_problems(error)
         failed = {str(item["loc"][0]) for item in error.errors() if item["loc"]}
@@ -518,7 +520,7 @@ def _parse(raw: Mapping[str, Any]) -> tuple[StackConfig | None, list[Problem], s
             kept.append(item)
         partial["cohorts"] = kept
     try:
-        return StackConfig.model_validate(partial), problems, failed, index_map
+        return StackConfig.model_validate(partial, context=context), problems, failed, index_map
     except ValidationError:
         return None, problems, failed, index_map
 
@@ -604,7 +606,7 @@ def load_stack_config(
     Field problems and the cross-field problems of the settings that still parse are reported together;
     values of `secret_keys` never appear in the refusal.
     """
-    config, problems, failed, index_map = _parse(raw)
+    config, problems, failed, index_map = _parse(raw, {"secret_keys": frozenset(secret_keys)})
     if config is not None:
         cross = validate(config, project_dir, facts)
         if index_map is not None:

@@ -122,6 +122,16 @@ def test_plain_config_stays_plain_but_repo_credentials_never_do() -> None:
     assert _secret(monitor.wire["gpu-plugin-chart"]["repositoryOpts"]["repo"])
 
 
+def test_a_secret_charts_key_makes_a_plain_repo_url_secret() -> None:
+    config = _base_config(
+        cluster={**CLUSTER, "preflight": False},
+        charts={"devicePlugin": {"version": "0.20.0", "source": {"repo": "https://charts.example.com/nvidia"}}},
+    )
+
+    assert _secret(_run(config, ["charts"]).wire["gpu-plugin-chart"]["repositoryOpts"]["repo"])
+    assert _run(config, []).wire["gpu-plugin-chart"]["repositoryOpts"]["repo"] == "https://charts.example.com/nvidia"
+
+
 def test_refusal_of_a_secret_key_does_not_echo_it() -> None:
     config = _base_config(cluster={**CLUSTER, "context": "ops@prod token=abc", "preflight": False})
 
