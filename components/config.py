@@ -34,6 +34,8 @@ def show(value: object) -> str:
         return "true" if value else "false"
     if value is None:
         return "null"
+    if isinstance(value, int) and abs(value) >= 10**SHOWN_MAX:
+        return "a number too long to show"  # str() of a huge int is slow, or refused past 4300 digits
     if isinstance(value, int | float):
         return str(value)
     if isinstance(value, dict):
@@ -42,9 +44,14 @@ def show(value: object) -> str:
         return "a list"
     if not isinstance(value, str):
         return f"a {type(value).__name__}"
-    text = value if len(value) <= SHOWN_MAX else value[:SHOWN_MAX]
-    quoted = f"'{text}'" if text.isascii() and text.isprintable() and "'" not in text else ascii(text)
-    return quoted if len(value) <= SHOWN_MAX else f"{quoted}... ({len(value)} characters)"
+    if len(value) <= SHOWN_MAX:
+        return _quoted(value)
+    # Head and tail: a stray character at the end (a newline after a digest) stays visible.
+    return f"{_quoted(value[:40])}...{_quoted(value[-20:])} ({len(value)} characters)"
+
+
+def _quoted(text: str) -> str:
+    return f"'{text}'" if text.isascii() and text.isprintable() and "'" not in text else ascii(text)
 
 
 class _Strict(BaseModel):

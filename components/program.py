@@ -27,8 +27,8 @@ def read_raw_config() -> dict[str, Any]:
     for key in keys:
         try:
             value = config.get_object(key)
-        except (pulumi.ConfigTypeError, RecursionError):
-            value = config.get(key)  # not JSON, or nested too deep to read: the model refuses the text
+        except (pulumi.ConfigTypeError, RecursionError, ValueError):
+            value = config.get(key)  # not JSON, nested too deep or a number too long to read: the model refuses it
         if value is not None:
             raw[key] = value
     return raw

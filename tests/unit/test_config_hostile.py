@@ -114,7 +114,7 @@ BAD: list[Bad] = [
     Bad(
         "namespace-300-characters",
         _base_config(namespaces={"workloads": LONG_NS}),
-        [f"{P}namespaces.workloads: '{'a' * 64}'... (300 characters) {NAMESPACE_FIX}"],
+        [f"{P}namespaces.workloads: '{'a' * 40}'...'{'a' * 20}' (300 characters) {NAMESPACE_FIX}"],
     ),
     Bad(
         "namespace-trailing-newline",
@@ -147,7 +147,7 @@ BAD: list[Bad] = [
     Bad(
         "selector-label-key-300-characters",
         _base_config(cohorts=[cohort(PLUGIN_COHORT, nodeSelector={**selector_for("device-plugin"), "a" * 300: "x"})]),
-        [f"{P}cohorts[0].nodeSelector: '{'a' * 64}'... (300 characters) {LABEL_KEY_FIX}"],
+        [f"{P}cohorts[0].nodeSelector: '{'a' * 40}'...'{'a' * 20}' (300 characters) {LABEL_KEY_FIX}"],
     ),
     Bad(
         "selector-label-key-name-64-characters",
@@ -156,7 +156,7 @@ BAD: list[Bad] = [
                 cohort(PLUGIN_COHORT, nodeSelector={**selector_for("device-plugin"), "example.com/" + "b" * 64: "x"})
             ]
         ),
-        [f"{P}cohorts[0].nodeSelector: 'example.com/{'b' * 52}'... (76 characters) {LABEL_KEY_FIX}"],
+        [f"{P}cohorts[0].nodeSelector: 'example.com/{'b' * 28}'...'{'b' * 20}' (76 characters) {LABEL_KEY_FIX}"],
     ),
     Bad(
         "selector-label-value-trailing-newline",
@@ -184,8 +184,8 @@ BAD: list[Bad] = [
         "cohort-label-key-300-characters",
         _base_config(cohortLabelKey="k" * 300),
         [
-            f"{P}cohortLabelKey: '{'k' * 64}'... (300 characters) is not a Kubernetes label key; use an optional "
-            "DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', e.g. "
+            f"{P}cohortLabelKey: '{'k' * 40}'...'{'k' * 20}' (300 characters) is not a Kubernetes label key; use "
+            "an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, '-', '_' or '.', e.g. "
             "workload.example.com/gpu-allocation"
         ],
     ),
@@ -290,12 +290,12 @@ BAD: list[Bad] = [
     Bad(
         "image-digest-trailing-newline",
         _base_config(smokeJobs={"image": DIGEST_IMAGE + "\n"}),
-        [f"{P}smokeJobs.image: '{DIGEST_IMAGE[:64]}'... (112 characters) {DIGEST_FIX}"],
+        [f"{P}smokeJobs.image: '{DIGEST_IMAGE[:40]}'...'{'ba' * 9 + 'b'}\\n' (112 characters) {DIGEST_FIX}"],
     ),
     Bad(
         "image-upper-case-repository",
         _base_config(smokeJobs={"image": "Registry/GPU@sha256:" + "a" * 64}),
-        [f"{P}smokeJobs.image: 'Registry/GPU@sha256:{'a' * 44}'... (84 characters) {DIGEST_FIX}"],
+        [f"{P}smokeJobs.image: 'Registry/GPU@sha256:{'a' * 20}'...'{'a' * 20}' (84 characters) {DIGEST_FIX}"],
     ),
     Bad(
         "eks-region-trailing-newline",

@@ -207,7 +207,8 @@ def test_config_nested_too_deep_to_read_is_refused(run: RunProgram) -> None:
         run(_base_config(dra=deep), recorder=recorder)
 
     assert str(caught.value).splitlines()[1] == (
-        f"  - {P}dra: is '{'[' * 64}'... (200000 characters), not a mapping of settings: write it as key: value pairs"
+        f"  - {P}dra: is '{'[' * 40}'...'{']' * 20}' (200000 characters), not a mapping of settings: write it as "
+        "key: value pairs"
     )
     assert recorder.registrations == []
 
@@ -225,3 +226,19 @@ def test_a_deeply_nested_secret_is_refused_without_a_crash() -> None:
     assert [str(p) for p in error.problems] == [
         f"{P}dra.featureGates.DynamicMIG: is a list, not true or false: write true or false without quotes"
     ]
+
+
+def test_a_number_too_long_to_print_is_refused(run: RunProgram) -> None:
+    assert _problems(_base_config(smokeJobs={"runAsUser": 10**5000})) == [
+        f"{P}smokeJobs.runAsUser: is a number too long to show; it must be at most 2147483647: lower it"
+    ]
+    recorder = Recorder()
+
+    with pytest.raises(pulumi.RunError) as caught:
+        run(_base_config(smokeJobs='{"runAsUser": 1' + "0" * 5000 + "}"), recorder=recorder)
+
+    assert str(caught.value).splitlines()[1] == (
+        f"  - {P}smokeJobs: is '{{\"runAsUser\": 1{'0' * 25}'...'{'0' * 19}}}' (5016 characters), not a mapping of "
+        "settings: write it as key: value pairs"
+    )
+    assert recorder.registrations == []
