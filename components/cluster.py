@@ -102,7 +102,7 @@ def resolve_target(cluster: ClusterConfig) -> ClusterTarget:
     return ClusterTarget(ClusterFacts(), str(local_kubeconfig()), None, None)
 
 
-def make_provider(target: ClusterTarget) -> k8s.Provider:
+def make_provider(target: ClusterTarget, *, secret: bool = False) -> k8s.Provider:
     """The Kubernetes provider every component inherits through parentage.
 
     Server-side apply is the provider default; preview is a server-side dry run, so the API server's
@@ -111,13 +111,17 @@ def make_provider(target: ClusterTarget) -> k8s.Provider:
     In render mode the provider gets `renderYamlToDirectory` and no kubeconfig or context (the provider refuses
     them together); Helm's capabilities then come from the ambient KUBECONFIG, which `review` points at a local
     API server.
+
+    `secret` (the `cluster` config key was set as a secret) passes the kubeconfig and context as secrets, so
+    they are encrypted in the state and masked in the engine's output.
     """
     rendered = render_dir()
     if rendered is not None:
         return k8s.Provider("cluster", render_yaml_to_directory=rendered)
-    kubeconfig: pulumi.Input[str] | None
-    if target.kubeconfig_content is not None:
-        kubeconfig = target.kubeconfig_content
-    else:
-        kubeconfig = target.kubeconfig_path
-    return k8s.Provider("cluster", kubeconfig=kubeconfig, context=target.context)
+    chosen = target.kubeconfig_content if target.kubeconfig_content is not None else target.kubeconfig_path
+    kubeconfig: pulumi.Input[str] | None = chosen
+    context: pulumi.Input[str] | None = target.context
+    if secret:
+        kubeconfig = pulumi.Output.secret(chosen) if chosen is not None else None
+        context = pulumi.Output.secret(target.context) if target.context is not None else None
+    return k8s.Provider("cluster", kubeconfig=kubeconfig, context=context)

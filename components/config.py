@@ -7,14 +7,51 @@ Each top-level field is one Pulumi config key in the `eks-hybrid-gpu` namespace 
 
 from __future__ import annotations
 
-import re
-from typing import Annotated, Literal
+from collections.abc import Mapping
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from components import versions
 from policy.gpu_allocation.vocab import grammar
+from policy.gpu_allocation.vocab.cel import fragment_problem
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, Owner
+from policy.gpu_allocation.vocab.mig import is_tabulated_profile, tabulated_profiles
+
+RESERVED_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
+"""Namespaces Kubernetes itself uses: GPU components never go there."""
+MAX_RUN_AS_USER: Final = 2**31 - 1
+"""Kubernetes refuses a runAsUser above the int32 range."""
+SHOWN_MAX: Final = 64
+
+
+def show(value: object) -> str:
+    """A value as a refusal quotes it: one line, control and non-ASCII characters escaped, long text cut.
+
+    A hostile value must not break the message's one-problem-per-line shape or flood it.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int) and abs(value) >= 10**SHOWN_MAX:
+        return "a number too long to show"  # str() of a huge int is slow, or refused past 4300 digits
+    if isinstance(value, int | float):
+        return str(value)
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list | tuple):
+        return "a list"
+    if not isinstance(value, str):
+        return f"a {type(value).__name__}"
+    if len(value) <= SHOWN_MAX:
+        return _quoted(value)
+    # Head and tail: a stray character at the end (a newline after a digest) stays visible.
+    return f"{_quoted(value[:40])}...{_quoted(value[-20:])} ({len(value)} characters)"
+
+
+def _quoted(text: str) -> str:
+    return f"'{text}'" if text.isascii() and text.isprintable() and "'" not in text else ascii(text)
 
 
 class _Strict(BaseModel):
@@ -61,8 +98,49 @@ class ClusterConfig(_Strict):
     @field_validator("kubernetes_version")
     @classmethod
     def _version_shape(cls, value: str | None) -> str | None:
-        if value is not None and not re.match(r"^v?\d+\.\d+(\.\d+)?([-+].*)?$", value):
-            msg = f"'{value}' is not a Kubernetes version; write it as 1.34.4"
+        if value is not None and not grammar.KUBERNETES_VERSION.fullmatch(value):
+            msg = f"{show(value)} is not a Kubernetes version; write it as 1.34.4"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _eks_name(cls, value: str | None) -> str | None:
+        if value is not None and not grammar.EKS_CLUSTER_NAME.fullmatch(value):
+            msg = (
+                f"{show(value)} is not an EKS cluster name; use up to 100 letters, digits, '-' and '_', "
+                "starting with a letter or digit"
+            )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str | None) -> str | None:
+        if value is not None and not grammar.AWS_REGION.fullmatch(value):
+            msg = f"{show(value)} is not an AWS region; write it like us-west-2"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("kubeconfig")
+    @classmethod
+    def _kubeconfig_path(cls, value: str | None) -> str | None:
+        if value is not None and not grammar.is_path(value):
+            msg = (
+                "is not a usable file path (empty, a NUL or line break, or too long); "
+                "set the path of the kubeconfig file, e.g. ~/.kube/config"
+            )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("context")
+    @classmethod
+    def _context(cls, value: str | None) -> str | None:
+        if value is not None and not grammar.KUBE_CONTEXT.fullmatch(value):
+            msg = (
+                f"{show(value)} is not a kubeconfig context name; use the name `kubectl config get-contexts` "
+                "lists (letters, digits and @:._/+=- only)"
+            )
             raise ValueError(msg)
         return value
 
@@ -97,6 +175,17 @@ class Mig(_Strict):
         description="Profile the smoke Job requests under the mixed strategy, e.g. 1g.5gb.",
     )
 
+    @field_validator("mig_profile")
+    @classmethod
+    def _tabulated(cls, value: str | None) -> str | None:
+        if value is not None and not is_tabulated_profile(value):
+            msg = (
+                f"{show(value)} is not a MIG profile of any tabulated GPU model; the device plugin only advertises "
+                f"real profiles: use one of {', '.join(tabulated_profiles())}"
+            )
+            raise ValueError(msg)
+        return value
+
 
 Sharing = Annotated[NoSharing | TimeSlicing | Mig, Field(discriminator="mode")]
 
@@ -121,8 +210,8 @@ class CohortConfig(_Strict):
     @field_validator("name")
     @classmethod
     def _name_is_dns_label(cls, value: str) -> str:
-        if not grammar.DNS_LABEL.fullmatch(value) or len(value) > 40:
-            msg = f"'{value}' is not a DNS label of at most 40 characters; use lower-case letters, digits and '-'"
+        if not grammar.is_dns_label(value, max_length=40):
+            msg = f"{show(value)} is not a DNS label of at most 40 characters; use lower-case letters, digits and '-'"
             raise ValueError(msg)
         return value
 
@@ -130,12 +219,17 @@ class CohortConfig(_Strict):
     @classmethod
     def _selector_labels(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         for key, label_value in (value or {}).items():
-            if (
-                not grammar.LABEL_KEY.fullmatch(key)
-                or not grammar.LABEL_VALUE.fullmatch(label_value)
-                or len(label_value) > 63
-            ):
-                msg = f"'{key}: {label_value}' is not a valid Kubernetes label; fix the key or value"
+            if not grammar.is_label_key(key):
+                msg = (
+                    f"{show(key)} is not a Kubernetes label key; use an optional DNS-subdomain prefix and '/', then "
+                    "at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit"
+                )
+                raise ValueError(msg)
+            if not grammar.is_label_value(label_value):
+                msg = (
+                    f"{show(key)}: {show(label_value)} is not a Kubernetes label value; use at most 63 letters, "
+                    "digits, '-', '_' or '.', starting and ending with a letter or digit"
+                )
                 raise ValueError(msg)
         return value
 
@@ -192,6 +286,43 @@ class ChartSource(_Strict):
     oci: str | None = Field(default=None, description="OCI chart reference, oci://host/path/chart.")
     archive: str | None = Field(default=None, description="Local .tgz path, relative to the project.")
     plain_http: bool = Field(default=False, alias="plainHttp", description="OCI mirror on plain HTTP.")
+    _secret: bool = PrivateAttr(default=False)
+
+    def model_post_init(self, context: Any) -> None:
+        """Remember whether the `charts` config key was set as a secret (the validation context says so)."""
+        self._secret = isinstance(context, Mapping) and "charts" in context.get("secret_keys", ())
+
+    @property
+    def secret(self) -> bool:
+        """The repository URL must reach the provider as a secret."""
+        return self._secret
+
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, value: str | None) -> str | None:
+        if value is not None and not grammar.is_helm_repo_url(value):
+            msg = "is not a Helm repository URL: write https://host/path (credentials as https://user:token@host/path)"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("oci")
+    @classmethod
+    def _oci(cls, value: str | None) -> str | None:
+        if value is not None and not grammar.is_oci_chart(value):
+            msg = f"{show(value)} is not an OCI reference: write oci://host/path/chart"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("archive")
+    @classmethod
+    def _archive(cls, value: str | None) -> str | None:
+        if value is not None and not grammar.is_path(value):
+            msg = (
+                "is not a usable file path (empty, a NUL or line break, over 4096 characters or a name over 255 "
+                "bytes): point it at the chart's .tgz"
+            )
+            raise ValueError(msg)
+        return value
 
 
 class ChartPin(_Strict):
@@ -203,8 +334,8 @@ class ChartPin(_Strict):
     @field_validator("version")
     @classmethod
     def _exact(cls, value: str) -> str:
-        if not grammar.EXACT_VERSION.fullmatch(value):
-            msg = f"'{value}' is not an exact chart version; pin one release such as 0.20.0"
+        if not grammar.is_exact_version(value):
+            msg = f"{show(value)} is not an exact chart version; pin one release such as 0.20.0"
             raise ValueError(msg)
         return value
 
@@ -237,8 +368,17 @@ class NamespacesConfig(_Strict):
     @field_validator("device_plugin", "dra_driver", "gpu_operator", "workloads")
     @classmethod
     def _dns(cls, value: str) -> str:
-        if not grammar.DNS_LABEL.fullmatch(value) or value == "default":
-            msg = f"'{value}' cannot hold GPU components; use a DNS label other than 'default'"
+        if value in RESERVED_NAMESPACES:
+            msg = (
+                f"{show(value)} belongs to Kubernetes itself and cannot hold GPU components; use a namespace of your "
+                f"own (not {', '.join(RESERVED_NAMESPACES)})"
+            )
+            raise ValueError(msg)
+        if not grammar.is_dns_label(value):
+            msg = (
+                f"{show(value)} is not a namespace name; use a DNS label of at most 63 lower-case letters, digits "
+                "and '-'"
+            )
             raise ValueError(msg)
         return value
 
@@ -259,14 +399,45 @@ class DraConfig(_Strict):
     extra_selector: str | None = Field(
         default=None,
         alias="extraSelector",
-        description="An extra CEL expression ANDed into hybrid-large-gpu; validated by the API server.",
+        description="An extra CEL condition ANDed into hybrid-large-gpu; it must parse on its own, so it can only "
+        "narrow the class.",
     )
 
     @field_validator("large_gpu_memory")
     @classmethod
     def _quantity(cls, value: str) -> str:
-        if not grammar.SIMPLE_QUANTITY.fullmatch(value):
-            msg = f"'{value}' is not a Kubernetes quantity; write it like 40Gi"
+        amount = grammar.parse_quantity(value) if grammar.is_quantity(value) else None
+        if amount is None:
+            msg = f"{show(value)} is not a Kubernetes quantity; write it like 40Gi"
+            raise ValueError(msg)
+        if amount <= 0:
+            msg = f"{show(value)} is not a positive amount of memory; write it like 40Gi"
+            raise ValueError(msg)
+        return value
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gate_names(cls, value: dict[str, bool]) -> dict[str, bool]:
+        for key in value:
+            if not grammar.FEATURE_GATE.fullmatch(key):
+                msg = (
+                    f"{show(key)} is not a feature-gate name; gate names are upper-camel-case identifiers such as "
+                    "DynamicMIG: fix the spelling"
+                )
+                raise ValueError(msg)
+        return value
+
+    @field_validator("extra_selector")
+    @classmethod
+    def _one_condition(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        reason = fragment_problem(value)
+        if reason is not None:
+            msg = (
+                f"is not one CEL condition on its own: {reason}; write comparisons of device.driver, "
+                "device.attributes[...] or device.capacity[...] joined by && or || with balanced parentheses"
+            )
             raise ValueError(msg)
         return value
 
@@ -282,6 +453,17 @@ class RuntimeClassConfig(_Strict):
         "false: the class must already exist; the class name alone does not configure the handler.",
     )
 
+    @field_validator("name")
+    @classmethod
+    def _subdomain(cls, value: str) -> str:
+        if not grammar.is_dns_subdomain(value):
+            msg = (
+                f"{show(value)} is not a RuntimeClass name; use a DNS subdomain of at most 253 lower-case letters, "
+                "digits, '-' and '.', e.g. nvidia"
+            )
+            raise ValueError(msg)
+        return value
+
 
 class SmokeJobsConfig(_Strict):
     """Suspended, hardened GPU smoke Jobs, one per cohort."""
@@ -294,7 +476,7 @@ class SmokeJobsConfig(_Strict):
     )
     active_deadline_seconds: int = Field(default=120, ge=10, le=600, alias="activeDeadlineSeconds")
     ttl_seconds_after_finished: int = Field(default=600, ge=60, le=86400, alias="ttlSecondsAfterFinished")
-    run_as_user: int = Field(default=65532, ge=1, alias="runAsUser")
+    run_as_user: int = Field(default=65532, ge=1, le=MAX_RUN_AS_USER, alias="runAsUser")
     probe: bool = Field(
         default=False,
         description="Run the bounded CUDA probe (mounted from a ConfigMap) instead of `nvidia-smi -L`.",
@@ -303,9 +485,9 @@ class SmokeJobsConfig(_Strict):
     @field_validator("image")
     @classmethod
     def _digest(cls, value: str) -> str:
-        if not grammar.DIGEST_IMAGE.fullmatch(value):
+        if not grammar.is_digest_image(value):
             msg = (
-                f"'{value}' is not pinned by digest; a tag can move under an approved test. "
+                f"{show(value)} is not pinned by digest; a tag can move under an approved test. "
                 "Use registry/repo@sha256:<64 hex digits>"
             )
             raise ValueError(msg)
@@ -327,6 +509,23 @@ class StackConfig(_Strict):
     dra: DraConfig = Field(default_factory=DraConfig)
     runtime_class: RuntimeClassConfig = Field(default_factory=RuntimeClassConfig, alias="runtimeClass")
     smoke_jobs: SmokeJobsConfig = Field(default_factory=SmokeJobsConfig, alias="smokeJobs")
+
+    @field_validator("cohort_label_key")
+    @classmethod
+    def _label_key(cls, value: str) -> str:
+        if not grammar.is_label_key(value):
+            msg = (
+                f"{show(value)} is not a Kubernetes label key; use an optional DNS-subdomain prefix and '/', then at "
+                "most 63 letters, digits, '-', '_' or '.', e.g. workload.example.com/gpu-allocation"
+            )
+            raise ValueError(msg)
+        if value == COMPUTE_TYPE_LABEL:
+            msg = (
+                f"is {COMPUTE_TYPE_LABEL}, which already says hybrid; cohorts need a label of their own: "
+                f"use e.g. {DEFAULT_COHORT_LABEL_KEY}"
+            )
+            raise ValueError(msg)
+        return value
 
     @field_validator("cohorts")
     @classmethod

@@ -13,6 +13,7 @@ from components import versions
 from components.config import ChartPin, CohortConfig, Mig, TimeSlicing
 from components.owner_chart import Upstream, owner_chart
 from components.stamping import Ownership
+from policy.gpu_allocation.vocab.mig import mig_resource_name
 
 TIME_SLICING_CONFIG_NAME = "time-slicing"
 """Key of the sharing config inside the chart's config map, selected as the default config."""
@@ -70,7 +71,7 @@ def advertised_resource(cohort: CohortConfig) -> str:
     if isinstance(sharing, TimeSlicing) and sharing.rename_by_default:
         return "nvidia.com/gpu.shared"
     if isinstance(sharing, Mig) and sharing.mig_strategy == "mixed":
-        return f"nvidia.com/mig-{sharing.mig_profile}"
+        return mig_resource_name(sharing.mig_profile or "")
     return "nvidia.com/gpu"
 
 

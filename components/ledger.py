@@ -45,14 +45,18 @@ class OwnershipLedger(pulumi.ComponentResource):
         *,
         ownership: dict[str, Any],
         namespace: pulumi.Input[str],
+        secret: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("eks-hybrid-gpu:cluster:OwnershipLedger", name, None, opts)
+        content = json.dumps(ownership, sort_keys=True, indent=2)
+        # A secret stack input stays secret in the ledger's inputs and state (the cluster object is plain data).
+        data: pulumi.Input[str] = pulumi.Output.secret(content) if secret else content
         k8s.core.v1.ConfigMap(
             f"{name}-configmap",
             metadata={"name": LEDGER_NAME, "namespace": namespace, "labels": {LEDGER_LABEL: "true"}},
-            data={LEDGER_KEY: json.dumps(ownership, sort_keys=True, indent=2)},
+            data={LEDGER_KEY: data},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.ownership = pulumi.Output.from_input(ownership)
+        self.ownership = pulumi.Output.secret(ownership) if secret else pulumi.Output.from_input(ownership)
         self.register_outputs({"ownership": self.ownership})

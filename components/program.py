@@ -10,7 +10,7 @@ import pulumi
 from components.cluster import make_provider, resolve_target
 from components.preflight import check_nodes, read_nodes
 from components.stack import HybridGpuCluster
-from components.validation import StackConfigError, load_stack_config
+from components.validation import StackConfigError, load_stack_config, redact
 from policy.gpu_allocation.vocab.labels import PROJECT
 
 
@@ -27,21 +27,36 @@ def read_raw_config() -> dict[str, Any]:
     for key in keys:
         try:
             value = config.get_object(key)
-        except pulumi.ConfigTypeError:
-            value = config.get(key)
+        except (pulumi.ConfigTypeError, RecursionError, ValueError):
+            value = config.get(key)  # not JSON, nested too deep or a number too long to read: the model refuses it
         if value is not None:
             raw[key] = value
     return raw
+
+
+def secret_config_keys() -> frozenset[str]:
+    """The project's config keys set as secrets (`pulumi config set --secret`), without the namespace.
+
+    `read_raw_config` reads plain values (validation needs them now); these keys say which of them must stay
+    secret on their way to the provider, the outputs, the ledger and any refusal.
+    """
+    prefix = f"{PROJECT}:"
+    return frozenset(
+        key.removeprefix(prefix)
+        for key in pulumi.runtime.config.CONFIG.get()
+        if key.startswith(prefix) and pulumi.runtime.config.is_config_secret(key)
+    )
 
 
 def run(project_dir: Path) -> HybridGpuCluster:
     """Everything `__main__.py` does; a function so tests and the local runner can call it."""
     stack_file = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
     raw = read_raw_config()
+    secret_keys = secret_config_keys()
     try:
-        precheck = load_stack_config(raw, project_dir, stack_file=stack_file)
+        precheck = load_stack_config(raw, project_dir, stack_file=stack_file, secret_keys=secret_keys)
         target = resolve_target(precheck.cluster)
-        config = load_stack_config(raw, project_dir, target.facts, stack_file=stack_file)
+        config = load_stack_config(raw, project_dir, target.facts, stack_file=stack_file, secret_keys=secret_keys)
     except StackConfigError as error:
         raise pulumi.RunError(str(error)) from None
     if config.cluster.preflight:
@@ -49,13 +64,17 @@ def run(project_dir: Path) -> HybridGpuCluster:
         problems = check_nodes(config, read_nodes(target.kubeconfig_path, target.kubeconfig_content, target.context))
         if problems:
             raise pulumi.RunError(
-                str(StackConfigError(problems, stack_file)).replace(
+                str(StackConfigError(redact(problems, raw, secret_keys), stack_file)).replace(
                     "The stack config", "The live nodes do not fit the stack config"
                 )
             )
-    provider = make_provider(target)
+    provider = make_provider(target, secret="cluster" in secret_keys)
     cluster = HybridGpuCluster(
-        "gpu", config=config, project_dir=project_dir, opts=pulumi.ResourceOptions(provider=provider)
+        "gpu",
+        config=config,
+        project_dir=project_dir,
+        secret_inputs=bool(secret_keys),
+        opts=pulumi.ResourceOptions(provider=provider),
     )
     pulumi.export("ownership", cluster.ownership)
     pulumi.export("namespaces", cluster.namespaces)

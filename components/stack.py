@@ -74,8 +74,10 @@ class HybridGpuCluster(pulumi.ComponentResource):
         *,
         config: StackConfig,
         project_dir: Path,
+        secret_inputs: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`secret_inputs`: some stack config was set as a secret, so the ownership map and ledger are secret."""
         super().__init__("eks-hybrid-gpu:index:HybridGpuCluster", name, None, opts)
         ns_cfg = config.namespaces
         wanted: dict[str, tuple[str, str]] = {
@@ -101,7 +103,11 @@ class HybridGpuCluster(pulumi.ComponentResource):
             )
         mapping = ownership_map(config)
         OwnershipLedger(
-            f"{name}-ledger", ownership=mapping, namespace=ns("device-plugin"), opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-ledger",
+            ownership=mapping,
+            namespace=ns("device-plugin"),
+            secret=secret_inputs,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         if _needs_dra_objects(config):
             DraObjects(
@@ -179,7 +185,7 @@ class HybridGpuCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             ).job_name
 
-        self.ownership = pulumi.Output.from_input(mapping)
+        self.ownership = pulumi.Output.secret(mapping) if secret_inputs else pulumi.Output.from_input(mapping)
         self.namespaces = namespaces.names
         self.smoke_jobs = pulumi.Output.all(**jobs).apply(lambda d: dict(d))  # type: ignore[arg-type]
         self.releases = pulumi.Output.all(**releases).apply(lambda d: dict(d))  # type: ignore[arg-type]

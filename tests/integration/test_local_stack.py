@@ -59,12 +59,30 @@ def test_local_stack_lifecycle(engine_env: engine.EngineEnv, cluster: localclust
 
 
 def test_broken_cel_is_refused_at_preview(engine_env: engine.EngineEnv, tmp_path: Path) -> None:
-    work = work_dir_with_stack(
-        tmp_path, "broken-cel", {"dra": {"extraSelector": 'device.attributes["gpu.nvidia.com"].type =='}}
-    )
+    """A fragment the config's CEL subset accepts but the API server's type checker refuses (string == int)."""
+    work = work_dir_with_stack(tmp_path, "broken-cel", {"dra": {"extraSelector": "device.driver == 1"}})
     stack = engine.stack(engine_env, "broken-cel", work_dir=work)
     with pytest.raises(auto.CommandError) as failure:
         stack.preview(color="never")
     text = str(failure.value)
     assert "hybrid-large-gpu" in text
     assert "compilation failed" in text or "Syntax error" in text
+
+
+def test_selector_escaping_its_parenthesis_is_refused_before_anything_registers(
+    engine_env: engine.EngineEnv, tmp_path: Path
+) -> None:
+    work = work_dir_with_stack(tmp_path, "widening-cel", {"dra": {"extraSelector": "true) || (true"}})
+    stack = engine.stack(engine_env, "widening-cel", work_dir=work)
+    lines: list[str] = []
+
+    with pytest.raises(auto.CommandError) as failure:
+        stack.preview(on_output=lines.append, color="never")
+
+    text = str(failure.value)
+    assert (
+        "eks-hybrid-gpu:dra.extraSelector: is not one CEL condition on its own: the ')' at position 5 closes a "
+        "parenthesis the fragment did not open" in text
+    )
+    assert "Traceback" not in text
+    assert "hybrid-large-gpu" not in "\n".join(lines)  # nothing reached the API server

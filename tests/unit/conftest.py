@@ -193,6 +193,14 @@ AUTO_MODE_OPERATOR = (
 )
 
 
+OPERATOR_PLUGIN_BESIDE_STANDALONE = (
+    "eks-hybrid-gpu:operator.devicePluginEnabled: is true while the standalone device plugin serves cohorts[1] "
+    "(plugin); ClusterPolicy operands are not restricted by the cohort selector, so both plugins would advertise "
+    "nvidia.com/gpu on the same GPUs: set operator.devicePluginEnabled to false, or move those cohorts to owner "
+    "gpu-operator"
+)
+
+
 def overlap(index: int, other: int, other_name: str, value: str) -> str:
     """The overlap problem for two cohorts whose selectors are both the default selector of `value`."""
     sel = f"{{'eks.amazonaws.com/compute-type': 'hybrid', 'workload.example.com/gpu-allocation': '{value}'" + "}"
@@ -236,7 +244,7 @@ INVALID_CASES: list[InvalidCase] = [
         _base_config(
             cohorts=[cohort(OPERATOR_COHORT), cohort(PLUGIN_COHORT, nodeSelector=selector_for("gpu-operator"))]
         ),
-        [overlap(1, 0, "operator", "gpu-operator")],
+        [overlap(1, 0, "operator", "gpu-operator"), OPERATOR_PLUGIN_BESIDE_STANDALONE],
     ),
     InvalidCase(
         "gpu-cluster-plus-standalone-dra",
@@ -337,7 +345,10 @@ INVALID_CASES: list[InvalidCase] = [
     InvalidCase(
         "wrong-type-is-not-coerced",
         _base_config(smokeJobs={"activeDeadlineSeconds": "120"}),
-        ["eks-hybrid-gpu:smokeJobs.activeDeadlineSeconds: Input should be a valid integer"],
+        [
+            "eks-hybrid-gpu:smokeJobs.activeDeadlineSeconds: is '120', not a whole number: write a whole number "
+            "without quotes"
+        ],
     ),
     InvalidCase(
         "approved-cohort-names-no-cohort",

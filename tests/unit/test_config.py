@@ -167,7 +167,9 @@ def test_device_plugin_needs_no_kubernetes_version() -> None:
 
 
 def test_operator_with_disjoint_standalone_cohort_is_valid() -> None:
-    config = load_stack_config(_base_config(cohorts=[OPERATOR_COHORT, PLUGIN_COHORT]), ROOT)
+    raw = _base_config(cohorts=[OPERATOR_COHORT, PLUGIN_COHORT], operator={"devicePluginEnabled": False})
+
+    config = load_stack_config(raw, ROOT)
 
     assert [c.owner for c in config.cohorts] == ["gpu-operator", "device-plugin"]
 
@@ -335,17 +337,18 @@ COHORT_FIELD_CASES = [
     ),
     pytest.param(
         cohort(PLUGIN_COHORT, hostDriverVerified="true"),
-        "eks-hybrid-gpu:cohorts[0].hostDriverVerified: Input should be a valid boolean",
+        "eks-hybrid-gpu:cohorts[0].hostDriverVerified: is 'true', not true or false: write true or false without "
+        "quotes",
         id="string-for-bool",
     ),
     pytest.param(
         cohort(PLUGIN_COHORT, sharing={"mode": "time-slicing", "replicas": "4"}),
-        "eks-hybrid-gpu:cohorts[0].sharing.replicas: Input should be a valid integer",
+        "eks-hybrid-gpu:cohorts[0].sharing.replicas: is '4', not a whole number: write a whole number without quotes",
         id="string-for-int",
     ),
     pytest.param(
         cohort(PLUGIN_COHORT, sharing={"mode": "time-slicing", "replicas": 1}),
-        "eks-hybrid-gpu:cohorts[0].sharing.replicas: Input should be greater than or equal to 2",
+        "eks-hybrid-gpu:cohorts[0].sharing.replicas: is 1; it must be at least 2: raise it",
         id="one-replica",
     ),
     pytest.param(
@@ -361,7 +364,7 @@ COHORT_FIELD_CASES = [
     ),
     pytest.param(
         cohort(PLUGIN_COHORT, owner="kai-scheduler"),
-        "eks-hybrid-gpu:cohorts[0].owner: Input should be 'device-plugin', 'dra' or 'gpu-operator'",
+        "eks-hybrid-gpu:cohorts[0].owner: is 'kai-scheduler'; use one of 'device-plugin', 'dra' or 'gpu-operator'",
         id="unknown-owner",
     ),
 ]
@@ -403,8 +406,8 @@ def test_empty_cohort_list_is_refused() -> None:
         (
             "namespaces",
             {"workloads": "default"},
-            "eks-hybrid-gpu:namespaces.workloads: 'default' cannot hold GPU components; use a DNS label other "
-            "than 'default'",
+            "eks-hybrid-gpu:namespaces.workloads: 'default' belongs to Kubernetes itself and cannot hold GPU "
+            "components; use a namespace of your own (not default, kube-system, kube-public, kube-node-lease)",
         ),
         (
             "dra",
@@ -414,12 +417,12 @@ def test_empty_cohort_list_is_refused() -> None:
         (
             "smokeJobs",
             {"activeDeadlineSeconds": 3600},
-            "eks-hybrid-gpu:smokeJobs.activeDeadlineSeconds: Input should be less than or equal to 600",
+            "eks-hybrid-gpu:smokeJobs.activeDeadlineSeconds: is 3600; it must be at most 600: lower it",
         ),
         (
             "operator",
             {"mode": "both"},
-            "eks-hybrid-gpu:operator.mode: Input should be 'cluster-policy' or 'gpu-cluster'",
+            "eks-hybrid-gpu:operator.mode: is 'both'; use one of 'cluster-policy' or 'gpu-cluster'",
         ),
     ],
 )
