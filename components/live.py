@@ -13,9 +13,11 @@ import json
 import re
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import urllib3
+import yaml
 from kubernetes import config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
@@ -62,6 +64,9 @@ class Reader:
     def __init__(self, source: Source) -> None:
         """Load the kubeconfig; an unusable one is a LiveReadError."""
         self.source = source
+        if source.kubeconfig_content is None and not Path(source.kubeconfig_path or "").is_file():
+            msg = f"preflight: {source.described_as} does not exist; {source.fix}"
+            raise LiveReadError(msg)
         try:
             if source.kubeconfig_content is not None:
                 document = json.loads(source.kubeconfig_content)
@@ -71,7 +76,7 @@ class Reader:
                 self.api = config.new_client_from_config(config_file=source.kubeconfig_path, context=source.context)  # type: ignore[no-untyped-call]
                 _, active = config.list_kube_config_contexts(config_file=source.kubeconfig_path)  # type: ignore[no-untyped-call]
                 current = source.context or (active or {}).get("name", "")
-        except (ConfigException, OSError, ValueError, TypeError, KeyError) as error:
+        except (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError) as error:
             msg = f"preflight: {source.described_as} cannot be used ({' '.join(str(error).split())}); {source.fix}"
             raise LiveReadError(msg) from None
         self.context = current or "(none)"

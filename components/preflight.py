@@ -104,8 +104,8 @@ def check_publishers(config: StackConfig, live: LiveCluster) -> list[Problem]:
                     f"selects node {node.name}, whose GPUs are already published by "
                     + "; ".join(p.describe() for p in others)
                     + f"; this cohort's owner is {cohort.owner}, and two allocators on one GPU over-admit it: "
-                    f"{fixes}; or take the node out of cohort {cohort.name} (its {config.cohort_label_key} label). "
-                    "See docs/second-publishers.md",
+                    f"{fixes}; or take the node out of cohort {cohort.name} (its {config.cohort_label_key} label); "
+                    "see docs/second-publishers.md",
                 )
             )
     return problems

@@ -92,8 +92,15 @@ class Publisher:
         if self.via == "label":
             operand = "device plugin" if self.channel == "resources" else "DRA driver"
             return f"{self.what} ({kind} deploys its {operand})"
-        origin = f", stamped {self.stamp[0]} of cohort {self.stamp[1]}" if self.stamp else ""
-        return f"{self.what} ({kind}{f' of {self.controller}' if self.controller else ''}{origin})"
+        runs = "device plugin" if self.channel == "resources" else "DRA driver"
+        text = f"the GPU Operator's {runs}" if self.owner == GPU_OPERATOR else f"a {runs}"
+        if self.controller:
+            text += f" run by {self.controller}"
+        if self.stamp:
+            text += f", stamped for cohort {self.stamp[1]} ({self.stamp[0]})"
+        elif self.owner != GPU_OPERATOR:
+            text += ", not installed by eks-hybrid-gpu"
+        return f"{self.what} ({text})"
 
     def fix(self) -> str:
         """How the person removes or excludes this publisher."""
@@ -108,8 +115,8 @@ class Publisher:
             return f"opt the node out of the GPU Operator with {OPERANDS_OPT_OUT_LABEL}=false"
         target = self.controller or self.what
         return (
-            f"delete {target} or exclude hybrid nodes from it (an EKS add-on or eksctl plugin: "
-            f"a {COMPUTE_TYPE_LABEL} NotIn [hybrid] affinity)"
+            f"remove {target} or keep it off these nodes with a required node affinity "
+            f"{COMPUTE_TYPE_LABEL} NotIn [hybrid] (for the EKS add-on or eksctl's plugin, through their own settings)"
         )
 
     def as_json(self) -> dict[str, Any]:
@@ -341,9 +348,9 @@ def findings(node: NodePublishers, cohort: str | None, cohorts: Mapping[str, str
                 node.name,
                 "disagrees-with-ledger",
                 True,
-                f"the ledger gives it to cohort {cohort} ({owner}), but "
+                f"the ledger gives it to cohort {cohort} ({owner}), but it is also published by "
                 + "; ".join(p.describe() for p in others)
-                + " publishes there: "
+                + ": "
                 + "; ".join(dict.fromkeys(p.fix() for p in others)),
             )
         )
