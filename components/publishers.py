@@ -151,13 +151,18 @@ class NodePublishers:
         is gone but whose slices stay) is one more publisher of its channel.
         """
         pods = [p for p in self.publishers if p.via == "pod"]
-        found = [p.what for p in pods]
+        found = [f"{p.owner} ({p.what})" for p in pods]
         for channel in ("resources", "slices"):
             if any(p.channel == channel for p in pods):
                 continue
             bare = [p for p in self.publishers if p.via != "pod" and p.channel == channel]
-            if bare:
-                found.append(" + ".join(p.what for p in bare))
+            if not bare:
+                continue
+            owner = GPU_OPERATOR if any(p.via == "label" for p in bare) else bare[0].owner
+            slices = sum(1 for p in bare if p.via == "slice")
+            parts = [p.what.removeprefix("label ") for p in bare if p.via != "slice"]
+            parts += [f"{slices} ResourceSlice{'s' if slices > 1 else ''}"] if slices else []
+            found.append(f"{owner} ({', '.join(parts)}; no pod)")
         return found
 
 
@@ -296,7 +301,9 @@ def foreign(
     return found
 
 
-FindingKind = Literal["two-publishers", "disagrees-with-ledger", "nothing-publishes", "auto-mode-touched"]
+FindingKind = Literal[
+    "two-publishers", "disagrees-with-ledger", "nothing-publishes", "auto-mode-touched", "two-cohorts"
+]
 
 
 @dataclass(frozen=True)

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import socket
-import threading
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pulumi
 import pytest
@@ -19,6 +16,7 @@ from components.config import ClusterConfig, StackConfig
 from components.live import LiveCluster, LiveReadError, Source, read_live
 from components.preflight import check, check_nodes, matches, source_of
 from components.validation import ClusterFacts
+from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 from tests.unit.conftest import (
     DRA_COHORT,
     MPS_NODE_LABELS,
@@ -277,62 +275,6 @@ def test_nodes_outside_the_cohorts_are_not_judged() -> None:
 # ---------------------------------------------------------------- what cannot be read is refused, not guessed
 
 
-class _Api(http.server.BaseHTTPRequestHandler):
-    """A loopback API server that answers every list with one status (or serves chosen paths)."""
-
-    status = 200
-    served: ClassVar[dict[str, Any]] = {}
-    forbidden: ClassVar[tuple[str, ...]] = ()
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        if path.startswith(self.forbidden):
-            self._send(403, {"kind": "Status", "message": f'{path} is forbidden: User "dev" cannot list it'})
-        elif self.status != 200:
-            self._send(self.status, {"kind": "Status", "message": "Unauthorized"})
-        elif path in self.served:
-            self._send(200, {"items": self.served[path]})
-        else:
-            self._send(404, {"kind": "Status", "message": "not found"})
-
-    def _send(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *_args: object) -> None:
-        return
-
-
-@pytest.fixture
-def api(tmp_path: Path) -> Iterator[tuple[type[_Api], str, str]]:
-    """(handler class to configure, server URL, kubeconfig path) of a loopback HTTP API server."""
-    handler = type("Api", (_Api,), {"served": {}, "forbidden": (), "status": 200})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": url}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "dev", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "dev",
-            }
-        )
-    )
-    yield handler, url, str(kubeconfig)
-    server.shutdown()
-    server.server_close()
-
-
 def _source(kubeconfig: str, context: str | None = None) -> Source:
     cluster = ClusterConfig.model_validate({"source": "kubeconfig", "kubeconfig": kubeconfig, "context": context})
     return source_of(cluster, ClusterTarget(ClusterFacts(), kubeconfig, None, context))
@@ -344,7 +286,7 @@ KUBECONFIG_FIX = (
 )
 
 
-def test_reads_every_list_and_the_served_slice_version(api: tuple[type[_Api], str, str]) -> None:
+def test_reads_every_list_and_the_served_slice_version(api: LoopbackApi) -> None:
     handler, _, kubeconfig = api
     handler.served = {
         "/api/v1/nodes": [{"metadata": {"name": "n"}}],
@@ -366,14 +308,14 @@ def test_reads_every_list_and_the_served_slice_version(api: tuple[type[_Api], st
     ]
 
 
-def test_no_resource_api_at_all_means_no_slice(api: tuple[type[_Api], str, str]) -> None:
+def test_no_resource_api_at_all_means_no_slice(api: LoopbackApi) -> None:
     handler, _, kubeconfig = api
     handler.served = {"/api/v1/nodes": [], "/api/v1/pods": [], "/apis/apps/v1/daemonsets": []}
 
     assert read_live(_source(kubeconfig)).slices == []
 
 
-def test_forbidden_resource_slices_are_refused(api: tuple[type[_Api], str, str]) -> None:
+def test_forbidden_resource_slices_are_refused(api: LoopbackApi) -> None:
     handler, url, kubeconfig = api
     handler.served = {"/api/v1/nodes": [], "/api/v1/pods": [], "/apis/apps/v1/daemonsets": []}
     handler.forbidden = ("/apis/resource.k8s.io/",)
@@ -390,7 +332,7 @@ def test_forbidden_resource_slices_are_refused(api: tuple[type[_Api], str, str])
     )
 
 
-def test_rejected_credentials_are_refused(api: tuple[type[_Api], str, str]) -> None:
+def test_rejected_credentials_are_refused(api: LoopbackApi) -> None:
     handler, url, kubeconfig = api
     handler.status = 401
 
@@ -403,7 +345,7 @@ def test_rejected_credentials_are_refused(api: tuple[type[_Api], str, str]) -> N
     )
 
 
-def test_an_unreachable_server_is_refused(api: tuple[type[_Api], str, str], tmp_path: Path) -> None:
+def test_an_unreachable_server_is_refused(api: LoopbackApi, tmp_path: Path) -> None:
     _, url, kubeconfig = api
     closed = socket.socket()
     closed.bind(("127.0.0.1", 0))

@@ -68,7 +68,7 @@ def test_our_device_plugin_pod_explains_the_nodes_resources() -> None:
     assert pod.stamp == ("device-plugin", "plugin")
     assert pod.controller == "DaemonSet gpu-system/hybrid-gpu-plugin-nvidia-device-plugin"
     assert resource.explained_by == f"{OURS_DP}-x7k2p"
-    assert node.sources() == [f"{OURS_DP}-x7k2p"]
+    assert node.sources() == [f"device-plugin ({OURS_DP}-x7k2p)"]
 
 
 def test_resources_without_a_pod_are_a_host_level_plugin() -> None:
@@ -77,6 +77,7 @@ def test_resources_without_a_pod_are_a_host_level_plugin() -> None:
     # Its finished and unscheduled add-on pods publish nothing.
     assert evidence(node) == [("resource", "device-plugin", "nvidia.com/gpu=8")]
     assert node.publishers[0].explained_by is None
+    assert node.sources() == ["device-plugin (nvidia.com/gpu=8; no pod)"]
     assert node.publishers[0].describe() == (
         "nvidia.com/gpu=8 in its allocatable (a device plugin with no pod on the node: a host-level one)"
     )
@@ -94,7 +95,7 @@ def test_dra_pod_and_its_gpu_slices_only() -> None:
         ("slice", "dra", "ResourceSlice dra-ours-gpu.nvidia.com-q8w2e"),
     ]
     assert node.publishers[0].stamp == ("dra", "dra")
-    assert node.sources() == [f"{OURS_DRA}-r2d2c"]
+    assert node.sources() == [f"dra ({OURS_DRA}-r2d2c)"]
 
 
 def test_the_add_on_pod_is_recognised_by_what_it_runs() -> None:
@@ -122,13 +123,27 @@ def test_operator_operands_and_deploy_labels_are_the_operators() -> None:
         ("resource", "device-plugin", "nvidia.com/gpu=2"),
         ("label", "gpu-operator", "label nvidia.com/gpu.deploy.device-plugin=true"),
     ]
-    assert node.sources() == ["pod gpu-operator/nvidia-device-plugin-daemonset-h3l8q"]
+    assert node.sources() == ["gpu-operator (pod gpu-operator/nvidia-device-plugin-daemonset-h3l8q)"]
+
+
+def test_bare_evidence_counts_once_per_channel() -> None:
+    node = observed()["dra-bottlerocket"]
+    pod = next(p for p in node.publishers if p.via == "pod")
+    bare = NodePublishers("n", {}, tuple(p for p in node.publishers if p is not pod))
+    slices = [p for p in node.publishers if p.via == "slice"]
+    labelled = NodePublishers("m", {}, (*slices, *slices, *observed()["dp-operator"].publishers[1:]))
+
+    assert bare.sources() == ["device-plugin (nvidia.com/gpu=2; no pod)", "dra (1 ResourceSlice; no pod)"]
+    assert labelled.sources() == [
+        "gpu-operator (nvidia.com/gpu=2, nvidia.com/gpu.deploy.device-plugin=true; no pod)",
+        "dra (2 ResourceSlices; no pod)",
+    ]
 
 
 def test_deploy_labels_of_an_opted_out_node_publish_nothing() -> None:
     labels = {"nvidia.com/gpu.deploy.operands": "false", "nvidia.com/gpu.deploy.dra-driver": "true"}
-    nodes = [{"metadata": {"name": "n", "labels": labels}}, {"metadata": {"name": "m", "labels": {**labels}}}]
-    nodes[1]["metadata"]["labels"]["nvidia.com/gpu.deploy.operands"] = "true"
+    opted_in = {**labels, "nvidia.com/gpu.deploy.operands": "true"}
+    nodes = [{"metadata": {"name": "n", "labels": labels}}, {"metadata": {"name": "m", "labels": opted_in}}]
 
     found = {n.name: evidence(n) for n in observe(nodes, [], [])}
 
@@ -226,7 +241,7 @@ def test_finding_messages_name_the_publishers_and_the_fix() -> None:
     node = observed()["dra-addon"]
 
     assert [f.message for f in findings(node, "dra", COHORTS)] == [
-        f"2 publishers on one node over-admit its GPUs: {OURS_DRA}-k9s7w; {ADDON}",
+        f"2 publishers on one node over-admit its GPUs: dra ({OURS_DRA}-k9s7w); device-plugin ({ADDON})",
         f"the ledger gives it to cohort dra (dra), but it is also published by {ADDON} (a device plugin run by "
         "DaemonSet kube-system/nvidia-device-plugin-daemonset, not installed by eks-hybrid-gpu): remove DaemonSet "
         "kube-system/nvidia-device-plugin-daemonset or keep it off these nodes with a required node affinity "
