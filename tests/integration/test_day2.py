@@ -274,6 +274,7 @@ def test_inspect_table(
         "hybrid",
         "plugin",
         "device-plugin",
+        "device-plugin (nvidia.com/gpu.shared=4; no pod)",
         "nvidia.com/gpu.shared=4",
         "0",
     ]
@@ -282,6 +283,7 @@ def test_inspect_table(
         "auto",
         "-",
         "- (EKS Auto Mode: AWS manages its GPUs)",
+        "device-plugin (nvidia.com/gpu=1; no pod)",
         "nvidia.com/gpu=1",
         "0",
     ]
