@@ -61,19 +61,21 @@ def read_ledger(kube: Kube, ledger_ref: str) -> dict[str, Any] | None:
 
 
 def _list(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]]:
-    """A list, or a KubeAccessError that says which one could not be read: inspect does not guess around it."""
+    """A list; a refused one (403) says which list it was: inspect does not guess around what it cannot read."""
     try:
         return kube.items(path, **query)
     except KubeAccessError as error:
+        if not str(error).startswith("permission denied"):
+            raise  # unreachable or rejected credentials: about the cluster, not this list
         msg = f"cannot list {what}: {error}"
         raise KubeAccessError(msg) from None
 
 
 def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snapshot:
     """Read nodes, the driver's slices, the namespace's claims, the ledger, and every allocator's pods."""
-    nodes = _list(kube, "/api/v1/nodes", "nodes")
     slices = [s for s in _list(kube, SLICES, "ResourceSlices") if s.get("spec", {}).get("driver") == DRIVER]
     claims = _list(kube, f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims", "ResourceClaims")
+    nodes = _list(kube, "/api/v1/nodes", "nodes")
     pods = _list(kube, PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
     daemonsets = _list(kube, DAEMONSETS, "DaemonSets")
     ledger = read_ledger(kube, ledger_ref)

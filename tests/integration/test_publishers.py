@@ -18,9 +18,15 @@ from typing import Any
 import pytest
 from pulumi import automation as auto
 
-from components.cluster import LOCAL_KUBECONFIG_ENV
+from components.cluster import LOCAL_KUBECONFIG_ENV, ClusterTarget
+from components.config import ClusterConfig, StackConfig
+from components.ledger import ownership_map
+from components.live import LiveReadError
+from components.preflight import check, read_cluster
+from components.validation import ClusterFacts
 from eks_hybrid_gpu import engine, inspect, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
+from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
 from tests.integration.helpers import work_dir_with_stack
 
 pytestmark = pytest.mark.integration
@@ -57,7 +63,7 @@ ADDON_DAEMONSET: dict[str, Any] = {
 }
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def _program_reads_the_simulated_cluster(sim_engine_env: engine.EngineEnv, monkeypatch: pytest.MonkeyPatch) -> None:
     """The inline program runs in this process: point its `local` source at the simulated cluster."""
     for key, value in sim_engine_env.variables.items():
@@ -93,6 +99,164 @@ def delete_pod(kube: kubeclient.Kube, pod: dict[str, Any]) -> None:
     kube.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", gracePeriodSeconds=0)
 
 
+# ---------------------------------------------------------------- the preflight's reads and check, live
+
+
+def kubeconfig_source(kubeconfig: Path) -> tuple[ClusterConfig, ClusterTarget]:
+    cluster = ClusterConfig.model_validate({"source": "kubeconfig", "kubeconfig": str(kubeconfig)})
+    return cluster, ClusterTarget(ClusterFacts(), str(kubeconfig), None, None)
+
+
+def test_the_preflight_reads_the_live_fleet_and_names_a_second_publisher(
+    sim_kube: kubeclient.Kube, sim_cluster: localcluster.LocalCluster
+) -> None:
+    config = StackConfig.model_validate({"cohorts": [{"name": "plugin", "owner": "device-plugin"}, DRA_COHORT]})
+    clean = read_cluster(*kubeconfig_source(sim_cluster.kubeconfig))
+    simulate.advertise(sim_kube, NODE, {"nvidia.com/gpu": "1"})
+    try:
+        advertised = read_cluster(*kubeconfig_source(sim_cluster.kubeconfig))
+    finally:
+        simulate.advertise(sim_kube, NODE, {"nvidia.com/gpu": None})
+
+    # The default fleet: device-plugin hosts advertise resources, DRA hosts publish slices: one owner each.
+    assert check(config, clean) == []
+    assert sorted(s["spec"]["nodeName"] for s in clean.slices) == sorted(DRA_NODES)
+    assert [str(p).split(", whose")[0] for p in check(config, advertised)] == [
+        f"eks-hybrid-gpu:cohorts[1].nodeSelector: selects node {NODE}"
+    ]
+
+
+@pytest.fixture
+def no_slices_kubeconfig(sim_kube: kubeclient.Kube, tmp_path: Path) -> Iterator[Path]:
+    """A ServiceAccount that may list nodes, pods and DaemonSets but not ResourceSlices."""
+    name = "publishers-no-slices"
+    sim_kube.create("/api/v1/namespaces", {"metadata": {"name": name}})
+    sim_kube.create(f"/api/v1/namespaces/{name}/serviceaccounts", {"metadata": {"name": name}})
+    rules = [
+        {"apiGroups": [""], "resources": ["nodes", "pods"], "verbs": ["list"]},
+        {"apiGroups": ["apps"], "resources": ["daemonsets"], "verbs": ["list"]},
+    ]
+    rbac = "/apis/rbac.authorization.k8s.io/v1"
+    sim_kube.create(f"{rbac}/clusterroles", {"metadata": {"name": name}, "rules": rules})
+    sim_kube.create(
+        f"{rbac}/clusterrolebindings",
+        {
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": name}],
+        },
+    )
+    token = sim_kube.create(
+        f"/api/v1/namespaces/{name}/serviceaccounts/{name}/token",
+        {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
+    )["status"]["token"]
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "c", "cluster": {"server": sim_kube.server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": name, "user": {"token": token}}],
+                "contexts": [{"name": name, "context": {"cluster": "c", "user": name}}],
+                "current-context": name,
+            }
+        )
+    )
+    yield path
+    sim_kube.delete(f"{rbac}/clusterrolebindings/{name}")
+    sim_kube.delete(f"{rbac}/clusterroles/{name}")
+    sim_kube.delete(f"/api/v1/namespaces/{name}")
+
+
+def test_forbidden_resource_slices_are_refused_not_guessed(
+    no_slices_kubeconfig: Path, sim_kube: kubeclient.Kube
+) -> None:
+    with pytest.raises(LiveReadError) as refused:
+        read_cluster(*kubeconfig_source(no_slices_kubeconfig))
+
+    assert str(refused.value) == (
+        f"preflight: permission denied listing ResourceSlices (kubeconfig {no_slices_kubeconfig} "
+        f"(eks-hybrid-gpu:cluster.kubeconfig), context publishers-no-slices, server {sim_kube.server}): "
+        'resourceslices.resource.k8s.io is forbidden: User "system:serviceaccount:publishers-no-slices:'
+        'publishers-no-slices" cannot list resource "resourceslices" in API group "resource.k8s.io" at the cluster '
+        "scope; the preflight must see every node's GPU publishers and does not guess what it cannot read: grant "
+        "this identity list on nodes, pods, daemonsets (apps) and resourceslices (resource.k8s.io), or use an "
+        "administrator kubeconfig"
+    )
+
+
+# ---------------------------------------------------------------- inspect, live
+
+
+@pytest.fixture
+def ledger(sim_kube: kubeclient.Kube) -> Iterator[str]:
+    """The ledger of a stack with the default cohorts, in a namespace of its own; yields NAMESPACE/NAME."""
+    config = StackConfig.model_validate({"cohorts": [{"name": "plugin", "owner": "device-plugin"}, DRA_COHORT]})
+    namespace = "publishers-ledger"
+    sim_kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    sim_kube.create(
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        {"metadata": {"name": LEDGER_NAME}, "data": {LEDGER_KEY: json.dumps(ownership_map(config))}},
+    )
+    yield f"{namespace}/{LEDGER_NAME}"
+    sim_kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
+@pytest.fixture
+def addon(sim_kube: kubeclient.Kube) -> Iterator[dict[str, Any]]:
+    """NVIDIA's static device-plugin DaemonSet in kube-system; removed with its pods after the test."""
+    created = sim_kube.create("/apis/apps/v1/namespaces/kube-system/daemonsets", ADDON_DAEMONSET)
+    yield created
+    for pod in sim_kube.items("/api/v1/namespaces/kube-system/pods", labelSelector="name=nvidia-device-plugin-ds"):
+        delete_pod(sim_kube, pod)
+    sim_kube.delete(f"/apis/apps/v1/namespaces/kube-system/daemonsets/{ADDON_DAEMONSET['metadata']['name']}")
+
+
+def test_inspect_lists_a_second_plugin_daemonset_on_the_dra_cohort(
+    ledger: str,
+    addon: dict[str, Any],
+    sim_kube: kubeclient.Kube,
+    sim_cluster: localcluster.LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["--kubeconfig", str(sim_cluster.kubeconfig), "--ledger", ledger]
+    capsys.readouterr()
+    before = inspect.main([*argv, "--json"])
+    clean = json.loads(capsys.readouterr().out)
+    simulate.daemon_pod(sim_kube, addon, NODE)
+
+    code = inspect.main([*argv, "--json"])
+    document = json.loads(capsys.readouterr().out)
+    table_code = inspect.main(argv)
+    table = capsys.readouterr().out
+
+    assert (before, clean["findings"]) == (0, [])
+    assert (code, table_code, document["conflict"]) == (1, 1, True)
+    assert [(f["node"], f["kind"], f["conflict"]) for f in document["findings"]] == [
+        (NODE, "two-publishers", True),
+        (NODE, "disagrees-with-ledger", True),
+    ]
+    assert document["findings"][0]["message"] == (
+        f"2 publishers on one node over-admit its GPUs: device-plugin (pod {ADDON_POD}); dra (1 ResourceSlice; no pod)"
+    )
+    node = next(n for n in document["nodes"] if n["name"] == NODE)
+    assert (node["owner"], node["observedPublishers"]) == (
+        "dra",
+        [f"device-plugin (pod {ADDON_POD})", "dra (1 ResourceSlice; no pod)"],
+    )
+    assert (
+        f"  CONFLICT {NODE}: the ledger gives it to cohort dra (dra), but it is also published by pod {ADDON_POD}"
+        in table
+    )
+    # Read-only: the add-on's pod is still there, nothing else changed.
+    assert sim_kube.get_or_none(f"/api/v1/namespaces/{ADDON_POD.replace('/', '/pods/', 1)}") is not None
+
+
+# ---------------------------------------------------------------- the preview, with the real engine
+
+
+@pytest.mark.usefixtures("_program_reads_the_simulated_cluster")
 def test_preview_refuses_a_dra_node_that_already_advertises_nvidia_gpu(
     sim_engine_env: engine.EngineEnv,
     sim_kube: kubeclient.Kube,
@@ -157,6 +321,7 @@ def dra_installed(
         stack.destroy(color="never")
 
 
+@pytest.mark.usefixtures("_program_reads_the_simulated_cluster")
 def test_our_own_allocator_is_no_conflict_and_a_second_plugin_daemonset_is(
     dra_installed: tuple[auto.Stack, list[dict[str, Any]]],
     sim_kube: kubeclient.Kube,
