@@ -113,6 +113,11 @@ class Publisher:
             return "uninstall that DRA driver or exclude the node from its kubelet plugin's nodeSelector"
         if self.via == "label" or self.owner == GPU_OPERATOR:
             return f"opt the node out of the GPU Operator with {OPERANDS_OPT_OUT_LABEL}=false"
+        if self.stamp is not None:
+            return (
+                f"it was installed for cohort {self.stamp[1]}: make the node's labels and the cohort selectors agree "
+                "and run `pulumi up`, so that one cohort's allocator is left there"
+            )
         target = self.controller or self.what
         return (
             f"remove {target} or keep it off these nodes with a required node affinity "
@@ -126,6 +131,7 @@ class Publisher:
             "owner": self.owner,
             "what": self.what,
             "controller": self.controller,
+            "explainedBy": self.explained_by,
             "stamp": {"owner": self.stamp[0], "cohort": self.stamp[1]} if self.stamp else None,
         }
 

@@ -326,6 +326,7 @@ def test_report_compares_declared_owners_with_observed_publishers() -> None:
         "owner": "device-plugin",
         "what": ADDON,
         "controller": "DaemonSet kube-system/nvidia-device-plugin-daemonset",
+        "explainedBy": None,
         "stamp": None,
     }
 

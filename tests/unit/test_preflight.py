@@ -465,3 +465,18 @@ def test_the_program_refuses_an_unreachable_cluster_in_one_line(run: RunProgram,
         f"context lab, server http://127.0.0.1:{port}): connection refused; {KUBECONFIG_FIX}; nothing was changed"
     )
     assert recorder.registrations == []
+
+
+def test_the_local_source_says_how_to_start_the_cluster(tmp_path: Path) -> None:
+    path = tmp_path / "local-kubeconfig"
+    source = source_of(
+        ClusterConfig.model_validate({"source": "local"}), ClusterTarget(ClusterFacts(), str(path), None, None)
+    )
+
+    with pytest.raises(LiveReadError) as refused:
+        read_live(source)
+
+    assert str(refused.value) == (
+        f"preflight: kubeconfig {path} (the local cluster) does not exist; start the local cluster with "
+        "`eks-hybrid-gpu local up` (or `simulate start`)"
+    )

@@ -253,12 +253,13 @@ def test_finding_messages_name_the_publishers_and_the_fix() -> None:
 def test_our_pod_of_another_cohort_disagrees_with_the_ledger() -> None:
     node = observed()["dp-ours"]
 
-    assert [(f.kind, f.message.split(": ")[0]) for f in findings(node, "dra", COHORTS)] == [
+    assert [(f.kind, f.message) for f in findings(node, "dra", COHORTS)] == [
         (
             "disagrees-with-ledger",
             f"the ledger gives it to cohort dra (dra), but it is also published by {OURS_DP}-x7k2p (a device "
             "plugin run by DaemonSet gpu-system/hybrid-gpu-plugin-nvidia-device-plugin, stamped for cohort plugin "
-            "(device-plugin))",
+            "(device-plugin)): it was installed for cohort plugin: make the node's labels and the cohort selectors "
+            "agree and run `pulumi up`, so that one cohort's allocator is left there",
         )
     ]
 
