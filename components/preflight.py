@@ -3,6 +3,9 @@
 It reads the nodes each cohort selects and refuses to install when none match, when a device-plugin
 node is already MPS-capable (the exclusive-GPU path must not take over MPS ownership), when a selected
 node is an EKS Auto Mode node, or when a standalone cohort's node would also receive Operator operands.
+It then refuses a cohort whose nodes something other than the cohort's owner already publishes (see
+`components.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
+physical devices before enabling either path".
 """
 
 from __future__ import annotations
@@ -10,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components.config import StackConfig
+from components.cluster import ClusterTarget
+from components.config import ClusterConfig, StackConfig
+from components.live import NODES, LiveCluster, Reader, Source, read_live
+from components.publishers import foreign, observe
 from components.validation import Problem
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL, OPERANDS_OPT_OUT_LABEL
 
@@ -78,18 +84,74 @@ def check_nodes(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
     return problems
 
 
+def check_publishers(config: StackConfig, live: LiveCluster) -> list[Problem]:
+    """Every cohort node that an allocator other than the cohort's owner already publishes."""
+    problems: list[Problem] = []
+    owners = {c.name: c.owner for c in config.cohorts}
+    observed = observe(live.nodes, live.slices, live.pods, live.daemonsets)
+    for i, cohort in enumerate(config.cohorts):
+        selector = cohort.selector(config.cohort_label_key)
+        for node in observed:
+            if not matches(selector, {"metadata": {"labels": dict(node.labels)}}):
+                continue
+            others = foreign(node, cohort.name, cohort.owner, owners)
+            if not others:
+                continue
+            fixes = "; ".join(dict.fromkeys(p.fix() for p in others))
+            problems.append(
+                Problem(
+                    f"cohorts[{i}].nodeSelector",
+                    f"selects node {node.name}, whose GPUs are already published by "
+                    + "; ".join(p.describe() for p in others)
+                    + f"; this cohort's owner is {cohort.owner}, and two allocators on one GPU over-admit it: "
+                    f"{fixes}; or take the node out of cohort {cohort.name} (its {config.cohort_label_key} label); "
+                    "see docs/second-publishers.md",
+                )
+            )
+    return problems
+
+
+def check(config: StackConfig, live: LiveCluster) -> list[Problem]:
+    """The whole preflight: node labels first, then who already publishes the cohorts' GPUs."""
+    return check_nodes(config, live.nodes) + check_publishers(config, live)
+
+
+def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
+    """How to read the target, and what to tell the person when that fails, per cluster source."""
+    if cluster.source == "eks":
+        return Source(
+            None,
+            target.kubeconfig_content,
+            None,
+            f"the kubeconfig generated for EKS cluster {cluster.name} ({cluster.region})",
+            f"check the AWS credentials that `aws eks get-token --cluster-name {cluster.name} --region "
+            f"{cluster.region}` uses, and that this IAM principal has an EKS access entry with cluster-admin "
+            "(or list on nodes, pods, daemonsets and resourceslices)",
+        )
+    if cluster.source == "kubeconfig":
+        return Source(
+            target.kubeconfig_path,
+            None,
+            target.context,
+            f"kubeconfig {target.kubeconfig_path} (eks-hybrid-gpu:cluster.kubeconfig)",
+            "set eks-hybrid-gpu:cluster.kubeconfig and cluster.context to a kubeconfig that reaches the cluster "
+            "as an administrator, and check that the cluster is running",
+        )
+    return Source(
+        target.kubeconfig_path,
+        None,
+        None,
+        f"kubeconfig {target.kubeconfig_path} (the local cluster)",
+        "start the local cluster with `eks-hybrid-gpu local up` (or `simulate start`)",
+    )
+
+
+def read_cluster(cluster: ClusterConfig, target: ClusterTarget) -> LiveCluster:
+    """Nodes, pods, DaemonSets and ResourceSlices of the target; a LiveReadError when they cannot be read."""
+    return read_live(source_of(cluster, target))
+
+
 def read_nodes(kubeconfig_path: str | None, kubeconfig_content: str | None, context: str | None) -> list[Node]:
-    """List the cluster's nodes as plain dicts (the preflight needs labels only)."""
-    import json
-    import tempfile
-
-    from kubernetes import client, config
-
-    if kubeconfig_content is not None:
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-            handle.write(kubeconfig_content)
-            kubeconfig_path = handle.name
-    api = client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig_path, context=context))  # type: ignore[no-untyped-call]
-    response: Any = api.list_node(_preload_content=False)
-    items: list[Node] = json.loads(response.data)["items"]
-    return items
+    """List the cluster's nodes as plain dicts (the label checks alone need nothing else)."""
+    source = Source(kubeconfig_path, kubeconfig_content, context, f"kubeconfig {kubeconfig_path}", "fix the kubeconfig")
+    return list(Reader(source).items(NODES, "nodes") or [])

@@ -8,7 +8,8 @@ from typing import Any
 import pulumi
 
 from components.cluster import make_provider, resolve_target
-from components.preflight import check_nodes, read_nodes
+from components.live import LiveReadError
+from components.preflight import check, read_cluster
 from components.stack import HybridGpuCluster
 from components.validation import StackConfigError, load_stack_config, redact
 from policy.gpu_allocation.vocab.labels import PROJECT
@@ -60,13 +61,16 @@ def run(project_dir: Path) -> HybridGpuCluster:
     except StackConfigError as error:
         raise pulumi.RunError(str(error)) from None
     if config.cluster.preflight:
-        pulumi.log.info("preflight: reading the cohorts' nodes")
-        problems = check_nodes(config, read_nodes(target.kubeconfig_path, target.kubeconfig_content, target.context))
+        pulumi.log.info("preflight: reading the cohorts' nodes and who publishes their GPUs")
+        try:
+            live = read_cluster(config.cluster, target)
+        except LiveReadError as error:
+            msg = f"{error}; nothing was changed"
+            raise pulumi.RunError(msg) from None
+        problems = check(config, live)
         if problems:
             raise pulumi.RunError(
-                str(StackConfigError(redact(problems, raw, secret_keys), stack_file)).replace(
-                    "The stack config", "The live nodes do not fit the stack config"
-                )
+                str(StackConfigError(redact(problems, raw, secret_keys), stack_file, subject="The live nodes"))
             )
     provider = make_provider(target, secret="cluster" in secret_keys)
     cluster = HybridGpuCluster(

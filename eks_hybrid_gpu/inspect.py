@@ -1,10 +1,12 @@
 """`eks-hybrid-gpu inspect`: the guide's ResourceSlice/ResourceClaim `jq` reads, plus who owns each node.
 
-It answers three questions an operator asks before and after a change: which GPUs the DRA driver
+It answers four questions an operator asks before and after a change: which GPUs the DRA driver
 publishes on which node (devices with attributes and capacity), which claims are allocated and reserved
-for which pods, and which allocation owner serves each GPU node — the ledger ConfigMap's cohort
-selectors matched against the node's labels. It only reads; a claim's reservation is not proof that a
-container used the GPU.
+for which pods, which allocation owner serves each GPU node — the ledger ConfigMap's cohort selectors
+matched against the node's labels — and who really publishes each node's GPUs (`components.publishers`:
+extended resources, ResourceSlices, allocator pods of any namespace, the Operator's deploy labels). Declared
+and observed owners are compared into findings; any conflict makes it exit 1. It only reads; a claim's
+reservation is not proof that a container used the GPU.
 """
 
 from __future__ import annotations
@@ -13,17 +15,22 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.dra_objects import DRIVER
 from components.preflight import matches
+from components.publishers import Finding, NodePublishers, findings, observe
 from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE, Kube, KubeAccessError, KubeApiError, connect, segment
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME
 
 DEFAULT_NAMESPACE = "ai-workloads"
 DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+PODS = "/api/v1/pods"
+DAEMONSETS = "/apis/apps/v1/daemonsets"
+CONFLICT_EXIT_CODE = 1
+"""Exit code when a finding is a conflict (two publishers, or one the ledger does not expect)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,9 @@ class Snapshot:
     """The ledger's ownership map; None when the ConfigMap (or its key) is absent."""
     ledger_ref: str
     namespace: str
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    """Unfinished pods of every namespace: where allocator pods of any origin show up."""
+    daemonsets: list[dict[str, Any]] = field(default_factory=list)
 
 
 def read_ledger(kube: Kube, ledger_ref: str) -> dict[str, Any] | None:
@@ -50,11 +60,26 @@ def read_ledger(kube: Kube, ledger_ref: str) -> dict[str, Any] | None:
     return ledger
 
 
+def _list(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]]:
+    """A list; a refused one (403) says which list it was: inspect does not guess around what it cannot read."""
+    try:
+        return kube.items(path, **query)
+    except KubeAccessError as error:
+        if not str(error).startswith("permission denied"):
+            raise  # unreachable or rejected credentials: about the cluster, not this list
+        msg = f"cannot list {what}: {error}"
+        raise KubeAccessError(msg) from None
+
+
 def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snapshot:
-    """Read nodes, the driver's slices, the namespace's claims and the ledger."""
-    slices = [s for s in kube.items(SLICES) if s.get("spec", {}).get("driver") == DRIVER]
-    claims = kube.items(f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims")
-    return Snapshot(kube.items("/api/v1/nodes"), slices, claims, read_ledger(kube, ledger_ref), ledger_ref, namespace)
+    """Read nodes, the driver's slices, the namespace's claims, the ledger, and every allocator's pods."""
+    slices = [s for s in _list(kube, SLICES, "ResourceSlices") if s.get("spec", {}).get("driver") == DRIVER]
+    claims = _list(kube, f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims", "ResourceClaims")
+    nodes = _list(kube, "/api/v1/nodes", "nodes")
+    pods = _list(kube, PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+    daemonsets = _list(kube, DAEMONSETS, "DaemonSets")
+    ledger = read_ledger(kube, ledger_ref)
+    return Snapshot(nodes, slices, claims, ledger, ledger_ref, namespace, pods, daemonsets)
 
 
 def node_owner(labels: Mapping[str, str], ledger: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -86,15 +111,28 @@ def _gpu_resources(node: Mapping[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in sorted(allocatable.items()) if k.startswith("nvidia.com/")}
 
 
-def _is_gpu_node(node: Mapping[str, Any], owner: Mapping[str, Any], sliced: set[str]) -> bool:
+def _is_gpu_node(node: Mapping[str, Any], owner: Mapping[str, Any], observed: NodePublishers) -> bool:
     labels = node.get("metadata", {}).get("labels") or {}
     return bool(
         owner["cohort"]
         or (owner["note"] and owner["note"].startswith("conflict"))
         or labels.get("nvidia.com/gpu.present") == "true"
         or _gpu_resources(node)
-        or node.get("metadata", {}).get("name") in sliced
+        or observed.publishers
     )
+
+
+def node_findings(
+    owner: Mapping[str, Any], observed: NodePublishers, ledger: Mapping[str, Any] | None
+) -> list[Finding]:
+    """Declared against observed for one node: the ledger's cohort (if exactly one) against its publishers."""
+    cohorts = {name: str(entry.get("owner")) for name, entry in ((ledger or {}).get("cohorts") or {}).items()}
+    found = findings(observed, owner["cohort"], cohorts)
+    if owner["note"] and owner["note"].startswith("conflict"):
+        selected = owner["note"].removeprefix("conflict: ")
+        message = f"{selected}: one GPU, two allocation owners; make the cohort selectors disjoint"
+        found.insert(0, Finding(observed.name, "two-cohorts", True, message))
+    return found
 
 
 def slice_summary(resource_slice: Mapping[str, Any]) -> dict[str, Any]:
@@ -134,17 +172,23 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
         if node_name:
             devices_per_node[node_name] = devices_per_node.get(node_name, 0) + len(s["spec"].get("devices") or [])
     nodes = []
+    all_findings: list[Finding] = []
+    observed = {o.name: o for o in observe(snapshot.nodes, snapshot.slices, snapshot.pods, snapshot.daemonsets)}
     for node in sorted(snapshot.nodes, key=lambda n: str(n["metadata"]["name"])):
         labels = node["metadata"].get("labels") or {}
         owner = node_owner(labels, snapshot.ledger)
-        if not _is_gpu_node(node, owner, set(devices_per_node)):
-            continue
         name = node["metadata"]["name"]
+        seen = observed[name]
+        if not _is_gpu_node(node, owner, seen):
+            continue
+        all_findings += node_findings(owner, seen, snapshot.ledger)
         nodes.append(
             {
                 "name": name,
                 "computeType": labels.get(COMPUTE_TYPE_LABEL),
                 **owner,
+                "observedPublishers": seen.sources(),
+                "publishers": [p.as_json() for p in seen.publishers],
                 "gpuResources": _gpu_resources(node),
                 "draDevices": devices_per_node.get(name, 0),
             }
@@ -157,6 +201,8 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
             "operatorMode": (snapshot.ledger or {}).get("operatorMode"),
         },
         "nodes": nodes,
+        "findings": [f.as_json() for f in all_findings],
+        "conflict": any(f.conflict for f in all_findings),
         "resourceSlices": sorted(
             (slice_summary(s) for s in snapshot.slices), key=lambda s: (str(s["node"]), str(s["name"]))
         ),
@@ -192,7 +238,9 @@ def render(document: Mapping[str, Any]) -> str:
     ledger = document["ledger"]
     source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
     lines = [f"GPU nodes (owners from ConfigMap {source}):"]
-    rows: list[tuple[str, ...]] = [("node", "compute-type", "cohort", "owner", "GPU resources", "DRA devices")]
+    rows: list[tuple[str, ...]] = [
+        ("node", "compute-type", "cohort", "declared owner", "observed publishers", "GPU resources", "DRA devices")
+    ]
     for n in document["nodes"]:
         resources = ",".join(f"{k}={v}" for k, v in n["gpuResources"].items()) or "-"
         rows.append(
@@ -201,11 +249,17 @@ def render(document: Mapping[str, Any]) -> str:
                 n["computeType"] or "-",
                 n["cohort"] or "-",
                 n["owner"] or f"- ({n['note']})",
+                ", ".join(n["observedPublishers"]) or "none",
                 resources,
                 str(n["draDevices"]),
             )
         )
     lines += [f"  {line}" for line in _table(rows)] if document["nodes"] else ["  none"]
+    lines.append("\nFindings:")
+    for f in document["findings"]:
+        lines.append(f"  {'CONFLICT' if f['conflict'] else 'warning'} {f['node']}: {f['message']}")
+    if not document["findings"]:
+        lines.append("  none")
     lines.append(f"\nResourceSlices of {DRIVER}:")
     rows = [("node", "device", "type", "productName", "memory", "uuid")]
     for s in document["resourceSlices"]:
@@ -247,7 +301,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str]) -> int:
-    """0 with the report; 2 with one line when the cluster cannot be read (unreachable, 401, 403)."""
+    """0 with the report; 1 when a finding is a conflict; 2 with one line when the cluster cannot be read."""
     args = parser().parse_args(list(argv))
     if "/" not in args.ledger:
         print(f"inspect: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
@@ -262,4 +316,4 @@ def main(argv: Sequence[str]) -> int:
         print(f"inspect: the API server answered {error}", file=sys.stderr)
         return 1
     print(json.dumps(document, indent=2) if args.json else render(document))
-    return 0
+    return CONFLICT_EXIT_CODE if document["conflict"] else 0

@@ -20,7 +20,7 @@ import os
 import shutil
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -611,6 +611,48 @@ def finished_status(pod: dict[str, Any], succeeded: bool, now: datetime) -> dict
         ],
         "containerStatuses": containers,
     }
+
+
+def advertise(kube: Kube, node_name: str, resources: Mapping[str, str | None]) -> None:
+    """Set extended resources in a simulated node's capacity and allocatable (None removes one).
+
+    What a second device plugin registering with the node's kubelet does — an EKS add-on's, Bottlerocket's
+    built-in one — and, with None, its removal. `apply` of the cohorts file puts the node back as declared.
+    """
+    path = f"/api/v1/nodes/{segment(node_name)}"
+    if not _is_simulated(kube.get(path)):
+        msg = f"node {node_name} is not simulated; refusing to change its status"
+        raise SimulationError(msg)
+    kube.merge_patch(f"{path}/status", {"status": {"capacity": dict(resources), "allocatable": dict(resources)}})
+
+
+def daemon_pod(kube: Kube, daemonset: Mapping[str, Any], node_name: str) -> dict[str, Any]:
+    """Create the pod a DaemonSet runs on a node, bound to it: the daemonset controller's part, which is not run.
+
+    The pod is the DaemonSet's template with its controller reference, labelled simulated. No container
+    starts; delete it with gracePeriodSeconds=0 (no kubelet confirms a graceful stop).
+    """
+    meta, template = daemonset["metadata"], daemonset["spec"]["template"]
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{meta['name']}-{node_name}",
+            "labels": {**(template.get("metadata", {}).get("labels") or {}), SIMULATED_LABEL: "true"},
+            "ownerReferences": [
+                {
+                    "apiVersion": "apps/v1",
+                    "kind": "DaemonSet",
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {**template["spec"], "nodeName": node_name},
+    }
+    return kube.create(f"/api/v1/namespaces/{segment(meta['namespace'])}/pods", body)
 
 
 def finish_pods(kube: Kube, namespace: str | None, *, succeeded: bool = True) -> list[str]:

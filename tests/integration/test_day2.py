@@ -274,6 +274,7 @@ def test_inspect_table(
         "hybrid",
         "plugin",
         "device-plugin",
+        "device-plugin (nvidia.com/gpu.shared=4; no pod)",
         "nvidia.com/gpu.shared=4",
         "0",
     ]
@@ -282,6 +283,7 @@ def test_inspect_table(
         "auto",
         "-",
         "- (EKS Auto Mode: AWS manages its GPUs)",
+        "device-plugin (nvidia.com/gpu=1; no pod)",
         "nvidia.com/gpu=1",
         "0",
     ]
@@ -568,12 +570,14 @@ def test_forbidden_user_is_refused_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     extra = ["--out", str(tmp_path)] if name == "smoke" else []
+    listing = "cannot list ResourceSlices: " if name == "inspect" else ""
 
     code, out, err = run(main, ["--kubeconfig", str(no_access_kubeconfig), *extra], capsys)
 
     assert (code, out) == (2, "")
     assert err == (
-        f"{name}: permission denied (kubeconfig {no_access_kubeconfig}, context no-access, server {day2.server}): "
+        f"{name}: {listing}permission denied (kubeconfig {no_access_kubeconfig}, context no-access, server "
+        f"{day2.server}): "
         f"{refused}; use the administrator --kubeconfig/--context or ask the cluster owner for that permission\n"
     )
 

@@ -24,6 +24,7 @@ from pulumi.runtime import settings
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
 from components.config import StackConfig
+from components.live import LiveCluster
 from components.stack import _ownership
 from eks_hybrid_gpu.mocks import RecordingMocks, run_program, stack_config
 from policy.gpu_allocation.vocab import labels as vocab
@@ -107,7 +108,7 @@ def _analyzed(stack: str, monkeypatch: pytest.MonkeyPatch) -> list[Item]:
     # Declared, so the run does not depend on the EKS describe (tests/unit/test_stacks.py PRECHECK_BUG).
     raw.setdefault("cluster", {}).setdefault("kubernetesVersion", "1.34.4")
     nodes = _nodes(raw)
-    monkeypatch.setattr("components.program.read_nodes", lambda *_args: [dict(n) for n in nodes])
+    monkeypatch.setattr("components.program.read_cluster", lambda *_args: LiveCluster([dict(n) for n in nodes]))
     recorder = run_program(raw, stack, _Mocks())
     config = StackConfig.model_validate(raw)
     names = {r.name for r in recorder.registrations}

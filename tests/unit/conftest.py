@@ -15,6 +15,7 @@ from typing import Any
 import pulumi
 import pytest
 
+from components.live import LiveCluster
 from eks_hybrid_gpu import mocks as mocks_module
 from eks_hybrid_gpu.mocks import ParentRecordingMonitor, RecordingMocks, Registration, run_program
 from policy.gpu_allocation.vocab.labels import (
@@ -138,7 +139,7 @@ def run(monkeypatch: pytest.MonkeyPatch) -> RunProgram:
     ) -> Recorder:
         if nodes is not None:
             listed = [dict(n) for n in nodes]
-            monkeypatch.setattr("components.program.read_nodes", lambda *_args: listed)
+            monkeypatch.setattr("components.program.read_cluster", lambda *_args: LiveCluster(listed))
         chosen = recorder if recorder is not None else Recorder()
         run_program(config, stack, chosen)
         return chosen

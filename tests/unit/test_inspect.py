@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from eks_hybrid_gpu import inspect
+from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 
 pytestmark = pytest.mark.unit
 
@@ -162,12 +164,34 @@ def test_claim_state(claim: dict[str, Any], state: str) -> None:
 def test_render_tables() -> None:
     text = inspect.render(inspect.report(snapshot([CLAIM])))
 
-    assert text.splitlines() == [
+    lines = text.splitlines()
+    assert [re.split(r"\s{2,}", line.strip()) for line in lines[1:5]] == [
+        ["node", "compute-type", "cohort", "declared owner", "observed publishers", "GPU resources", "DRA devices"],
+        [
+            "auto-0",
+            "auto",
+            "-",
+            "- (EKS Auto Mode: AWS manages its GPUs)",
+            "device-plugin (nvidia.com/gpu=1; no pod)",
+            "nvidia.com/gpu=1",
+            "0",
+        ],
+        [
+            "gpu-a",
+            "hybrid",
+            "plugin",
+            "device-plugin",
+            "device-plugin (nvidia.com/gpu.shared=8; no pod)",
+            "nvidia.com/gpu.shared=8",
+            "0",
+        ],
+        ["gpu-b", "hybrid", "dra", "dra", "dra (1 ResourceSlice; no pod)", "-", "1"],
+    ]
+    assert [lines[0], *lines[5:]] == [
         "GPU nodes (owners from ConfigMap gpu-system/gpu-allocation-ledger):",
-        "  node    compute-type  cohort  owner                                    GPU resources            DRA devices",
-        "  auto-0  auto          -       - (EKS Auto Mode: AWS manages its GPUs)  nvidia.com/gpu=1         0",
-        "  gpu-a   hybrid        plugin  device-plugin                            nvidia.com/gpu.shared=8  0",
-        "  gpu-b   hybrid        dra     dra                                      -                        1",
+        "",
+        "Findings:",
+        "  none",
         "",
         "ResourceSlices of gpu.nvidia.com:",
         "  node   device  type  productName  memory  uuid",
@@ -184,6 +208,9 @@ def test_render_without_ledger_slices_or_claims() -> None:
 
     assert inspect.render(inspect.report(empty)).splitlines() == [
         "GPU nodes (owners from ConfigMap gpu-system/gpu-allocation-ledger (not found)):",
+        "  none",
+        "",
+        "Findings:",
         "  none",
         "",
         "ResourceSlices of gpu.nvidia.com:",
@@ -221,3 +248,168 @@ def test_unknown_context_is_refused_in_one_line(tmp_path: Path, capsys: pytest.C
 
     assert inspect.main(["--kubeconfig", str(kubeconfig), "--context", "prod"]) == 2
     assert capsys.readouterr().err == f"inspect: kubeconfig {kubeconfig} has no context prod; pick one of: admin\n"
+
+
+# ---------------------------------------------------------------- declared owners against observed publishers
+
+RECORDED = Path(__file__).parents[1] / "fixtures" / "publishers" / "cluster.json"
+ADDON = "pod kube-system/nvidia-device-plugin-daemonset-9zj4f"
+
+
+def recorded_snapshot(ledger: dict[str, Any] | None = LEDGER, **keep: list[str]) -> inspect.Snapshot:
+    """The recorded cluster (tests/fixtures/publishers); `nodes=[...]` keeps only those nodes."""
+    lists = {key: value["items"] for key, value in json.loads(RECORDED.read_text()).items()}
+    nodes = [n for n in lists["nodes"] if "nodes" not in keep or n["metadata"]["name"] in keep["nodes"]]
+    slices = [s for s in lists["resourceSlices"] if s["spec"]["driver"] == "gpu.nvidia.com"]
+    return inspect.Snapshot(
+        nodes,
+        slices,
+        [],
+        ledger,
+        "gpu-system/gpu-allocation-ledger",
+        "ai-workloads",
+        lists["pods"],
+        lists["daemonSets"],
+    )
+
+
+def test_report_compares_declared_owners_with_observed_publishers() -> None:
+    document = inspect.report(recorded_snapshot())
+
+    assert [(n["name"], n["owner"], n["observedPublishers"]) for n in document["nodes"]] == [
+        ("auto-0", None, ["device-plugin (nvidia.com/gpu=1; no pod)"]),
+        (
+            "dp-bare",
+            "device-plugin",
+            ["device-plugin (nvidia.com/gpu=8; no pod)"],
+        ),
+        (
+            "dp-leftover-slices",
+            "device-plugin",
+            [
+                "device-plugin (pod gpu-system/hybrid-gpu-plugin-nvidia-device-plugin-b8n3v)",
+                "dra (1 ResourceSlice; no pod)",
+            ],
+        ),
+        ("dp-operator", "device-plugin", ["gpu-operator (pod gpu-operator/nvidia-device-plugin-daemonset-h3l8q)"]),
+        ("dp-ours", "device-plugin", ["device-plugin (pod gpu-system/hybrid-gpu-plugin-nvidia-device-plugin-x7k2p)"]),
+        ("dp-stopped", "device-plugin", []),
+        (
+            "dra-addon",
+            "dra",
+            ["dra (pod gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin-k9s7w)", f"device-plugin ({ADDON})"],
+        ),
+        (
+            "dra-bottlerocket",
+            "dra",
+            [
+                "dra (pod gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin-t5u6y)",
+                "device-plugin (nvidia.com/gpu=2; no pod)",
+            ],
+        ),
+        ("dra-ours", "dra", ["dra (pod gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin-r2d2c)"]),
+    ]
+    assert [(f["node"], f["kind"], f["conflict"]) for f in document["findings"]] == [
+        ("dp-leftover-slices", "two-publishers", True),
+        ("dp-leftover-slices", "disagrees-with-ledger", True),
+        ("dp-operator", "disagrees-with-ledger", True),
+        ("dp-stopped", "nothing-publishes", False),
+        ("dra-addon", "two-publishers", True),
+        ("dra-addon", "disagrees-with-ledger", True),
+        ("dra-bottlerocket", "two-publishers", True),
+        ("dra-bottlerocket", "disagrees-with-ledger", True),
+    ]
+    assert document["conflict"] is True
+    addon = next(n for n in document["nodes"] if n["name"] == "dra-addon")["publishers"][1]
+    assert addon == {
+        "via": "pod",
+        "owner": "device-plugin",
+        "what": ADDON,
+        "controller": "DaemonSet kube-system/nvidia-device-plugin-daemonset",
+        "explainedBy": None,
+        "stamp": None,
+    }
+
+
+def test_findings_are_rendered_with_their_severity() -> None:
+    text = inspect.render(inspect.report(recorded_snapshot(nodes=["dra-addon", "dp-stopped"])))
+    lines = text.splitlines()
+    findings = lines[lines.index("Findings:") + 1 : lines.index("ResourceSlices of gpu.nvidia.com:") - 1]
+
+    assert [line.split(": ")[0] for line in findings] == [
+        "  warning dp-stopped",
+        "  CONFLICT dra-addon",
+        "  CONFLICT dra-addon",
+    ]
+    assert findings[1] == (
+        "  CONFLICT dra-addon: 2 publishers on one node over-admit its GPUs: dra (pod "
+        f"gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin-k9s7w); device-plugin ({ADDON})"
+    )
+
+
+def test_a_node_two_cohorts_select_is_a_conflict_finding() -> None:
+    wide = {"cohorts": {**LEDGER["cohorts"], "wide": {"owner": "gpu-operator", "nodeSelector": {HYBRID: "hybrid"}}}}
+
+    document = inspect.report(recorded_snapshot(wide, nodes=["dra-ours"]))
+
+    assert document["findings"] == [
+        {
+            "node": "dra-ours",
+            "kind": "two-cohorts",
+            "conflict": True,
+            "message": "selected by dra (dra), wide (gpu-operator): one GPU, two allocation owners; make the cohort "
+            "selectors disjoint",
+        }
+    ]
+
+
+def test_without_a_ledger_only_two_publishers_count() -> None:
+    document = inspect.report(recorded_snapshot(None, nodes=["dra-addon", "dp-operator", "dp-stopped"]))
+
+    assert [(f["node"], f["kind"]) for f in document["findings"]] == [("dra-addon", "two-publishers")]
+
+
+class _Kube:
+    server, kubeconfig, context = "https://127.0.0.1:6443", "/k", "local"
+
+
+@pytest.mark.parametrize(
+    ("nodes", "code"),
+    [
+        (["dp-ours", "dra-ours", "auto-0"], 0),
+        (["dp-ours", "dp-stopped"], 0),  # a warning is no conflict
+        (["dp-ours", "dra-bottlerocket"], 1),
+    ],
+)
+def test_exit_code_follows_conflicts_in_tables_and_json(
+    nodes: list[str], code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(inspect, "connect", lambda *_args: _Kube())
+    monkeypatch.setattr(inspect, "gather", lambda *_args: recorded_snapshot(nodes=nodes))
+
+    assert inspect.main([]) == code
+    table = capsys.readouterr().out
+    assert inspect.main(["--json"]) == code
+    document = json.loads(capsys.readouterr().out)
+
+    assert document["conflict"] is bool(code)
+    assert ("CONFLICT" in table) is bool(code)
+    assert [f["node"] for f in document["findings"]] == [
+        line.split(": ")[0].split()[-1] for line in table.splitlines() if line.startswith(("  CONFLICT", "  warning"))
+    ]
+
+
+def test_forbidden_resource_slices_are_refused_not_guessed(
+    api: LoopbackApi, capsys: pytest.CaptureFixture[str]
+) -> None:
+    handler, url, kubeconfig = api
+    handler.served = {"/api/v1/nodes": []}
+    handler.forbidden = ("/apis/resource.k8s.io/v1/resourceslices",)
+
+    assert inspect.main(["--kubeconfig", kubeconfig]) == 2
+    assert capsys.readouterr() == (
+        "",
+        f"inspect: cannot list ResourceSlices: permission denied (kubeconfig {kubeconfig}, context dev, server "
+        f'{url}): /apis/resource.k8s.io/v1/resourceslices is forbidden: User "dev" cannot list it; use the '
+        "administrator --kubeconfig/--context or ask the cluster owner for that permission\n",
+    )

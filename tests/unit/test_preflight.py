@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import socket
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 
-from components.config import StackConfig
-from components.preflight import check_nodes, matches
+from components.cluster import ClusterTarget
+from components.config import ClusterConfig, StackConfig
+from components.live import LiveCluster, LiveReadError, Source, read_live
+from components.preflight import check, check_nodes, matches, source_of
+from components.validation import ClusterFacts
+from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 from tests.unit.conftest import (
     DRA_COHORT,
     MPS_NODE_LABELS,
     OPERATOR_COHORT,
     PLUGIN_COHORT,
+    Recorder,
+    RunProgram,
     _base_config,
     cohort,
     hybrid_node,
@@ -178,3 +189,294 @@ def test_node_without_labels_or_name() -> None:
 )
 def test_matches_is_an_equality_selector(labels: dict[str, str], selected: bool) -> None:
     assert matches({"a": "1", "b": "2"}, node("n", **labels)) is selected
+
+
+# ---------------------------------------------------------------- who already publishes (recorded lists)
+
+RECORDED = Path(__file__).parents[1] / "fixtures" / "publishers" / "cluster.json"
+SEE = "; see docs/second-publishers.md"
+
+
+def _recorded(**drop: str) -> LiveCluster:
+    """The recorded cluster (tests/fixtures/publishers), without the pods whose names start with `drop` values."""
+    lists = {key: value["items"] for key, value in json.loads(RECORDED.read_text()).items()}
+    pods = [p for p in lists["pods"] if not p["metadata"]["name"].startswith(tuple(drop.values()))]
+    return LiveCluster(lists["nodes"], lists["resourceSlices"], pods, lists["daemonSets"])
+
+
+def test_second_publishers_on_cohort_nodes_are_refused() -> None:
+    config = _config(cohorts=[PLUGIN_COHORT, DRA_COHORT])
+
+    assert [str(p) for p in check(config, _recorded())] == [
+        "eks-hybrid-gpu:cohorts[0].nodeSelector: selects node dp-leftover-slices, whose GPUs are already published "
+        "by ResourceSlice dp-leftover-slices-gpu.nvidia.com-p0o9i of gpu.nvidia.com (a DRA driver); this cohort's "
+        "owner is device-plugin, and two allocators on one GPU over-admit it: uninstall that DRA driver or exclude "
+        "the node from its kubelet plugin's nodeSelector; or take the node out of cohort plugin (its "
+        f"workload.example.com/gpu-allocation label){SEE}",
+        "eks-hybrid-gpu:cohorts[0].nodeSelector: selects node dp-operator, whose GPUs are already published by pod "
+        "gpu-operator/nvidia-device-plugin-daemonset-h3l8q (the GPU Operator's device plugin run by DaemonSet "
+        "gpu-operator/nvidia-device-plugin-daemonset); label nvidia.com/gpu.deploy.device-plugin=true (the GPU "
+        "Operator deploys its device plugin); this cohort's owner is device-plugin, and two allocators on one GPU "
+        "over-admit it: opt the node out of the GPU Operator with nvidia.com/gpu.deploy.operands=false; or take the "
+        f"node out of cohort plugin (its workload.example.com/gpu-allocation label){SEE}",
+        "eks-hybrid-gpu:cohorts[1].nodeSelector: selects node dra-addon, whose GPUs are already published by pod "
+        "kube-system/nvidia-device-plugin-daemonset-9zj4f (a device plugin run by DaemonSet "
+        "kube-system/nvidia-device-plugin-daemonset, not installed by eks-hybrid-gpu); this cohort's owner is dra, "
+        "and two allocators on one GPU over-admit it: remove DaemonSet kube-system/nvidia-device-plugin-daemonset "
+        "or keep it off these nodes with a required node affinity eks.amazonaws.com/compute-type NotIn [hybrid] "
+        "(for the EKS add-on or eksctl's plugin, through their own settings); or take the node out of cohort dra "
+        f"(its workload.example.com/gpu-allocation label){SEE}",
+        "eks-hybrid-gpu:cohorts[1].nodeSelector: selects node dra-bottlerocket, whose GPUs are already published "
+        "by nvidia.com/gpu=2 in its allocatable (a device plugin with no pod on the node: a host-level one); this "
+        "cohort's owner is dra, and two allocators on one GPU over-admit it: turn off the host's own device plugin "
+        "(Bottlerocket: settings.kubelet-device-plugins.nvidia.enabled=false); or take the node out of cohort dra "
+        f"(its workload.example.com/gpu-allocation label){SEE}",
+    ]
+
+
+def test_a_dra_node_whose_resources_our_device_plugin_publishes_is_being_moved() -> None:
+    # dra-addon without the add-on's pod: its nvidia.com/gpu=1 has no pod behind it, a second publisher...
+    config = _config(cohorts=[PLUGIN_COHORT, DRA_COHORT])
+    live = _recorded(addon="nvidia-device-plugin-daemonset-9zj4f")
+    assert [p.message.split(", whose")[0] for p in check(config, live)][2:] == [
+        "selects node dra-addon",
+        "selects node dra-bottlerocket",
+    ]
+    # ...but with our own device plugin's pod there (this run moves it), it is not.
+    ours = next(p for p in live.pods if p["metadata"]["name"].endswith("-x7k2p"))
+    moved = {
+        **ours,
+        "metadata": {**ours["metadata"], "name": "moved"},
+        "spec": {**ours["spec"], "nodeName": "dra-addon"},
+    }
+    assert [p.message.split(", whose")[0] for p in check(config, replace(live, pods=[*live.pods, moved]))][2:] == [
+        "selects node dra-bottlerocket"
+    ]
+
+
+def test_our_own_allocators_are_no_conflict() -> None:
+    lists = _recorded()
+    clean = {"dp-ours", "dp-bare", "dra-ours", "cpu-0"}
+    live = replace(lists, nodes=[n for n in lists.nodes if n["metadata"]["name"] in clean])
+
+    assert check(_config(cohorts=[PLUGIN_COHORT, DRA_COHORT]), live) == []
+
+
+def test_nodes_outside_the_cohorts_are_not_judged() -> None:
+    # Only the dra cohort is declared: the device-plugin nodes' leftovers are someone else's business.
+    config = _config(cohorts=[DRA_COHORT])
+
+    assert [p.message.split(", whose")[0] for p in check(config, _recorded())] == [
+        "selects node dra-addon",
+        "selects node dra-bottlerocket",
+    ]
+
+
+# ---------------------------------------------------------------- what cannot be read is refused, not guessed
+
+
+def _source(kubeconfig: str, context: str | None = None) -> Source:
+    cluster = ClusterConfig.model_validate({"source": "kubeconfig", "kubeconfig": kubeconfig, "context": context})
+    return source_of(cluster, ClusterTarget(ClusterFacts(), kubeconfig, None, context))
+
+
+KUBECONFIG_FIX = (
+    "set eks-hybrid-gpu:cluster.kubeconfig and cluster.context to a kubeconfig that reaches the cluster as an "
+    "administrator, and check that the cluster is running"
+)
+
+
+def test_reads_every_list_and_the_served_slice_version(api: LoopbackApi) -> None:
+    handler, _, kubeconfig = api
+    handler.served = {
+        "/api/v1/nodes": [{"metadata": {"name": "n"}}],
+        "/api/v1/pods": [{"metadata": {"name": "p"}}],
+        "/apis/apps/v1/daemonsets": [{"metadata": {"name": "d"}}],
+        # A cluster that serves only v1beta2 (Kubernetes 1.33): its slices are read there.
+        "/apis/resource.k8s.io/v1beta2/resourceslices": [{"metadata": {"name": "s"}}],
+    }
+
+    live = read_live(_source(kubeconfig))
+
+    assert [
+        [i["metadata"]["name"] for i in items] for items in (live.nodes, live.pods, live.daemonsets, live.slices)
+    ] == [
+        ["n"],
+        ["p"],
+        ["d"],
+        ["s"],
+    ]
+
+
+def test_no_resource_api_at_all_means_no_slice(api: LoopbackApi) -> None:
+    handler, _, kubeconfig = api
+    handler.served = {"/api/v1/nodes": [], "/api/v1/pods": [], "/apis/apps/v1/daemonsets": []}
+
+    assert read_live(_source(kubeconfig)).slices == []
+
+
+def test_forbidden_resource_slices_are_refused(api: LoopbackApi) -> None:
+    handler, url, kubeconfig = api
+    handler.served = {"/api/v1/nodes": [], "/api/v1/pods": [], "/apis/apps/v1/daemonsets": []}
+    handler.forbidden = ("/apis/resource.k8s.io/",)
+
+    with pytest.raises(LiveReadError) as refused:
+        read_live(_source(kubeconfig))
+
+    assert str(refused.value) == (
+        f"preflight: permission denied listing ResourceSlices (kubeconfig {kubeconfig} "
+        f"(eks-hybrid-gpu:cluster.kubeconfig), context dev, server {url}): /apis/resource.k8s.io/v1/resourceslices "
+        'is forbidden: User "dev" cannot list it; the preflight must see every node\'s GPU publishers and does not '
+        "guess what it cannot read: grant this identity list on nodes, pods, daemonsets (apps) and resourceslices "
+        "(resource.k8s.io), or use an administrator kubeconfig"
+    )
+
+
+def test_rejected_credentials_are_refused(api: LoopbackApi) -> None:
+    handler, url, kubeconfig = api
+    handler.status = 401
+
+    with pytest.raises(LiveReadError) as refused:
+        read_live(_source(kubeconfig, "dev"))
+
+    assert str(refused.value) == (
+        f"preflight: the API server rejected the credentials (kubeconfig {kubeconfig} "
+        f"(eks-hybrid-gpu:cluster.kubeconfig), context dev, server {url}): 401 Unauthorized; {KUBECONFIG_FIX}"
+    )
+
+
+def test_an_unreachable_server_is_refused(api: LoopbackApi, tmp_path: Path) -> None:
+    _, url, kubeconfig = api
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    moved = tmp_path / "moved"
+    moved.write_text(Path(kubeconfig).read_text().replace(url, f"http://127.0.0.1:{port}"))
+
+    with pytest.raises(LiveReadError) as refused:
+        read_live(_source(str(moved)))
+
+    assert str(refused.value) == (
+        f"preflight: cannot reach the Kubernetes API (kubeconfig {moved} (eks-hybrid-gpu:cluster.kubeconfig), "
+        f"context dev, server http://127.0.0.1:{port}): connection refused; {KUBECONFIG_FIX}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "context", "reason"),
+    [
+        ("clusters: [", None, "while parsing a flow node expected the node content"),
+        ("{}", "prod", "Invalid kube-config file. Expected object with name prod in"),
+    ],
+)
+def test_an_unreadable_kubeconfig_is_refused(
+    tmp_path: Path, content: str | None, context: str | None, reason: str
+) -> None:
+    path = tmp_path / "kubeconfig"
+    if content is not None:
+        path.write_text(content)
+
+    with pytest.raises(LiveReadError) as refused:
+        read_live(_source(str(path), context))
+
+    message = str(refused.value)
+    assert message.startswith(f"preflight: kubeconfig {path} (eks-hybrid-gpu:cluster.kubeconfig) cannot be used (")
+    assert reason in message
+    assert message.endswith(f"); {KUBECONFIG_FIX}")
+
+
+def test_a_missing_kubeconfig_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "absent"
+
+    with pytest.raises(LiveReadError) as refused:
+        read_live(_source(str(path)))
+
+    assert str(refused.value) == (
+        f"preflight: kubeconfig {path} (eks-hybrid-gpu:cluster.kubeconfig) does not exist; {KUBECONFIG_FIX}"
+    )
+
+
+def test_the_eks_source_says_which_credentials_to_check() -> None:
+    cluster = ClusterConfig.model_validate({"source": "eks", "name": "hybrid-gpu", "region": "us-west-2"})
+    source = source_of(cluster, ClusterTarget(ClusterFacts(), None, "{}", None))
+
+    with pytest.raises(LiveReadError) as refused:
+        read_live(source)
+
+    assert str(refused.value).startswith(
+        "preflight: the kubeconfig generated for EKS cluster hybrid-gpu (us-west-2) cannot be used ("
+    )
+    assert str(refused.value).endswith(
+        "); check the AWS credentials that `aws eks get-token --cluster-name hybrid-gpu --region us-west-2` uses, "
+        "and that this IAM principal has an EKS access entry with cluster-admin (or list on nodes, pods, daemonsets "
+        "and resourceslices)"
+    )
+
+
+# ---------------------------------------------------------------- the program: refused before anything is registered
+
+
+def test_the_program_refuses_a_second_publisher_and_registers_nothing(
+    run: RunProgram, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = Recorder()
+    monkeypatch.setattr("components.program.read_cluster", lambda *_args: _recorded())
+    config = _base_config(cluster={"source": "local", "kubernetesVersion": "1.34.4"}, cohorts=[DRA_COHORT])
+
+    with pytest.raises(pulumi.RunError) as refused:
+        run(config, recorder=recorder)
+
+    lines = str(refused.value).splitlines()
+    assert lines[0] == (
+        "The live nodes do not fit the stack config in stacks/Pulumi.test.yaml: 2 problem(s); nothing was changed:"
+    )
+    assert [line.split(", whose")[0] for line in lines[1:]] == [
+        "  - eks-hybrid-gpu:cohorts[0].nodeSelector: selects node dra-addon",
+        "  - eks-hybrid-gpu:cohorts[0].nodeSelector: selects node dra-bottlerocket",
+    ]
+    assert recorder.registrations == []
+
+
+def test_the_program_refuses_an_unreachable_cluster_in_one_line(run: RunProgram, tmp_path: Path) -> None:
+    recorder = Recorder()
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": f"http://127.0.0.1:{port}"}}],
+                "users": [{"name": "u", "user": {}}],
+                "contexts": [{"name": "lab", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "lab",
+            }
+        )
+    )
+    cluster = {"source": "kubeconfig", "kubeconfig": str(kubeconfig), "kubernetesVersion": "1.34.4"}
+
+    with pytest.raises(pulumi.RunError) as refused:
+        run(_base_config(cluster=cluster), recorder=recorder)
+
+    assert str(refused.value) == (
+        f"preflight: cannot reach the Kubernetes API (kubeconfig {kubeconfig} (eks-hybrid-gpu:cluster.kubeconfig), "
+        f"context lab, server http://127.0.0.1:{port}): connection refused; {KUBECONFIG_FIX}; nothing was changed"
+    )
+    assert recorder.registrations == []
+
+
+def test_the_local_source_says_how_to_start_the_cluster(tmp_path: Path) -> None:
+    path = tmp_path / "local-kubeconfig"
+    source = source_of(
+        ClusterConfig.model_validate({"source": "local"}), ClusterTarget(ClusterFacts(), str(path), None, None)
+    )
+
+    with pytest.raises(LiveReadError) as refused:
+        read_live(source)
+
+    assert str(refused.value) == (
+        f"preflight: kubeconfig {path} (the local cluster) does not exist; start the local cluster with "
+        "`eks-hybrid-gpu local up` (or `simulate start`)"
+    )

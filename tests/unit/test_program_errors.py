@@ -164,9 +164,9 @@ def test_preflight_with_no_matching_node_registers_nothing(run: RunProgram) -> N
 
 def test_preflight_is_skipped_when_disabled(run: RunProgram, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(*_args: object) -> list[dict[str, Any]]:
-        pytest.fail("read_nodes must not be called with cluster.preflight false")
+        pytest.fail("read_cluster must not be called with cluster.preflight false")
 
-    monkeypatch.setattr("components.program.read_nodes", refuse)
+    monkeypatch.setattr("components.program.read_cluster", refuse)
 
     recorder = run(_base_config())
 

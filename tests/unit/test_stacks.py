@@ -8,6 +8,9 @@ from typing import Any
 
 import pytest
 
+from components.cluster import ClusterTarget
+from components.config import ClusterConfig
+from components.live import LiveCluster
 from eks_hybrid_gpu.mocks import EKS_CLUSTER, exported_outputs, stack_config
 from tests.unit.conftest import Recorder, RunProgram, hybrid_node, selector_for
 
@@ -148,11 +151,11 @@ def test_eks_stack_provider_uses_exec_auth_from_the_describe(
 ) -> None:
     seen: list[tuple[Any, ...]] = []
 
-    def read_nodes(*args: Any) -> list[dict[str, Any]]:
-        seen.append(args)
-        return NODES[stack]
+    def read_cluster(cluster: ClusterConfig, target: ClusterTarget) -> LiveCluster:
+        seen.append((target.kubeconfig_path, target.kubeconfig_content, target.context))
+        return LiveCluster(list(NODES[stack]))
 
-    monkeypatch.setattr("components.program.read_nodes", read_nodes)
+    monkeypatch.setattr("components.program.read_cluster", read_cluster)
 
     recorder = run(stack_config(stack), stack)
 

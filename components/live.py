@@ -1,0 +1,162 @@
+"""Read-only lists from the live cluster for the preflight, with one refusal per way of not getting them.
+
+The preflight runs inside the Pulumi program, before anything is registered. Each way of not getting an
+answer — an unreadable kubeconfig, an unreachable server, rejected credentials, a 403 — becomes a
+`LiveReadError` whose one-line message names the kubeconfig, the context and the server, and says what to do;
+the program turns it into a refusal that changed nothing. A list the identity may not read is refused too: the
+preflight does not guess what it cannot see.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import urllib3
+import yaml
+from kubernetes import config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+REQUEST_TIMEOUT = (5.0, 30.0)
+"""Connect and read timeouts: an unreachable server fails the preview in seconds, not minutes."""
+NODES = "/api/v1/nodes"
+PODS = "/api/v1/pods"
+DAEMONSETS = "/apis/apps/v1/daemonsets"
+SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
+"""resource.k8s.io versions tried in order; a cluster that serves none of them can hold no ResourceSlice."""
+
+
+class LiveReadError(Exception):
+    """The cluster could not be read; the message is one line that names the cluster and says what to do."""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the preflight reads from, and what to tell the person when it cannot."""
+
+    kubeconfig_path: str | None
+    kubeconfig_content: str | None
+    context: str | None
+    described_as: str
+    """`kubeconfig PATH` or `the kubeconfig generated for EKS cluster NAME`: the refusal's first words."""
+    fix: str
+    """What to do when the cluster cannot be reached or refuses the credentials."""
+
+
+@dataclass(frozen=True)
+class LiveCluster:
+    """What the preflight reads: the nodes and everything that may publish their GPUs."""
+
+    nodes: list[dict[str, Any]]
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    daemonsets: list[dict[str, Any]] = field(default_factory=list)
+
+
+class Reader:
+    """GET requests of plain JSON lists to one cluster as one user."""
+
+    def __init__(self, source: Source) -> None:
+        """Load the kubeconfig; an unusable one is a LiveReadError."""
+        self.source = source
+        if source.kubeconfig_content is None and not Path(source.kubeconfig_path or "").is_file():
+            msg = f"preflight: {source.described_as} does not exist; {source.fix}"
+            raise LiveReadError(msg)
+        try:
+            if source.kubeconfig_content is not None:
+                document = json.loads(source.kubeconfig_content)
+                self.api = config.new_client_from_config_dict(document, context=source.context)  # type: ignore[no-untyped-call]
+                current = source.context or document.get("current-context") or ""
+            else:
+                self.api = config.new_client_from_config(config_file=source.kubeconfig_path, context=source.context)  # type: ignore[no-untyped-call]
+                _, active = config.list_kube_config_contexts(config_file=source.kubeconfig_path)  # type: ignore[no-untyped-call]
+                current = source.context or (active or {}).get("name", "")
+        except (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError) as error:
+            msg = f"preflight: {source.described_as} cannot be used ({' '.join(str(error).split())}); {source.fix}"
+            raise LiveReadError(msg) from None
+        self.context = current or "(none)"
+        self.server = str(self.api.configuration.host)
+
+    @property
+    def where(self) -> str:
+        """`kubeconfig PATH, context C, server S`."""
+        return f"{self.source.described_as}, context {self.context}, server {self.server}"
+
+    def items(self, path: str, what: str, **query: str) -> list[dict[str, Any]] | None:
+        """The items of a list, or None when the API server does not serve it (404)."""
+        serialized = self.api.param_serialize(
+            "GET",
+            path,
+            query_params=list(query.items()),
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            with warnings.catch_warnings():
+                if not self.api.configuration.verify_ssl:
+                    warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+                response = self.api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
+                data = response.read()  # type: ignore[no-untyped-call]
+        except (urllib3.exceptions.HTTPError, OSError, ApiException) as error:
+            reason = getattr(error, "reason", None) or error
+            msg = f"preflight: cannot reach the Kubernetes API ({self.where}): {_one_line(reason)}; {self.source.fix}"
+            raise LiveReadError(msg) from None
+        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
+        if response.status == 404:
+            return None
+        if response.status == 401:
+            msg = (
+                f"preflight: the API server rejected the credentials ({self.where}): 401 Unauthorized; "
+                f"{self.source.fix}"
+            )
+            raise LiveReadError(msg)
+        if response.status == 403:
+            msg = (
+                f"preflight: permission denied listing {what} ({self.where}): {_status_message(text)}; the preflight "
+                "must see every node's GPU publishers and does not guess what it cannot read: grant this identity "
+                "list on nodes, pods, daemonsets (apps) and resourceslices (resource.k8s.io), or use an "
+                "administrator kubeconfig"
+            )
+            raise LiveReadError(msg)
+        if not 200 <= response.status <= 299:
+            msg = f"preflight: listing {what} failed ({self.where}): {response.status} {_status_message(text)}"
+            raise LiveReadError(msg)
+        items: list[dict[str, Any]] = (json.loads(text) if text else {}).get("items") or []
+        return items
+
+
+def read_live(source: Source) -> LiveCluster:
+    """Nodes, unfinished pods and DaemonSets of every namespace, and the ResourceSlices the cluster serves."""
+    reader = Reader(source)
+    nodes = reader.items(NODES, "nodes") or []
+    pods = reader.items(PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed") or []
+    daemonsets = reader.items(DAEMONSETS, "DaemonSets") or []
+    slices: list[dict[str, Any]] = []
+    for version in SLICE_VERSIONS:
+        found = reader.items(f"/apis/resource.k8s.io/{version}/resourceslices", "ResourceSlices")
+        if found is not None:
+            slices = found
+            break
+    return LiveCluster(nodes, slices, pods, daemonsets)
+
+
+def _one_line(reason: object) -> str:
+    """The innermost readable cause: `connection refused`, not urllib3's whole retry chain."""
+    if isinstance(reason, urllib3.exceptions.MaxRetryError) and reason.reason is not None:
+        reason = reason.reason
+    text = " ".join(str(reason).split())
+    found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    return found.group(1).strip().lower() if found else text[:300]
+
+
+def _status_message(text: str) -> str:
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:300]
+    return str(document.get("message") or "") if isinstance(document, dict) else ""
