@@ -25,8 +25,8 @@ from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValid
 
 from components.config import StackConfig
 from components.stack import _ownership
+from policy.gpu_allocation.pack import build_policies
 from policy.gpu_allocation.vocab import labels as vocab
-from policy.pack import build_policies
 from tests.support.mocks import RecordingMocks, run_program, stack_config
 
 from .conftest import CHART_V4, ROOT, Harness, Item, rendered_by

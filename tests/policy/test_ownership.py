@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from policy.rules.ownership import OPERATOR_CR_EXCLUSIVE, SINGLE_ALLOCATION_OWNER
+from policy.gpu_allocation.rules.ownership import OPERATOR_CR_EXCLUSIVE, SINGLE_ALLOCATION_OWNER
 
 from .conftest import (
     DP_SELECTOR,

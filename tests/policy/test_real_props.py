@@ -16,7 +16,7 @@ from pulumi.runtime import proto
 from pulumi_policy import EnforcementLevel
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
-from policy.pack import PACK_NAME, build_policies
+from policy.gpu_allocation.pack import PACK_NAME, build_policies
 
 from .conftest import REAL, real_records
 
@@ -111,8 +111,8 @@ EXPECTED: dict[str, dict[str, int]] = {
     },
     # cert-manager TLS passes; controller and webhook Deployments are not pinned to hybrid.
     "dra-cert-manager": {"single-allocation-owner": 1, "no-auto-mode-targeting": 2},
-    # Two Operator releases: both modes, the CRDs twice, no ledger.
-    "operators": {"single-allocation-owner": 3, "operator-cr-exclusive": 2},
+    # Two Operator releases: both modes, the CRDs twice. Nothing is stamped, so no ledger is required.
+    "operators": {"single-allocation-owner": 2, "operator-cr-exclusive": 2},
     # ^0.20.0 from a Helm repository: refused on each of the 5 objects the chart rendered.
     "floating": {"single-allocation-owner": 1, "chart-version-pinned": 5},
 }

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policy.rules.targeting import GPU_DISCOVERY_AFFINITY_KEPT, NO_AUTO_MODE_TARGETING, pinning
+from policy.gpu_allocation.rules.targeting import GPU_DISCOVERY_AFFINITY_KEPT, NO_AUTO_MODE_TARGETING, pinning
 
 from .conftest import (
     DP_CHART,
@@ -147,7 +147,9 @@ def test_dra_chart_values(harness: Harness) -> None:
     chart = harness.helm_release("dra-chart", DRA_CHART, "0.5.0", values)
     message = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props, name=chart.name).one()
     assert message.startswith("kubernetes:helm.sh/v3:Release 'dra-chart' values kubeletPlugin.nodeSelector is not")
-    assert "eks-hybrid-gpu:cohorts[i].nodeSelector" in message
+    # Nothing stamped it: the fix names the Release's own value, not this program's stack config.
+    assert "Add eks.amazonaws.com/compute-type: hybrid to kubernetes:helm.sh/v3:Release 'dra-chart' values" in message
+    assert "eks-hybrid-gpu:" not in message
 
 
 def test_config_overrides_the_required_value(harness: Harness) -> None:
@@ -158,8 +160,21 @@ def test_config_overrides_the_required_value(harness: Harness) -> None:
 
 def test_unlabelled_workload_is_not_applicable(harness: Harness) -> None:
     job = harness.find("seed-smoke-jobs.yaml", "Job", "hybrid-gpu-plugin-smoke")
+    job["metadata"]["name"] = "train-resnet"
     outcome = harness.manifest_check(NO_AUTO_MODE_TARGETING, job)
     assert outcome.not_applicable == "not an allocation-owner workload or smoke Job"
+
+
+def test_seed_smoke_job_pasted_without_labels_is_judged_by_its_name_and_gpu_request(harness: Harness) -> None:
+    job = harness.find("seed-smoke-jobs.yaml", "Job", "hybrid-gpu-plugin-smoke")
+    assert harness.manifest_check(NO_AUTO_MODE_TARGETING, job).violations == []
+    job["spec"]["template"]["spec"]["nodeSelector"].pop("eks.amazonaws.com/compute-type")
+    message = harness.manifest_check(NO_AUTO_MODE_TARGETING, job).one()
+    assert message.startswith("kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke' is not pinned")
+    assert (
+        "to spec.template.spec.nodeSelector of kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke'"
+        in message
+    )
 
 
 def test_unknown_selector_does_not_crash(harness: Harness) -> None:

@@ -19,9 +19,10 @@ from bench.proctree import descendants, memory_kib
 from bench.stats import fit_exponent, ratio, segment_exponents, summarize
 from bench.synthetic import synthetic_cohorts, synthetic_config, synthetic_document
 from components.validation import StackConfigError, load_stack_config
+from policy.gpu_allocation.rules import k8s
+from policy.gpu_allocation.rules.ownership import _first_of_each
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, PROJECT
-from policy.rules import k8s
-from policy.rules.ownership import _first_of_each
+from policy.gpu_allocation.vocab.selectors import Placement, placements_overlap
 from tests.support.mocks import ROOT
 
 pytestmark = pytest.mark.unit
@@ -146,7 +147,7 @@ PROPS = st.recursive(
 
 
 def _plain_item_by_item(value: Any) -> Any:
-    """policy.rules.k8s.plain before the fast path: every read goes through the proxy."""
+    """policy.gpu_allocation.rules.k8s.plain before the fast path: every read goes through the proxy."""
     if isinstance(value, str):
         return k8s.UNKNOWN if value in k8s._SENTINELS else value
     if isinstance(value, Mapping):
@@ -175,12 +176,12 @@ def test_plain_copies_proxied_props_as_item_by_item_reads_do(props: dict[str, An
 
 
 SELECTORS = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from(["x", "y"]), max_size=3)
-SOURCED = st.lists(st.tuples(SELECTORS, st.text(max_size=3)), max_size=6)
+SOURCED = st.lists(st.tuples(SELECTORS.map(Placement.of), st.text(max_size=3)), max_size=6)
 
 
 @given(SOURCED, SOURCED)
 def test_first_overlap_is_found_among_first_occurrences(first: list[Any], second: list[Any]) -> None:
     def overlap(a_list: list[Any], b_list: list[Any]) -> Any:
-        return next(((a, b) for a in a_list for b in b_list if k8s.selectors_overlap(a[0], b[0])), None)
+        return next(((a, b) for a in a_list for b in b_list if placements_overlap(a[0], b[0])), None)
 
     assert overlap(_first_of_each(first), _first_of_each(second)) == overlap(first, second)

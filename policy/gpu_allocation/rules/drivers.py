@@ -24,8 +24,8 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy.gpu_allocation.vocab import labels as vocab
-from policy.rules.k8s import (
+from ..vocab import labels as vocab
+from .k8s import (
     CHART_TYPES,
     CHART_VERSION_PATHS,
     DRA,

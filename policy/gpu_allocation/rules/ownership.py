@@ -21,8 +21,9 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy.gpu_allocation.vocab import labels as vocab
-from policy.rules.k8s import (
+from ..vocab import labels as vocab
+from ..vocab.selectors import Placement, placements_overlap
+from .k8s import (
     DEVICE_PLUGIN,
     DRA,
     GPU_OPERATOR,
@@ -38,8 +39,7 @@ from policy.rules.k8s import (
     as_dict,
     compact_json,
     cr_mode,
-    pod_node_selector,
-    selectors_overlap,
+    pod_placement,
     show,
     string_map,
 )
@@ -51,6 +51,13 @@ COMPUTE_DOMAIN_CRDS: Final = (
 """CRDs shipped by both the DRA chart and the GPU Operator chart (charts.md §5)."""
 
 _CRD_KIND: Final = "CustomResourceDefinition"
+
+
+_FOREIGN_FIELDS: Final = {
+    ".nodeSelector": "the nodeSelector (or required node affinity) of the allocator pods",
+    ".owner": "the allocator",
+}
+"""What to change on an install without stamps, per config-path suffix."""
 
 
 def _cohort_path(name: str, suffix: str) -> str:
@@ -67,20 +74,27 @@ class _Unit:
     key: str
     cohort: str | None
     owners: dict[str, list[str]] = field(default_factory=dict)
-    selectors: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    selectors: list[tuple[Placement, str]] = field(default_factory=list)
     config_path: str | None = None
     urn: str | None = None
     installs: dict[str, str] = field(default_factory=dict)
+    foreign: str | None = None
+    """For an install this program did not stamp: the object, named in messages instead of a config path."""
 
     @property
     def title(self) -> str:
         if self.cohort is not None:
             return f"cohort '{self.cohort}'"
+        if self.foreign is not None:
+            return self.foreign
         return f"installation '{self.key}'"
 
     def path(self, suffix: str) -> str:
         if self.config_path is not None:
             return f"{self.config_path}{suffix}"
+        if self.foreign is not None:
+            field_name = _FOREIGN_FIELDS.get(suffix, suffix.lstrip("."))
+            return f"{field_name} of {self.foreign}"
         return _cohort_path(self.cohort or self.key, suffix)
 
     def add_owner(self, owner: str, source: str, urn: str | None) -> None:
@@ -108,14 +122,14 @@ def _units(view: StackView, ledger: Ledger | None) -> dict[str, _Unit]:
             current.config_path = stamped
         selector = resource.stamped_selector
         if selector is not None:
-            current.selectors.append((selector, f"{resource.describe} ({vocab.SELECTOR_ANNOTATION})"))
+            current.selectors.append((Placement.of(selector), f"{resource.describe} ({vocab.SELECTOR_ANNOTATION})"))
         pod = resource.pod_spec
         # Per-node allocators (DaemonSets) and smoke Jobs follow the cohort selector; NFD labels every node
         # by design, and a chart's controller or webhook Deployment runs a few replicas anywhere.
         if isinstance(pod, dict) and not resource.is_nfd and resource.kind != "Deployment":
-            node_selector = string_map(pod_node_selector(pod))
-            if node_selector is not None:
-                current.selectors.append((node_selector, f"{resource.describe} (nodeSelector)"))
+            placement = pod_placement(pod)
+            if placement is not None:
+                current.selectors.append((placement, f"{resource.describe} (nodeSelector)"))
 
     if ledger is not None and ledger.known:
         for name, entry in ledger.cohorts.items():
@@ -125,33 +139,35 @@ def _units(view: StackView, ledger: Ledger | None) -> dict[str, _Unit]:
                 current.add_owner(owner, ledger.resource.describe, None)
             selector = string_map(entry.get("nodeSelector"))
             if selector is not None:
-                current.selectors.append((selector, f"{ledger.resource.describe} (cohort '{name}')"))
+                current.selectors.append((Placement.of(selector), f"{ledger.resource.describe} (cohort '{name}')"))
 
     for install in view.installations():
         if install.owner == GPU_OPERATOR:
             continue
-        setting = install.selector_setting
-        selector = setting.value
-        keys = install.cohorts or _matching_cohorts(units, install.owner, selector)
+        setting = install.placement_setting
+        placement = setting.value
+        keys = install.cohorts or _matching_cohorts(units, install.owner, placement)
         for key in keys or [install.resource.urn]:
             current = unit(key, key if keys else None)
-            current.add_owner(install.owner, install.describe, None)
+            if not keys and not install.stamped:
+                current.foreign = install.describe
+            current.add_owner(install.owner, install.describe, None if install.stamped else install.resource.urn)
             current.installs[install.resource.urn] = install.describe
-            # A stamped allocator's rendered nodeSelector is already among the unit's selectors.
-            known = any(s == selector for s, _ in current.selectors) and not install.inputs_visible
-            if isinstance(selector, dict) and not known:
-                current.selectors.append((selector, setting.subject))
+            # A stamped allocator's rendered placement is already among the unit's selectors.
+            known = any(s == placement for s, _ in current.selectors) and not install.inputs_visible
+            if isinstance(placement, Placement) and not known:
+                current.selectors.append((placement, setting.subject))
     return units
 
 
-def _matching_cohorts(units: dict[str, _Unit], owner: str, selector: Any) -> list[str]:
-    """Cohorts of ``owner`` with exactly this selector, for a Chart whose children are not visible."""
-    if not isinstance(selector, dict):
+def _matching_cohorts(units: dict[str, _Unit], owner: str, placement: Any) -> list[str]:
+    """Cohorts of ``owner`` with exactly this nodeSelector, for a Chart whose children are not visible."""
+    if not isinstance(placement, Placement):
         return []
     return sorted(
         u.key
         for u in units.values()
-        if u.cohort is not None and owner in u.owners and any(s == selector for s, _ in u.selectors)
+        if u.cohort is not None and owner in u.owners and any(s.selector == placement.selector for s, _ in u.selectors)
     )
 
 
@@ -189,16 +205,23 @@ def _check_cohort_owners(units: dict[str, _Unit], report: ReportViolation) -> No
         report(message, current.urn)
 
 
-def _first_of_each(selectors: list[tuple[dict[str, str], str]]) -> list[tuple[dict[str, str], str]]:
-    """The first occurrence of each distinct selector, in order (each stamped object repeats its cohort's)."""
-    seen: set[tuple[tuple[str, str], ...]] = set()
+def _first_of_each(selectors: list[tuple[Placement, str]]) -> list[tuple[Placement, str]]:
+    """The first occurrence of each distinct placement, in order (each stamped object repeats its cohort's)."""
+    seen: set[Placement] = set()
     found = []
-    for selector, source in selectors:
-        identity = tuple(sorted(selector.items()))
-        if identity not in seen:
-            seen.add(identity)
-            found.append((selector, source))
+    for placement, source in selectors:
+        if placement not in seen:
+            seen.add(placement)
+            found.append((placement, source))
     return found
+
+
+def _show_placement(placement: Placement) -> str:
+    shown = f"nodeSelector {compact_json(placement.node_selector)}"
+    if placement.terms:
+        terms = [[{"key": k, "operator": o, "values": list(v)} for k, o, v in term] for term in placement.terms]
+        shown += f" + required nodeAffinity {compact_json(terms)}"
+    return shown
 
 
 def _check_disjoint(units: dict[str, _Unit], report: ReportViolation) -> None:
@@ -209,7 +232,7 @@ def _check_disjoint(units: dict[str, _Unit], report: ReportViolation) -> None:
     distinct = {id(u): _first_of_each(u.selectors) for u in ordered}
     for first, second in combinations(ordered, 2):
         overlap = next(
-            ((a, b) for a in distinct[id(first)] for b in distinct[id(second)] if selectors_overlap(a[0], b[0])),
+            ((a, b) for a in distinct[id(first)] for b in distinct[id(second)] if placements_overlap(a[0], b[0])),
             None,
         )
         if overlap is None:
@@ -218,11 +241,11 @@ def _check_disjoint(units: dict[str, _Unit], report: ReportViolation) -> None:
         owners_a = ", ".join(sorted(first.owners)) or "unknown owner"
         owners_b = ", ".join(sorted(second.owners)) or "unknown owner"
         message = (
-            f"{first.title} ({owners_a}, nodeSelector {compact_json(selector_a)} "
-            f"from {source_a}) and {second.title} ({owners_b}, nodeSelector "
-            f"{compact_json(selector_b)} from {source_b}) can select the same nodes: "
-            "no label key has different values in both selectors, so a node matching "
-            "both gets two allocation owners. Give the cohorts a key with different "
+            f"{first.title} ({owners_a}, {_show_placement(selector_a)} "
+            f"from {source_a}) and {second.title} ({owners_b}, "
+            f"{_show_placement(selector_b)} from {source_b}) can select the same nodes: "
+            "one node can satisfy both placements (no label key has values that exclude each other), so a node "
+            "matching both gets two allocation owners. Give the cohorts a key with different "
             f"values (e.g. {vocab.DEFAULT_COHORT_LABEL_KEY}=device-plugin vs =dra) in "
             f"{first.path('.nodeSelector')} and {second.path('.nodeSelector')}. "
             f"{LABELS_NOTE}"
@@ -371,7 +394,8 @@ def _check_ledger(
     stamped = [r for r in view.resources if r.owner and r.cohort and not r.is_ledger]
     installs = view.installations()
     if ledger is None:
-        if require_ledger and (stamped or installs):
+        # The ledger is this program's contract: a stack it did not build (no stamped object) has none to keep.
+        if require_ledger and any(r.stamped for r in view.resources):
             message = (
                 f"The stack installs GPU allocation owners but has no ledger ConfigMap "
                 f"'{vocab.LEDGER_NAME}' (label {vocab.LEDGER_LABEL}=true), so the "

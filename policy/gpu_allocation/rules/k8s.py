@@ -28,6 +28,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Final
 
 from pulumi_policy import PolicyResource, ResourceValidationArgs, StackValidationArgs
@@ -44,7 +45,10 @@ from pulumi_policy.proxy import (
     _ListProxy,
 )
 
-from policy.gpu_allocation.vocab import labels as ownership
+from ..vocab import allocators
+from ..vocab import labels as ownership
+from ..vocab.selectors import Placement
+from .parsing import load_json
 
 PROJECT: Final = ownership.PROJECT
 LABELS_NOTE: Final = (
@@ -100,6 +104,8 @@ def chart_inputs_hidden(checked: str) -> str:
 NFD_NAME: Final = "node-feature-discovery"
 APP_NAME_LABEL: Final = "app.kubernetes.io/name"
 HELM_CHART_LABEL: Final = "helm.sh/chart"
+SMOKE_NAME: Final = re.compile(r"(^|[-_.])(smoke|validation|validate)([-_.]|$)", re.ASCII)
+"""A Job name that says it is a smoke or validation Job (the guide's ``hybrid-gpu-<cohort>-smoke``)."""
 
 # --------------------------------------------------------------------------- unknowns
 
@@ -174,6 +180,14 @@ def plain(value: Any) -> Any:
             items.append(plain(item))
         return items
     return value
+
+
+def readable(props: Any) -> dict[str, Any]:
+    """Plain props of one object; ``{}`` ("cannot tell") when they nest too deeply to walk."""
+    try:
+        return as_dict(plain(props))
+    except RecursionError:
+        return {}
 
 
 def contains_unknown(value: Any) -> bool:
@@ -325,7 +339,7 @@ class Resource:
             resource_type=args.resource_type,
             name=args.name,
             urn=args.urn,
-            props=as_dict(plain(args.props)),
+            props=readable(args.props),
             parent_urn=getattr(args.opts, "parent", None) or None,
         )
 
@@ -339,7 +353,7 @@ class Resource:
             resource_type=resource.resource_type,
             name=resource.name,
             urn=resource.urn,
-            props=as_dict(plain(resource.props)),
+            props=readable(resource.props),
             parent_urn=parent,
         )
 
@@ -425,9 +439,44 @@ class Resource:
 
     @property
     def owner(self) -> str | None:
-        """The ``eks-hybrid-gpu.io/owner`` label, if known."""
+        """The ``eks-hybrid-gpu.io/owner`` label, if known: this program's stamp, absent on any other stack."""
         value = self.label(ownership.OWNER_LABEL)
         return value if isinstance(value, str) else None
+
+    @cached_property
+    def identity(self) -> tuple[str, str] | None:
+        """(owner, role) recognised from the object alone, whoever installed it (:mod:`vocab.allocators`).
+
+        A workload is judged by what its pod template runs; a ``ClusterPolicy``/``GPUCluster`` is the GPU
+        Operator. Stamps, parents and the ledger play no part.
+        """
+        if cr_mode(self) is not None:
+            return GPU_OPERATOR, "operator"
+        pod = self.pod_spec
+        if not isinstance(pod, dict):
+            return None
+        path = POD_SPEC_PATHS[self.kind][:-1]
+        template_labels = as_dict(dig(self.props, *path, "metadata", "labels")) if path else self.labels
+        return allocators.pod_owner(pod, template_labels if isinstance(template_labels, dict) else {})
+
+    @property
+    def allocation_owner(self) -> str | None:
+        """The owner this object belongs to: the program's stamp where there is one, else its intrinsic identity."""
+        return self.owner or (self.identity[0] if self.identity is not None else None)
+
+    @property
+    def is_allocator(self) -> bool:
+        """Tell whether this workload publishes GPUs to the kubelet (device plugin or DRA kubelet plugin)."""
+        return self.kind == "DaemonSet" and self.identity is not None and self.identity[1] == "allocator"
+
+    @cached_property
+    def stamped(self) -> bool:
+        """Tell whether this program stamped the object (an ``eks-hybrid-gpu.io/*`` label or annotation)."""
+        prefix = f"{ownership.LABEL_PREFIX}/"
+        for table in (self.labels, self.annotations):
+            if isinstance(table, dict) and any(key.startswith(prefix) for key in table):
+                return True
+        return False
 
     @property
     def cohort(self) -> str | None:
@@ -448,15 +497,25 @@ class Resource:
         raw = self.annotation(ownership.SELECTOR_ANNOTATION)
         if not isinstance(raw, str):
             return None
-        try:
-            return string_map(json.loads(raw))
-        except ValueError:
-            return None
+        value, error = load_json(raw)
+        return None if error is not None else string_map(value)
 
     @property
     def is_smoke_job(self) -> bool:
-        """Tell whether this is a smoke Job (label ``smoke-job: "true"``)."""
-        return self.kind == "Job" and self.label(ownership.SMOKE_JOB_LABEL) == "true"
+        """Tell whether this is a GPU smoke Job: the program's label, or a GPU Job named as a smoke/validation Job.
+
+        A team pasting the guide's ``hybrid-gpu-<cohort>-smoke`` Job as a plain manifest carries no label; its
+        name and its GPU request say what it is.
+        """
+        if self.kind != "Job":
+            return False
+        if self.label(ownership.SMOKE_JOB_LABEL) == "true":
+            return True
+        names = [self.name, self.metadata.get("name")]
+        if not any(isinstance(n, str) and SMOKE_NAME.search(n) for n in names):
+            return False
+        pod = self.pod_spec
+        return isinstance(pod, dict) and requests_gpu(pod)
 
     @property
     def is_ledger(self) -> bool:
@@ -643,6 +702,22 @@ def is_device_plugin_gpu(resource_name: str) -> bool:
     return resource_name.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
 
 
+def requests_gpu(pod: dict[str, Any]) -> bool:
+    """Tell whether a pod asks for a GPU: an ``nvidia.com/*`` request or limit, or a DRA claim."""
+    if pod_claims(pod):
+        return True
+    return any(name.startswith("nvidia.com/") for c in containers(pod) for name in c.resource_names())
+
+
+def pod_placement(pod: dict[str, Any]) -> Placement | None:
+    """Where a pod can run (nodeSelector + required node affinity), or None while either is unknown."""
+    selector = string_map(pod_node_selector(pod))
+    terms = required_node_terms(pod.get("affinity"))
+    if selector is None or terms is UNKNOWN or contains_unknown(terms):
+        return None
+    return Placement.of(selector, terms)
+
+
 def pod_claims(pod: dict[str, Any]) -> list[Any]:
     """Return the pod's ``resourceClaims``."""
     return as_list(pod.get("resourceClaims"))
@@ -670,11 +745,6 @@ def required_node_terms(affinity: Any) -> Any:
 # --------------------------------------------------------------------------- selectors
 
 
-def selectors_overlap(first: Mapping[str, str], second: Mapping[str, str]) -> bool:
-    """Two equality selectors overlap unless some key has different values."""
-    return all(first[key] == second[key] for key in first.keys() & second.keys())
-
-
 def selector_confines(workload: Mapping[str, Any], cohort: Mapping[str, str]) -> bool:
     """Tell whether a workload nodeSelector only admits nodes of the cohort."""
     if not cohort:
@@ -684,8 +754,7 @@ def selector_confines(workload: Mapping[str, Any], cohort: Mapping[str, str]) ->
 
 # --------------------------------------------------------------------------- stack view
 
-_PLUGIN_BINARY: Final = "nvidia-device-plugin"
-_DRA_COMPONENT_LABEL: Final = "dra-driver-nvidia-gpu-component"
+_PLUGIN_BINARY: Final = allocators.DEVICE_PLUGIN_BINARY
 
 
 def pod_volumes(pod: dict[str, Any]) -> Any:
@@ -699,24 +768,14 @@ def pod_volumes(pod: dict[str, Any]) -> Any:
 def _is_plugin_container(container: Container) -> bool:
     if container.field_name != "containers":
         return False
-    return container.name == f"{_PLUGIN_BINARY}-ctr" or _PLUGIN_BINARY in container.command_line[:1]
+    return allocators.container_owner(container.spec) == (DEVICE_PLUGIN, "allocator")
 
 
 def is_allocator_daemonset(resource: Resource, owner: str) -> bool:
-    """The DaemonSet that allocates GPUs: the device plugin itself, or the DRA kubelet plugin."""
-    if resource.kind != "DaemonSet" or not resource.is_kubernetes:
+    """The DaemonSet that allocates GPUs for ``owner``: the device plugin itself, or the DRA kubelet plugin."""
+    if not resource.is_kubernetes or not resource.is_allocator or resource.identity is None:
         return False
-    pod = resource.pod_spec
-    if not isinstance(pod, dict):
-        return False
-    if owner == DEVICE_PLUGIN:
-        return any(_is_plugin_container(c) for c in containers(pod))
-    if owner == DRA:
-        template_labels = as_dict(dig(resource.props, "spec", "template", "metadata", "labels"))
-        if template_labels.get(_DRA_COMPONENT_LABEL) == "kubelet-plugin":
-            return True
-        return (resource.k8s_name or "").endswith("kubelet-plugin")
-    return False
+    return resource.identity[0] == owner
 
 
 @dataclass
@@ -741,11 +800,14 @@ class Installation:
     owner: str
     resource: Resource
     children: list[Resource] = field(default_factory=list)
+    standalone: bool = False
+    """An allocator DaemonSet with no Helm Chart/Release above it (a plain manifest, a ConfigGroup, a rendered
+    ``helm template``): the install is the DaemonSet itself, and every answer comes from what it renders."""
 
     @property
     def inputs_visible(self) -> bool:
         """Tell whether the Helm inputs (values, skipCrds, ...) are visible."""
-        return not self.resource.inputs_hidden
+        return not self.standalone and not self.resource.inputs_hidden
 
     @property
     def describe(self) -> str:
@@ -816,12 +878,35 @@ class Installation:
             return Setting(UNKNOWN, f"{self.rendered(main)} (nodeSelector)")
         return Setting(string_map(raw), f"{self.rendered(main)} (nodeSelector)")
 
+    @property
+    def placement_setting(self) -> Setting:
+        """Where the allocator can run (a Placement: nodeSelector + required node affinity), None or UNKNOWN."""
+        selector = self.selector_setting
+        if not isinstance(selector.value, dict):
+            return selector
+        if self.inputs_visible:
+            base = self.value("kubeletPlugin") if self.owner == DRA else self.values
+            terms = required_node_terms(dig(base, "affinity"))
+        else:
+            found = self._main_pod()
+            terms = required_node_terms(found[1].get("affinity")) if found is not None else None
+        if terms is UNKNOWN or contains_unknown(terms):
+            terms = None
+        return Setting(Placement.of(selector.value, terms), selector.subject)
+
+    @property
+    def stamped(self) -> bool:
+        """Tell whether this program stamped what the install renders."""
+        return any(child.stamped for child in self.children)
+
     def config_path(self, suffix: str, default: str) -> str:
-        """Return the stack-config path stamped on a child, plus ``suffix``."""
+        """Return the stack-config path stamped on a child, plus ``suffix``; for a foreign install, the object."""
         for child in self.children:
             stamped = child.annotation(ownership.CONFIG_PATH_ANNOTATION)
             if isinstance(stamped, str) and stamped:
                 return f"{stamped}{suffix}"
+        if not self.stamped and default.startswith(f"{PROJECT}:"):
+            return f"the {suffix.lstrip('.') or 'settings'} of {self.describe}"
         return default
 
     # ---- device plugin
@@ -976,16 +1061,25 @@ class StackView:
             elif resource.inputs_hidden:
                 hidden[resource.urn] = []
         # A Chart whose inputs are hidden installs the owner its rendered objects name.
+        # The chart's own labels or annotation name it; a chart that carries neither (a team's wrapper chart)
+        # is named by the allocator it renders.
         for resource in self.resources:
             chart = self.helm_ancestor(resource)
             if chart is not None and chart.urn in hidden:
                 owner = resource.rendered_chart_owner
+                if owner is None and resource.is_allocator and resource.identity is not None:
+                    owner = resource.identity[0]
                 if owner is not None:
                     hidden[chart.urn].append(owner)
         for resource in self.resources:
             votes = hidden.get(resource.urn)
             if votes:
                 found[resource.urn] = Installation(max(sorted(set(votes)), key=votes.count), resource)
+        # An allocator DaemonSet that no GPU Chart/Release rendered is an install of its own.
+        for resource in self.resources:
+            if resource.is_allocator and resource.identity is not None:
+                if self._installation_urn(resource, found) is None:
+                    found[resource.urn] = Installation(resource.identity[0], resource, standalone=True)
         for resource in self.resources:
             urn = self._installation_urn(resource, found)
             if urn is not None:
@@ -995,6 +1089,9 @@ class StackView:
         return ordered
 
     def _installation_urn(self, resource: Resource, found: dict[str, Installation]) -> str | None:
+        own = found.get(resource.urn)
+        if own is not None and own.standalone:
+            return resource.urn
         for parent in self.ancestors(resource):
             if parent.urn in found:
                 return parent.urn
@@ -1039,10 +1136,9 @@ def parse_ledger(resource: Resource) -> Ledger:
         return Ledger(resource, known=False)
     if not isinstance(raw, str):
         return Ledger(resource, known=True, error="has no ownership.json key")
-    try:
-        document = json.loads(raw)
-    except ValueError as error:
-        return Ledger(resource, known=True, error=f"is not valid JSON ({error})")
+    document, error = load_json(raw)
+    if error is not None:
+        return Ledger(resource, known=True, error=error)
     if not isinstance(document, dict) or not isinstance(document.get("cohorts"), dict):
         return Ledger(resource, known=True, error="has no 'cohorts' object")
     cohorts = {str(name): entry for name, entry in document["cohorts"].items() if isinstance(entry, dict)}

@@ -15,7 +15,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import yaml
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
@@ -27,10 +26,10 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy.gpu_allocation.vocab import gpu_models
-from policy.gpu_allocation.vocab import labels as vocab
-from policy.gpu_allocation.vocab.grammar import parse_quantity
-from policy.rules.k8s import (
+from ..vocab import gpu_models
+from ..vocab import labels as vocab
+from ..vocab.grammar import parse_quantity
+from .k8s import (
     CONFIG_MAP_TYPE,
     DEVICE_PLUGIN,
     GPU_OPERATOR,
@@ -57,6 +56,7 @@ from policy.rules.k8s import (
     show,
     string_map,
 )
+from .parsing import TOO_DEEP, load_yaml
 
 # --------------------------------------------------------------------------- MIG data
 
@@ -106,6 +106,7 @@ _TEMPLATE_FIX: Final = (
     "restore the hardened smoke Job template (components/ renders it exactly as the "
     "integration guide shows; it has no stack-config switch for this field)"
 )
+_FOREIGN_TEMPLATE_FIX: Final = "set it in the Job's manifest as the integration guide's hardened smoke Job does"
 
 
 def _number(value: Any) -> float | None:
@@ -263,8 +264,10 @@ def smoke_job_hardened_validator(args: ResourceValidationArgs, report_violation:
     if smoke is UNKNOWN:
         args.not_applicable("labels unknown during preview")
         return
-    if smoke != "true":
-        args.not_applicable(f"not a smoke Job (label {vocab.SMOKE_JOB_LABEL}=true)")
+    if not resource.is_smoke_job:
+        args.not_applicable(
+            f"not a smoke Job (label {vocab.SMOKE_JOB_LABEL}=true, or a GPU Job named as a smoke/validation Job)"
+        )
         return
     spec = resource.props.get("spec")
     if spec is UNKNOWN:
@@ -273,11 +276,25 @@ def smoke_job_hardened_validator(args: ResourceValidationArgs, report_violation:
     spec = as_dict(spec)
     max_deadline = config_int(args.get_config(), "maxActiveDeadlineSeconds", _DEFAULT_MAX_DEADLINE)
     findings = list(_smoke_job_run_findings(resource, spec, max_deadline))
+    if not resource.stamped:
+        # Approval (suspend until approved) is this program's workflow; a foreign Job is judged on its hardening,
+        # and the fix names the Job's own field instead of a stack-config path.
+        findings = [_foreign_fix(f) for f in findings if not f.startswith("spec.suspend")]
     pod = dig(spec, "template", "spec")
     if isinstance(pod, dict):
-        findings += list(_smoke_job_pod_findings(pod))
+        pod_findings = list(_smoke_job_pod_findings(pod))
+        findings += pod_findings if resource.stamped else [_foreign_fix(f) for f in pod_findings]
     for finding in findings:
         report_violation(f"{resource.describe}: {finding}.", None)
+
+
+def _foreign_fix(finding: str) -> str:
+    """Point a finding's fix at the Job's own manifest (a Job this program did not build has no stack config)."""
+    return (
+        finding.replace(f"{SMOKE_IMAGE_PATH} to", "the container image to")
+        .replace(f"{SMOKE_DEADLINE_PATH} to", "spec.activeDeadlineSeconds to")
+        .replace(_TEMPLATE_FIX, _FOREIGN_TEMPLATE_FIX)
+    )
 
 
 # --------------------------------------------------------------------------- requests
@@ -546,10 +563,11 @@ def _load_documents(source: Mapping[str, Any]) -> tuple[dict[str, Any], list[str
         if isinstance(text, dict):
             documents[key] = text
         elif isinstance(text, str):
-            try:
-                documents[key] = yaml.safe_load(text)
-            except yaml.YAMLError as error:
-                errors.append(f"config '{key}' is not valid YAML ({error})")
+            document, error = load_yaml(text)
+            if error is None:
+                documents[key] = document
+            elif error != TOO_DEEP:
+                errors.append(f"config '{key}' {error}")
     return documents, errors
 
 

@@ -22,8 +22,8 @@ from pulumi_policy import (
     Severity,
 )
 
-from policy.gpu_allocation.vocab import labels as vocab
-from policy.rules.k8s import (
+from ..vocab import labels as vocab
+from .k8s import (
     DRA,
     GPU_OPERATOR,
     PROJECT,

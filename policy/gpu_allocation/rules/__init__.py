@@ -1,0 +1,13 @@
+"""Rule families of the policy pack, one module each.
+
+- :mod:`rules.ownership`: single-allocation-owner, operator-cr-exclusive
+- :mod:`rules.targeting`: no-auto-mode-targeting, gpu-discovery-affinity-kept
+- :mod:`rules.workloads`: smoke-job-hardened, gpu-request-shape,
+  no-visible-devices-override, no-dual-allocation, shared-gpu-resource-name,
+  mig-strategy-consistent
+- :mod:`rules.dra`: dra-api-current, dra-feature-gates-allowlisted,
+  dra-webhook-needs-tls
+- :mod:`rules.drivers`: driver-ownership-consistent,
+  driver-verification-declared, chart-version-pinned, operator-hooks-kept
+- :mod:`rules.k8s`: shared helpers (plain props, pod specs, selectors)
+"""
