@@ -824,7 +824,9 @@ class Installation:
         return dig(self.values, *path)
 
     def rendered(self, child: Resource) -> str:
-        """Name a rendered object and the Chart that rendered it."""
+        """Name a rendered object and the Chart that rendered it (a standalone install is the object itself)."""
+        if self.standalone:
+            return child.describe
         return f"{child.describe} (rendered by {self.describe})"
 
     @property

@@ -43,6 +43,7 @@ from .k8s import (
     show,
     string_map,
 )
+from .parsing import contained
 
 COMPUTE_DOMAIN_CRDS: Final = (
     "computedomains.resource.nvidia.com",
@@ -542,13 +543,14 @@ def single_allocation_owner_validator(args: StackValidationArgs, report_violatio
     require_ledger = config.get("requireLedger", True) is not False
     ledger = view.ledger()
     units = _units(view, ledger)
-    _check_cohort_owners(units, report_violation)
-    _check_disjoint(units, report_violation)
-    _check_operator_device_plugin(view, report_violation)
-    _check_gpu_cluster_vs_dra(view, report_violation)
-    _check_crd_owners(view, report_violation)
-    _check_nfd(view, report_violation)
-    _check_ledger(view, ledger, require_ledger, report_violation)
+    # Independent checks: one that cannot walk a value (too deep to read) must not take the others with it.
+    contained(lambda: _check_cohort_owners(units, report_violation))
+    contained(lambda: _check_disjoint(units, report_violation))
+    contained(lambda: _check_operator_device_plugin(view, report_violation))
+    contained(lambda: _check_gpu_cluster_vs_dra(view, report_violation))
+    contained(lambda: _check_crd_owners(view, report_violation))
+    contained(lambda: _check_nfd(view, report_violation))
+    contained(lambda: _check_ledger(view, ledger, require_ledger, report_violation))
 
 
 def operator_cr_exclusive_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:

@@ -27,7 +27,7 @@ def _children(value: Any) -> Iterator[Any]:
 
 
 def bounded(value: Any, limit: int = MAX_DEPTH) -> bool:
-    """Tell whether plain data nests at most ``limit`` levels and has no cycle (walked without recursion).
+    """Tell whether plain data nests at most ``limit`` containers deep and has no cycle (walked without recursion).
 
     Shared sub-trees (YAML aliases) are measured once, so a "billion laughs" document costs its size, not its
     expansion.
@@ -36,7 +36,7 @@ def bounded(value: Any, limit: int = MAX_DEPTH) -> bool:
     active: set[int] = set()
     if not isinstance(value, dict | list):
         return True
-    stack: list[tuple[Any, Iterator[Any], int]] = [(value, _children(value), 0)]
+    stack: list[tuple[Any, Iterator[Any], int]] = [(value, _children(value), 1)]
     active.add(id(value))
     while stack:
         node, children, height = stack[-1]
@@ -62,7 +62,7 @@ def bounded(value: Any, limit: int = MAX_DEPTH) -> bool:
         if len(stack) > limit:
             return False
         active.add(id(child))
-        stack.append((child, _children(child), 0))
+        stack.append((child, _children(child), 1))
     return True
 
 
