@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from policy.gpu_allocation.rules.ownership import SINGLE_ALLOCATION_OWNER
+from policy.gpu_allocation.rules.ownership import OWNERSHIP_LEDGER_CONSISTENT, SINGLE_ALLOCATION_OWNER
 from policy.gpu_allocation.rules.parsing import MAX_DEPTH, TOO_DEEP, bounded, load_json, load_yaml
 from policy.gpu_allocation.rules.workloads import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
 from policy.gpu_allocation.vocab import labels as vocab
@@ -54,9 +54,12 @@ def _overlap_stack() -> list[Item]:
 def test_deep_json_in_the_ledger_is_reported_and_the_overlap_still_is(harness: Harness) -> None:
     ledger = harness.ledger({})
     ledger["data"][vocab.LEDGER_KEY] = DEEP_JSON
-    messages = harness.stack(SINGLE_ALLOCATION_OWNER, [*_overlap_stack(), harness.item(ledger)]).messages
-    assert any("can select the same nodes" in m for m in messages)
-    assert any(TOO_DEEP in m and vocab.LEDGER_NAME in m for m in messages)
+    stamped = harness.stamp(static_plugin(DP_SELECTOR), "device-plugin", "plugin", DP_SELECTOR)
+    items = [*_overlap_stack(), harness.item(stamped, "stamped"), harness.item(ledger)]
+    assert any("can select the same nodes" in m for m in harness.stack(SINGLE_ALLOCATION_OWNER, items).messages)
+    message = harness.stack(OWNERSHIP_LEDGER_CONSISTENT, items).one()
+    assert TOO_DEEP in message
+    assert vocab.LEDGER_NAME in message
 
 
 def test_deep_json_in_a_selector_annotation_is_cannot_tell(harness: Harness) -> None:

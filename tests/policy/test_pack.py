@@ -33,6 +33,11 @@ ADVISORY = EnforcementLevel.ADVISORY
 
 EXPECTED_LEVELS = {
     "single-allocation-owner": MANDATORY,
+    "operator-device-plugin-disabled": MANDATORY,
+    "gpu-cluster-excludes-standalone-dra": MANDATORY,
+    "compute-domain-crds-one-owner": MANDATORY,
+    "nfd-one-owner": MANDATORY,
+    "ownership-ledger-consistent": MANDATORY,
     "operator-cr-exclusive": MANDATORY,
     "no-auto-mode-targeting": MANDATORY,
     "gpu-discovery-affinity-kept": MANDATORY,
@@ -52,6 +57,11 @@ EXPECTED_LEVELS = {
 }
 STACK_POLICIES = {
     "single-allocation-owner",
+    "operator-device-plugin-disabled",
+    "gpu-cluster-excludes-standalone-dra",
+    "compute-domain-crds-one-owner",
+    "nfd-one-owner",
+    "ownership-ledger-consistent",
     "operator-cr-exclusive",
     "shared-gpu-resource-name",
     "mig-strategy-consistent",

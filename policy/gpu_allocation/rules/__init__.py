@@ -1,6 +1,8 @@
 """Rule families of the policy pack, one module each.
 
-- :mod:`rules.ownership`: single-allocation-owner, operator-cr-exclusive
+- :mod:`rules.ownership`: single-allocation-owner, operator-device-plugin-disabled,
+  gpu-cluster-excludes-standalone-dra, compute-domain-crds-one-owner, nfd-one-owner,
+  ownership-ledger-consistent, operator-cr-exclusive
 - :mod:`rules.targeting`: no-auto-mode-targeting, gpu-discovery-affinity-kept
 - :mod:`rules.workloads`: smoke-job-hardened, gpu-request-shape,
   no-visible-devices-override, no-dual-allocation, shared-gpu-resource-name,
@@ -9,5 +11,6 @@
   dra-webhook-needs-tls
 - :mod:`rules.drivers`: driver-ownership-consistent,
   driver-verification-declared, chart-version-pinned, operator-hooks-kept
-- :mod:`rules.k8s`: shared helpers (plain props, pod specs, selectors)
+- :mod:`rules.k8s`: shared helpers (plain props, pod specs, selectors, the GPU installation model)
+- :mod:`rules.parsing`: bounded JSON/YAML reading, so a hostile value is "cannot tell", never a crash
 """

@@ -344,8 +344,8 @@ class Resource:
         )
 
     @classmethod
-    def from_stack(cls, resource: PolicyResource) -> Resource:
-        """Build from one resource of a stack policy."""
+    def from_stack(cls, resource: PolicyResource, *, read: bool = True) -> Resource:
+        """Build from one resource of a stack policy; ``read=False`` keeps its place in the tree, not its props."""
         parent = resource.parent.urn if resource.parent is not None else None
         if parent is None:
             parent = getattr(resource.opts, "parent", None) or None
@@ -353,7 +353,7 @@ class Resource:
             resource_type=resource.resource_type,
             name=resource.name,
             urn=resource.urn,
-            props=readable(resource.props),
+            props=readable(resource.props) if read else {},
             parent_urn=parent,
         )
 
@@ -1032,9 +1032,16 @@ class StackView:
     _installations: dict[str, Installation] | None = None
 
     @classmethod
-    def from_args(cls, args: StackValidationArgs) -> StackView:
-        """Build from the arguments of a stack policy."""
-        resources = [Resource.from_stack(r) for r in args.resources]
+    def from_args(cls, args: StackValidationArgs, kinds: frozenset[str] | None = None) -> StackView:
+        """Build from the arguments of a stack policy.
+
+        ``kinds``: read the props of Helm resources and of these kinds only (a check that needs no more pays for
+        no more: copying props is most of the pack's cost); every resource keeps its place in the parent tree.
+        """
+        resources = [
+            Resource.from_stack(r, read=kinds is None or r.resource_type in HELM_TYPES or _kind(r) in kinds)
+            for r in args.resources
+        ]
         return cls(resources, {r.urn: r for r in resources})
 
     def ancestors(self, resource: Resource) -> Iterator[Resource]:
@@ -1129,6 +1136,10 @@ class StackView:
             pod = resource.pod_spec
             if isinstance(pod, dict):
                 yield resource, pod
+
+
+def _kind(resource: PolicyResource) -> str:
+    return resource.resource_type.rsplit(":", 1)[-1]
 
 
 def parse_ledger(resource: Resource) -> Ledger:

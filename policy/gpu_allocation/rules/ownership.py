@@ -20,6 +20,7 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
 from ..vocab import labels as vocab
 from ..vocab.selectors import Placement, placements_overlap
@@ -401,7 +402,7 @@ def _check_ledger(
                 f"The stack installs GPU allocation owners but has no ledger ConfigMap "
                 f"'{vocab.LEDGER_NAME}' (label {vocab.LEDGER_LABEL}=true), so the "
                 "cohort -> owner map cannot be checked. Deploy the program's ledger, "
-                "or set requireLedger=false in this policy's config."
+                "or set requireLedger=false in this policy's config (ownership-ledger-consistent)."
             )
             report(message, None)
         return
@@ -531,26 +532,81 @@ def _check_ledger_owners(
 # --------------------------------------------------------------------------- policies
 
 
-def single_allocation_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse two owners for one cohort, overlapping cohorts and duplicate owners."""
-    view = StackView.from_args(args)
-    installs = view.installations()
-    stamped = [r for r in view.resources if r.owner]
-    if not installs and not stamped:
+def _gpu_stack(args: StackValidationArgs, kinds: frozenset[str] | None = None) -> StackView | None:
+    """The stack's view, or None (reported not applicable) when it installs no GPU allocation owner."""
+    view = StackView.from_args(args, kinds)
+    if not view.installations() and not any(r.owner for r in view.resources):
         args.not_applicable("the stack installs no GPU allocation owner")
+        return None
+    return view
+
+
+def single_allocation_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse two owners for one cohort and placements of two allocators that one node can satisfy."""
+    view = _gpu_stack(args)
+    if view is None:
         return
-    config = args.get_config()
-    require_ledger = config.get("requireLedger", True) is not False
     ledger = view.ledger()
     units = _units(view, ledger)
-    # Independent checks: one that cannot walk a value (too deep to read) must not take the others with it.
+    # Independent checks: one that cannot walk a value (too deep to read) must not take the other with it.
     contained(lambda: _check_cohort_owners(units, report_violation))
     contained(lambda: _check_disjoint(units, report_violation))
-    contained(lambda: _check_operator_device_plugin(view, report_violation))
-    contained(lambda: _check_gpu_cluster_vs_dra(view, report_violation))
-    contained(lambda: _check_crd_owners(view, report_violation))
-    contained(lambda: _check_nfd(view, report_violation))
-    contained(lambda: _check_ledger(view, ledger, require_ledger, report_violation))
+
+
+_WORKLOAD_KINDS: Final = frozenset({"DaemonSet", "Deployment", "ClusterPolicy", "GPUCluster"})
+
+
+def operator_device_plugin_disabled_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse a ClusterPolicy Operator that deploys its own device plugin next to a standalone one."""
+    view = _gpu_stack(args, _WORKLOAD_KINDS)
+    if view is not None:
+        _check_operator_device_plugin(view, report_violation)
+
+
+def gpu_cluster_excludes_standalone_dra_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse a GPUCluster Operator next to a standalone DRA driver."""
+    view = _gpu_stack(args, _WORKLOAD_KINDS)
+    if view is not None:
+        _check_gpu_cluster_vs_dra(view, report_violation)
+
+
+def compute_domain_crds_one_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse two installs of the compute-domain CRDs."""
+    view = _gpu_stack(args, _WORKLOAD_KINDS | {_CRD_KIND})
+    if view is not None:
+        _check_crd_owners(view, report_violation)
+
+
+def nfd_one_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse two Node Feature Discovery installs."""
+    view = _gpu_stack(args, _WORKLOAD_KINDS)
+    if view is not None:
+        _check_nfd(view, report_violation)
+
+
+def ownership_ledger_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse a ledger that disagrees with what is rendered, and a program stack without one."""
+    if not any(_stamped(r) for r in args.resources):
+        args.not_applicable(
+            "the ledger is this program's contract: the stack holds no object stamped by eks-hybrid-gpu"
+        )
+        return
+    view = _gpu_stack(args)
+    if view is None:
+        return
+    require_ledger = args.get_config().get("requireLedger", True) is not False
+    _check_ledger(view, view.ledger(), require_ledger, report_violation)
+
+
+def _stamped(resource: Any) -> bool:
+    """A stamp without copying the props: the ledger label or any eks-hybrid-gpu.io/ label or annotation."""
+    try:
+        metadata = resource.props.get("metadata") or {}
+        tables = [metadata.get("labels") or {}, metadata.get("annotations") or {}]
+        prefix = f"{vocab.LABEL_PREFIX}/"
+        return any(isinstance(key, str) and key.startswith(prefix) for table in tables for key in table)
+    except (UnknownValueError, AttributeError, TypeError):
+        return False
 
 
 def operator_cr_exclusive_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -625,32 +681,108 @@ def _deploy_cr(values: dict[str, Any], key: str, *, default: bool = False) -> An
 SINGLE_ALLOCATION_OWNER = StackValidationPolicy(
     name="single-allocation-owner",
     description=(
-        "Every GPU node cohort has exactly one allocation owner: device-plugin, DRA "
-        "and Operator selectors are disjoint, duplicate device plugins, DRA drivers, "
-        "compute-domain CRDs and NFD installs are refused, and the ledger agrees with "
-        "what is rendered."
+        "Every GPU node has at most one allocation owner: no cohort has two owners or two installs, and no node "
+        "can satisfy the placements (nodeSelector and required node affinity) of two allocators."
     ),
     validate=single_allocation_owner_validator,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,
+    # Nothing to tune: only the enforcement level is configurable (one owner per GPU).
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        f"Give each cohort one owner in {PROJECT}:cohorts[i].owner and a nodeSelector "
+        f"({PROJECT}:cohorts[i].nodeSelector) with a label key whose value differs "
+        "from every other cohort; for an allocator this program did not install, change its own nodeSelector or "
+        "required node affinity so that no node satisfies two allocators. Labels are scheduling inputs, not a "
+        "security boundary."
+    ),
+    url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
+    tags=["ownership", "gpu"],
+)
+
+OPERATOR_DEVICE_PLUGIN_DISABLED = StackValidationPolicy(
+    name="operator-device-plugin-disabled",
+    description="A ClusterPolicy GPU Operator next to a standalone device plugin does not deploy its own plugin.",
+    validate=operator_device_plugin_disabled_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        "Set devicePlugin.enabled=false and gfd.enabled=false in the Operator values, or move the cohort to the "
+        f"Operator ({PROJECT}:cohorts[i].owner: gpu-operator)."
+    ),
+    url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
+    tags=["ownership", "gpu-operator"],
+)
+
+GPU_CLUSTER_EXCLUDES_STANDALONE_DRA = StackValidationPolicy(
+    name="gpu-cluster-excludes-standalone-dra",
+    description="A GPUCluster GPU Operator manages DRA itself, so no standalone DRA driver runs beside it.",
+    validate=gpu_cluster_excludes_standalone_dra_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        f"Set {PROJECT}:operator.mode to cluster-policy, or remove the standalone DRA cohort "
+        f"({PROJECT}:cohorts[i].owner)."
+    ),
+    url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
+    tags=["ownership", "dra", "gpu-operator"],
+)
+
+COMPUTE_DOMAIN_CRDS_ONE_OWNER = StackValidationPolicy(
+    name="compute-domain-crds-one-owner",
+    description="The cluster-scoped compute-domain CRDs are installed by one chart only.",
+    validate=compute_domain_crds_one_owner_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        "Keep one owner of the compute-domain CRDs: set skipCrds: true on the standalone DRA Chart when the GPU "
+        f"Operator owns them, or choose one owner in {PROJECT}:cohorts[i].owner."
+    ),
+    url="https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu",
+    tags=["ownership", "dra"],
+)
+
+NFD_ONE_OWNER = StackValidationPolicy(
+    name="nfd-one-owner",
+    description="Node Feature Discovery is installed once, so two discovery controllers never fight over labels.",
+    validate=nfd_one_owner_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        "Set nfd.enabled=false explicitly on every chart that does not own NFD (in the device plugin, "
+        f"gfd.enabled=true alone turns NFD on); the program's charts follow {PROJECT}:cohorts[i].owner."
+    ),
+    url="https://kubernetes-sigs.github.io/node-feature-discovery/",
+    tags=["ownership", "nfd"],
+)
+
+OWNERSHIP_LEDGER_CONSISTENT = StackValidationPolicy(
+    name="ownership-ledger-consistent",
+    description=(
+        "A stack built by this program carries the ownership ledger, and the ledger agrees with what is rendered."
+    ),
+    validate=ownership_ledger_consistent_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(
         properties={
             "requireLedger": {
                 "type": "boolean",
                 "default": True,
-                "description": "Refuse a stack that installs GPU owners without the ledger ConfigMap.",
+                "description": "Refuse a stack with stamped GPU objects but without the ledger ConfigMap.",
             }
         }
     ),
     remediation_steps=(
-        f"Give each cohort one owner in {PROJECT}:cohorts[i].owner and a nodeSelector "
-        f"({PROJECT}:cohorts[i].nodeSelector) with a label key whose value differs "
-        "from every other cohort; disable the Operator's device plugin/NFD when a "
-        "standalone owner runs; keep one owner of the compute-domain CRDs (skipCrds on "
-        "the non-owner). Labels are scheduling inputs, not a security boundary."
+        f"Redeploy the ledger and the rendered objects from the same typed stack config ({PROJECT}:cohorts); "
+        "never edit either by hand. Stacks this program did not build need no ledger."
     ),
     url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
-    tags=["ownership", "gpu"],
+    tags=["ownership", "ledger"],
 )
 
 OPERATOR_CR_EXCLUSIVE = StackValidationPolicy(
@@ -670,4 +802,12 @@ OPERATOR_CR_EXCLUSIVE = StackValidationPolicy(
     tags=["ownership", "gpu-operator"],
 )
 
-POLICIES: Final = (SINGLE_ALLOCATION_OWNER, OPERATOR_CR_EXCLUSIVE)
+POLICIES: Final = (
+    SINGLE_ALLOCATION_OWNER,
+    OPERATOR_DEVICE_PLUGIN_DISABLED,
+    GPU_CLUSTER_EXCLUDES_STANDALONE_DRA,
+    COMPUTE_DOMAIN_CRDS_ONE_OWNER,
+    NFD_ONE_OWNER,
+    OWNERSHIP_LEDGER_CONSISTENT,
+    OPERATOR_CR_EXCLUSIVE,
+)
