@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from policy.gpu_allocation.rules.ownership import SINGLE_ALLOCATION_OWNER
+from policy.gpu_allocation.rules.ownership import OPERATOR_DEVICE_PLUGIN_DISABLED, SINGLE_ALLOCATION_OWNER
 from policy.gpu_allocation.rules.targeting import NO_AUTO_MODE_TARGETING
 from policy.gpu_allocation.rules.workloads import (
     MIG_STRATEGY_CONSISTENT,
@@ -314,3 +314,31 @@ def test_mixed_mig_request_on_a_plugin_without_the_mixed_strategy_is_refused(har
     items = foreign([*device_plugin(), gpu_workload("nvidia.com/mig-1g.5gb", selector("device-plugin"))])
     message = harness.stack(MIG_STRATEGY_CONSISTENT, items).one()
     assert "nvidia.com/mig-1g.5gb" in message
+
+
+# --------------------------------------------------------------------------- operator-device-plugin-disabled
+
+
+def _cluster_policy(device_plugin_enabled: bool | None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"operator": {"defaultRuntime": "containerd"}}
+    if device_plugin_enabled is not None:
+        spec["devicePlugin"] = {"enabled": device_plugin_enabled}
+    return {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": spec,
+    }
+
+
+def test_plain_cluster_policy_with_its_plugin_next_to_nvidias_static_plugin_is_refused(harness: Harness) -> None:
+    items = foreign([static_plugin(selector("device-plugin")), _cluster_policy(None)])
+    message = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items).one()
+    assert message.startswith("kubernetes:nvidia.com/v1:ClusterPolicy 'cluster-policy' deploys")
+    assert f"DaemonSet '{STATIC_PLUGIN}'" in message
+    assert "Set spec.devicePlugin.enabled: false" in message
+
+
+def test_plain_cluster_policy_without_its_plugin_next_to_nvidias_static_plugin_passes(harness: Harness) -> None:
+    items = foreign([static_plugin(selector("device-plugin")), _cluster_policy(False)])
+    assert harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items).violations == []

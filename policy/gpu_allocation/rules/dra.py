@@ -323,6 +323,8 @@ _SELF_SIGNED_SUFFIX: Final = "-webhook-issuer"
 def _is_dra_object(resource: Resource) -> bool:
     if resource.owner == DRA or resource.label("app.kubernetes.io/name") == "dra-driver-nvidia-gpu":
         return True
+    if resource.identity is not None and resource.identity[0] == DRA:
+        return True
     return resource.rendered_chart_owner == DRA
 
 

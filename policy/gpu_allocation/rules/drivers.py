@@ -288,7 +288,9 @@ def _renders_operator(resource: Resource) -> bool:
     """A workload of the GPU Operator chart itself (not of its NFD subchart)."""
     if resource.pod_spec is None or resource.is_nfd:
         return False
-    return resource.rendered_chart_owner == GPU_OPERATOR or resource.owner == GPU_OPERATOR
+    if resource.rendered_chart_owner == GPU_OPERATOR or resource.owner == GPU_OPERATOR:
+        return True
+    return resource.identity == (GPU_OPERATOR, "operator")
 
 
 def _operator_value(resource: Resource, key: str) -> Any:

@@ -40,6 +40,7 @@ from .k8s import (
     as_dict,
     compact_json,
     cr_mode,
+    dig,
     pod_placement,
     show,
     string_map,
@@ -291,6 +292,22 @@ def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> N
             f"gpu-operator). {LABELS_NOTE}"
         )
         report(message, operator.resource.urn)
+    # A ClusterPolicy applied as a plain manifest (no Operator chart in this stack) deploys the plugin as well.
+    for resource in view.resources:
+        if cr_mode(resource) != "cluster-policy" or view.installation_of(resource) is not None:
+            continue
+        raw = dig(resource.props, "spec", "devicePlugin", "enabled")
+        enabled = as_bool(raw)
+        if enabled is False or enabled is UNKNOWN:
+            continue
+        message = (
+            f"{resource.describe} deploys the GPU Operator's own device plugin (spec.devicePlugin.enabled is "
+            f"{show(raw)}, default true) while the standalone device plugin {', '.join(plugins)} also runs. "
+            "ClusterPolicy operands are not restricted by a cohort nodeSelector, so both plugins advertise "
+            "nvidia.com/gpu on the same GPUs. Set spec.devicePlugin.enabled: false (and spec.gfd.enabled: false) "
+            f"in {resource.describe}, or remove the standalone plugin. {LABELS_NOTE}"
+        )
+        report(message, resource.urn)
 
 
 def _check_gpu_cluster_vs_dra(view: StackView, report: ReportViolation) -> None:
