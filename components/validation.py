@@ -20,6 +20,7 @@ from components import versions
 from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, HYBRID, PROJECT
+from policy.gpu_allocation.vocab.selectors import selectors_overlap
 
 
 @dataclass(frozen=True)
@@ -92,8 +93,8 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 def selectors_disjoint(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
-    """Two equality selectors select disjoint node sets iff some key has different values."""
-    return any(key in b and b[key] != value for key, value in a.items())
+    """Two equality selectors select disjoint node sets iff some key has different values (the pack's rule)."""
+    return not selectors_overlap(a, b)
 
 
 def _cohort_problems(config: StackConfig) -> Iterable[Problem]:
