@@ -11,6 +11,8 @@
   dra-webhook-needs-tls
 - :mod:`rules.drivers`: driver-ownership-consistent,
   driver-verification-declared, chart-version-pinned, operator-hooks-kept
-- :mod:`rules.k8s`: shared helpers (plain props, pod specs, selectors, the GPU installation model)
+- :mod:`rules.props`: property plumbing (SDK proxies to plain data, unknowns, accessors, policy config)
+- :mod:`rules.shapes`: Kubernetes shapes (a resource and what it is, pod templates, containers, placement)
+- :mod:`rules.installations`: the GPU installation model (installs, what they render, the ledger)
 - :mod:`rules.parsing`: bounded JSON/YAML reading, so a hostile value is "cannot tell", never a crash
 """

@@ -23,22 +23,24 @@ from pulumi_policy import (
 )
 
 from ..vocab import labels as vocab
-from .k8s import (
-    DRA,
-    GPU_OPERATOR,
-    PROJECT,
+from .props import (
     UNKNOWN,
-    Resource,
     as_bool,
     as_dict,
     as_list,
-    chart_inputs_hidden,
     compact_json,
     config_strings,
-    containers,
     contains_unknown,
     dig,
     show,
+)
+from .shapes import (
+    DRA,
+    GPU_OPERATOR,
+    PROJECT,
+    Resource,
+    chart_inputs_hidden,
+    containers,
 )
 
 DRA_GROUP: Final = "resource.k8s.io"

@@ -25,24 +25,28 @@ from pulumi_policy import (
 )
 
 from ..vocab import labels as vocab
-from .k8s import (
+from .installations import (
+    Installation,
+    Ledger,
+    StackView,
+)
+from .props import (
+    UNKNOWN,
+    as_bool,
+    config_bool,
+    config_strings,
+    show,
+)
+from .shapes import (
     CHART_TYPES,
     CHART_VERSION_PATHS,
     DRA,
     GPU_OPERATOR,
     PROJECT,
     RELEASE_TYPE,
-    UNKNOWN,
-    Installation,
-    Ledger,
     Resource,
-    StackView,
-    as_bool,
     chart_inputs_hidden,
     classify_chart,
-    config_bool,
-    config_strings,
-    show,
 )
 
 _VERIFIED_KEY: Final = "hostDriverVerified"

@@ -24,28 +24,32 @@ from pulumi_policy.proxy import UnknownValueError
 
 from ..vocab import labels as vocab
 from ..vocab.selectors import Placement, placements_overlap
-from .k8s import (
+from .installations import (
+    Installation,
+    Ledger,
+    StackView,
+)
+from .parsing import contained
+from .props import (
+    UNKNOWN,
+    as_bool,
+    as_dict,
+    compact_json,
+    dig,
+    show,
+    string_map,
+)
+from .shapes import (
     DEVICE_PLUGIN,
     DRA,
     GPU_OPERATOR,
     LABELS_NOTE,
     NFD_NAME,
     PROJECT,
-    UNKNOWN,
-    Installation,
-    Ledger,
     Resource,
-    StackView,
-    as_bool,
-    as_dict,
-    compact_json,
     cr_mode,
-    dig,
     pod_placement,
-    show,
-    string_map,
 )
-from .parsing import contained
 
 COMPUTE_DOMAIN_CRDS: Final = (
     "computedomains.resource.nvidia.com",

@@ -20,7 +20,17 @@ from pulumi_policy import (
 )
 
 from ..vocab import labels as vocab
-from .k8s import (
+from .props import (
+    UNKNOWN,
+    as_dict,
+    as_list,
+    compact_json,
+    config_strings,
+    contains_unknown,
+    one_of,
+    show,
+)
+from .shapes import (
     DEVICE_PLUGIN,
     DRA,
     GPU_DISCOVERY_LABELS,
@@ -28,17 +38,9 @@ from .k8s import (
     NFD_NAME,
     POD_SPEC_PATHS,
     PROJECT,
-    UNKNOWN,
     Resource,
-    as_dict,
-    as_list,
     chart_inputs_hidden,
-    compact_json,
-    config_strings,
-    contains_unknown,
-    one_of,
     required_node_terms,
-    show,
 )
 
 _CHART_APP_NAMES: Final = {

@@ -29,34 +29,38 @@ from pulumi_policy import (
 from ..vocab import gpu_models
 from ..vocab import labels as vocab
 from ..vocab.grammar import parse_quantity
-from .k8s import (
-    CONFIG_MAP_TYPE,
-    DEVICE_PLUGIN,
-    GPU_OPERATOR,
-    PROJECT,
-    UNKNOWN,
-    Container,
+from .installations import (
     Installation,
     Ledger,
-    Resource,
     StackView,
+)
+from .parsing import TOO_DEEP, load_yaml
+from .props import (
+    UNKNOWN,
     as_dict,
     as_list,
     config_int,
     config_mapping,
     config_strings,
-    containers,
     contains_unknown,
     dig,
-    is_device_plugin_gpu,
     one_of,
-    pod_claims,
-    pod_node_selector,
-    selector_confines,
     show,
     string_map,
 )
-from .parsing import TOO_DEEP, load_yaml
+from .shapes import (
+    CONFIG_MAP_TYPE,
+    DEVICE_PLUGIN,
+    GPU_OPERATOR,
+    PROJECT,
+    Container,
+    Resource,
+    containers,
+    is_device_plugin_gpu,
+    pod_claims,
+    pod_node_selector,
+    selector_confines,
+)
 
 # --------------------------------------------------------------------------- MIG data
 
