@@ -15,12 +15,9 @@ from typing import Any
 import pytest
 
 from policy.gpu_allocation.rules.ownership import OPERATOR_DEVICE_PLUGIN_DISABLED, SINGLE_ALLOCATION_OWNER
+from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
 from policy.gpu_allocation.rules.targeting import NO_AUTO_MODE_TARGETING
-from policy.gpu_allocation.rules.workloads import (
-    MIG_STRATEGY_CONSISTENT,
-    SHARED_GPU_RESOURCE_NAME,
-    SMOKE_JOB_HARDENED,
-)
+from policy.gpu_allocation.rules.workloads import SMOKE_JOB_HARDENED
 
 from .conftest import Harness, Item, type_of
 from .helm import DEVICE_PLUGIN_ARCHIVE, DRA_ARCHIVE, template

@@ -15,7 +15,7 @@ import pytest
 
 from policy.gpu_allocation.rules.ownership import OWNERSHIP_LEDGER_CONSISTENT, SINGLE_ALLOCATION_OWNER
 from policy.gpu_allocation.rules.parsing import MAX_DEPTH, TOO_DEEP, bounded, load_json, load_yaml
-from policy.gpu_allocation.rules.workloads import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
+from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
 from policy.gpu_allocation.vocab import labels as vocab
 
 from .conftest import DP_SELECTOR, Harness, Item

@@ -8,16 +8,18 @@ from typing import Any
 
 import pytest
 
-from policy.gpu_allocation.rules.workloads import (
-    GPU_REQUEST_SHAPE,
+from policy.gpu_allocation.rules.sharing import (
     MIG_PROFILES,
     MIG_STRATEGY_CONSISTENT,
-    NO_DUAL_ALLOCATION,
-    NO_VISIBLE_DEVICES_OVERRIDE,
     SHARED_GPU_RESOURCE_NAME,
-    SMOKE_JOB_HARDENED,
     normalize_gpu_model,
     normalize_profile,
+)
+from policy.gpu_allocation.rules.workloads import (
+    GPU_REQUEST_SHAPE,
+    NO_DUAL_ALLOCATION,
+    NO_VISIBLE_DEVICES_OVERRIDE,
+    SMOKE_JOB_HARDENED,
 )
 
 from .conftest import DP_DAEMONSET, DP_SELECTOR, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item, real_items

@@ -5,8 +5,8 @@
   ownership-ledger-consistent, operator-cr-exclusive
 - :mod:`rules.targeting`: no-auto-mode-targeting, gpu-discovery-affinity-kept
 - :mod:`rules.workloads`: smoke-job-hardened, gpu-request-shape,
-  no-visible-devices-override, no-dual-allocation, shared-gpu-resource-name,
-  mig-strategy-consistent
+  no-visible-devices-override, no-dual-allocation
+- :mod:`rules.sharing`: shared-gpu-resource-name, mig-strategy-consistent
 - :mod:`rules.dra`: dra-api-current, dra-feature-gates-allowlisted,
   dra-webhook-needs-tls
 - :mod:`rules.drivers`: driver-ownership-consistent,

@@ -1,0 +1,671 @@
+"""Sharing policies: time-slicing configs and MIG strategies, judged per device-plugin install.
+
+Seed: with time-slicing ``renameByDefault: true`` "the advertised resource is nvidia.com/gpu.shared" and "an
+unattached ConfigMap changes nothing"; "changing a Pod request to nvidia.com/mig-1g.5gb does not create the MIG
+instance. Prepare the actual MIG geometry and the plugin's appropriate strategy first." The config and strategy
+come from what the plugin's DaemonSet mounts and runs (or a Release's values), wherever it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from ..vocab import gpu_models
+from ..vocab import labels as vocab
+from ..vocab.grammar import parse_quantity
+from .installations import (
+    Installation,
+    Ledger,
+    StackView,
+)
+from .parsing import TOO_DEEP, load_yaml
+from .props import (
+    UNKNOWN,
+    as_dict,
+    as_list,
+    config_mapping,
+    contains_unknown,
+    dig,
+    one_of,
+    show,
+    string_map,
+)
+from .shapes import (
+    CONFIG_MAP_TYPE,
+    DEVICE_PLUGIN,
+    GPU_OPERATOR,
+    PROJECT,
+    Container,
+    Resource,
+    containers,
+    pod_node_selector,
+    selector_confines,
+)
+
+# --------------------------------------------------------------------------- MIG data
+
+# The profile names per GPU model come from the one table the program also validates against.
+MIG_PROFILES: Final[Mapping[str, frozenset[str]]] = {
+    model: frozenset(profiles) for model, profiles in gpu_models.MIG_PROFILES.items()
+}
+ALL_MIG_PROFILES: Final = frozenset().union(*MIG_PROFILES.values())
+MIG_PREFIX: Final = "nvidia.com/mig-"
+GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
+"""GFD node label with the product name, e.g. ``NVIDIA-A100-SXM4-40GB``."""
+
+
+def normalize_gpu_model(value: Any) -> str | None:
+    """Map a model name or GFD product label to a :data:`MIG_PROFILES` key."""
+    if not isinstance(value, str):
+        return None
+    text = value.upper().replace("_", "-").replace(" ", "-")
+    family = re.search(r"(A100|H100|H200)", text)
+    if family is None:
+        return None
+    memory = re.search(r"(\d+)\s*GB?\b", text[family.end() :])
+    if family.group(1) == "H200":
+        return "H200-141GB" if memory is None or memory.group(1) == "141" else None
+    if memory is None:
+        return None
+    key = f"{family.group(1)}-{memory.group(1)}GB"
+    return key if key in MIG_PROFILES else None
+
+
+def normalize_profile(resource_name: str) -> str:
+    """``nvidia.com/mig-1g.5gb.me`` -> ``1g.5gb+me`` (``+`` is not valid in names)."""
+    profile = resource_name[len(MIG_PREFIX) :]
+    if profile.endswith(".me"):
+        profile = profile[: -len(".me")] + "+me"
+    return profile
+
+
+# --------------------------------------------------------------------------- cohorts
+
+
+def _ledger_sharing(ledger: Ledger | None, cohorts: Sequence[str]) -> tuple[Any, Any]:
+    """(sharing annotation-like value, gpuModel) recorded in the ledger."""
+    if ledger is None or not ledger.known:
+        return None, None
+    for name in cohorts:
+        sharing = as_dict(ledger.cohorts.get(name)).get("sharing")
+        if isinstance(sharing, str):
+            return sharing, None
+        if isinstance(sharing, dict):
+            mode = sharing.get("mode")
+            strategy = sharing.get("migStrategy")
+            if mode == "mig" and one_of(strategy, ("single", "mixed")):
+                mode = f"mig-{strategy}"
+            model = sharing.get("gpuModel")
+            return (
+                mode if isinstance(mode, str) else None,
+                model if isinstance(model, str) else None,
+            )
+    return None, None
+
+
+@dataclass
+class _PluginCohort:
+    install: Installation
+    selector: dict[str, str] | None
+    names: list[str]
+    sharing: Any
+    gpu_model: Any
+
+    def confines(self, workload: Resource, node_selector: dict[str, Any]) -> bool:
+        if workload.cohort is not None and workload.cohort in self.names:
+            return True
+        return self.selector is not None and selector_confines(node_selector, self.selector)
+
+    @property
+    def title(self) -> str:
+        names = ", ".join(self.names)
+        return f"{self.install.resource.describe}" + (f" (cohort {names})" if names else "")
+
+
+def _plugin_cohorts(view: StackView, ledger: Ledger | None) -> list[_PluginCohort]:
+    result = []
+    for install in view.by_owner(DEVICE_PLUGIN):
+        selector = install.selector
+        names = install.cohorts
+        sharing, model = _ledger_sharing(ledger, names)
+        result.append(
+            _PluginCohort(
+                install,
+                selector if isinstance(selector, dict) else None,
+                names,
+                install.sharing or sharing,
+                model,
+            )
+        )
+    return result
+
+
+def _workload_requests(
+    view: StackView,
+) -> Iterator[tuple[Resource, dict[str, Any], Container, str, Any]]:
+    """(workload, nodeSelector, container, resource name, request value)."""
+    for resource, pod in view.workloads():
+        node_selector = pod_node_selector(pod)
+        if node_selector is UNKNOWN:
+            continue
+        for container in containers(pod):
+            table = {**container.limits, **container.requests}
+            for name, value in sorted(table.items()):
+                yield resource, node_selector, container, name, value
+
+
+# --------------------------------------------------------------------------- time-slicing
+
+
+@dataclass
+class _SharingConfig:
+    documents: dict[str, Any]
+    default_key: str | None
+    default_text: Any
+    errors: list[str]
+    where: str
+    """Where the config documents live, e.g. ``… Chart 'x' values config.map`` or ``… ConfigMap 'y' (…) data``."""
+    selector: str
+    """What selects the default, e.g. ``… Chart 'x' values: … config.default`` (subject, field)."""
+    selector_field: str
+
+
+_CONFIG_VOLUME: Final = "available-configs"
+_CONFIG_MANAGER: Final = "config-manager"
+
+
+def _load_documents(source: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    documents: dict[str, Any] = {}
+    errors: list[str] = []
+    for key, text in source.items():
+        if isinstance(text, dict):
+            documents[key] = text
+        elif isinstance(text, str):
+            document, error = load_yaml(text)
+            if error is None:
+                documents[key] = document
+            elif error != TOO_DEEP:
+                errors.append(f"config '{key}' {error}")
+    return documents, errors
+
+
+def _default_key(documents: dict[str, Any], default: Any, fallbacks: list[Any]) -> str | None:
+    if isinstance(default, str) and default:
+        return default if default in documents else None
+    if "named" in fallbacks and "default" in documents:
+        return "default"
+    if "single" in fallbacks and len(documents) == 1:
+        return next(iter(documents))
+    return None
+
+
+def _find_config_map(view: StackView, install: Installation, name: str, namespace: Any) -> Resource | None:
+    candidates = [*install.children, *view.resources]
+    for resource in candidates:
+        if resource.resource_type != CONFIG_MAP_TYPE or resource.metadata.get("name") != name:
+            continue
+        other = resource.metadata.get("namespace")
+        if isinstance(namespace, str) and isinstance(other, str) and other != namespace:
+            continue
+        return resource
+    return None
+
+
+def config_volume_name(pod: dict[str, Any]) -> Any:
+    """The ConfigMap a device-plugin pod mounts as its configs (``available-configs``): name, None, UNKNOWN."""
+    volumes = pod.get("volumes")
+    if volumes is UNKNOWN:
+        return UNKNOWN
+    for volume in as_list(volumes):
+        if isinstance(volume, dict) and volume.get("name") == _CONFIG_VOLUME:
+            name = dig(volume, "configMap", "name")
+            return name if name is UNKNOWN or isinstance(name, str) else None
+    return None
+
+
+def _values_sharing_config(install: Installation, view: StackView) -> Any:
+    config = install.value("config")
+    if config is UNKNOWN or contains_unknown(config):
+        return UNKNOWN
+    if not isinstance(config, dict):
+        return None
+    config_map = config.get("map")
+    name = config.get("name")
+    source: Mapping[str, Any] = {}
+    if isinstance(config_map, dict) and config_map:
+        source = config_map
+    elif isinstance(name, str) and name:
+        for resource in view.resources:
+            if resource.resource_type == CONFIG_MAP_TYPE and resource.metadata.get("name") == name:
+                source = as_dict(resource.props.get("data"))
+                break
+    if not source:
+        return None
+    documents, errors = _load_documents(source)
+    default = config.get("default")
+    fallbacks = config.get("fallbackStrategies", ["named", "single"])
+    fallbacks = fallbacks if isinstance(fallbacks, list) else []
+    return _SharingConfig(
+        documents,
+        _default_key(documents, default, fallbacks),
+        default,
+        errors,
+        f"{install.describe} values config.map",
+        f"{install.describe} values",
+        "config.default",
+    )
+
+
+def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
+    """The config the rendered plugin DaemonSet mounts, and the default its config-manager selects."""
+    main = install.main_workload
+    pod = main.pod_spec if main is not None else None
+    if main is None or not isinstance(pod, dict):
+        return UNKNOWN
+    name = config_volume_name(pod)
+    if name is UNKNOWN:
+        return UNKNOWN
+    if not isinstance(name, str) or not name:
+        return None
+    config_map = _find_config_map(view, install, name, main.metadata.get("namespace"))
+    if config_map is None:
+        return None
+    data = config_map.props.get("data")
+    if data is UNKNOWN or contains_unknown(data):
+        return UNKNOWN
+    documents, errors = _load_documents(as_dict(data))
+    managers = [c for c in containers(pod) if _CONFIG_MANAGER in c.command_line[:1]]
+    default = next((v for c in managers if (v := c.env_value("DEFAULT_CONFIG")) is not None), None)
+    fallback_text = next((v for c in managers if (v := c.env_value("FALLBACK_STRATEGIES")) is not None), None)
+    if default is UNKNOWN or fallback_text is UNKNOWN:
+        return UNKNOWN
+    fallbacks: list[Any] = fallback_text.split(",") if isinstance(fallback_text, str) else ["named", "single"]
+    return _SharingConfig(
+        documents,
+        _default_key(documents, default, fallbacks),
+        default,
+        errors,
+        f"{install.rendered(config_map)} data",
+        install.rendered(main),
+        "the config-manager env DEFAULT_CONFIG (values config.default)",
+    )
+
+
+def _sharing_config(install: Installation, view: StackView) -> Any:
+    """Return the plugin's sharing configs: a _SharingConfig, None, or UNKNOWN."""
+    if install.inputs_visible:
+        return _values_sharing_config(install, view)
+    return _rendered_sharing_config(install, view)
+
+
+def _time_slicing(document: Any) -> dict[str, Any] | None:
+    value = dig(document, "sharing", "timeSlicing")
+    return value if isinstance(value, dict) else None
+
+
+def _advertised(time_slicing: dict[str, Any]) -> dict[str, str]:
+    """Original resource name -> advertised name under a time-slicing config."""
+    rename_default = time_slicing.get("renameByDefault") is True
+    renamed: dict[str, str] = {}
+    for entry in as_list(time_slicing.get("resources")):
+        name = as_dict(entry).get("name")
+        if not isinstance(name, str):
+            continue
+        rename = as_dict(entry).get("rename")
+        advertised = rename if isinstance(rename, str) and rename else None
+        if advertised is None and rename_default:
+            advertised = f"{name}.shared"
+        if advertised is not None and advertised != name:
+            renamed[name] = advertised
+    return renamed
+
+
+def _check_plugin_sharing(
+    cohort: _PluginCohort,
+    sharing: Any,
+    require_fail: bool,
+    report: ReportViolation,
+) -> tuple[dict[str, str], bool]:
+    """Check one plugin's time-slicing config; return (renames, fails >1 requests)."""
+    if sharing is UNKNOWN:
+        return {}, False
+    install = cohort.install
+    subject = install.resource.describe
+    path = install.config_path(".sharing", f"{PROJECT}:cohorts[i].sharing")
+    urn = install.resource.urn
+    if sharing is None:
+        if cohort.sharing == "time-slicing":
+            carries = (
+                "its values carry no config.map or config.name"
+                if install.inputs_visible
+                else f"its rendered plugin DaemonSet mounts no device-plugin ConfigMap ({_CONFIG_VOLUME})"
+            )
+            report(
+                f"{subject} belongs to a cohort declared time-slicing "
+                f"({vocab.SHARING_ANNOTATION}) but {carries}, so no time-slicing config is attached and the GPUs "
+                f"stay exclusive. Set {path}.mode and {path}.replicas so the program renders "
+                "config.map with config.default pointing at it.",
+                urn,
+            )
+        return {}, False
+    for error in sharing.errors:
+        report(f"{sharing.where}: {error}. Fix {path}.", urn)
+    sliced = {k: t for k, d in sharing.documents.items() if (t := _time_slicing(d))}
+    for key, time_slicing in sorted(sliced.items()):
+        fail = time_slicing.get("failRequestsGreaterThanOne")
+        if require_fail and fail is not True and fail is not UNKNOWN:
+            report(
+                f"{sharing.where}.{key}: sharing.timeSlicing."
+                f"failRequestsGreaterThanOne is {show(fail)}. Without it a pod asking "
+                "for several shared replicas is admitted although replicas give no "
+                f"proportional compute or memory. Keep it true ({path}).",
+                urn,
+            )
+    if sliced and sharing.default_key not in sliced:
+        report(
+            f"{sharing.selector}: time-slicing config(s) {', '.join(sorted(sliced))} "
+            f"are not selected by {sharing.selector_field} ({show(sharing.default_text)} resolves "
+            f"to {show(sharing.default_key)}), so they only apply to nodes labelled "
+            "nvidia.com/device-plugin.config=<name>; an unattached config changes "
+            f"nothing. Point config.default at the time-slicing config ({path}).",
+            urn,
+        )
+    elif not sliced and cohort.sharing == "time-slicing":
+        report(
+            f"{subject} belongs to a cohort declared time-slicing but none of its "
+            f"device-plugin configs ({', '.join(sorted(sharing.documents))}) has "
+            f"sharing.timeSlicing, so the GPUs stay exclusive. Fix {path}.",
+            urn,
+        )
+    chosen = sliced.get(sharing.default_key or "")
+    if chosen is None:
+        return {}, False
+    return _advertised(chosen), chosen.get("failRequestsGreaterThanOne") is True
+
+
+def _check_unattached_config_maps(view: StackView, report: ReportViolation) -> None:
+    referenced = {
+        name for install in view.by_owner(DEVICE_PLUGIN) if isinstance(name := install.value("config", "name"), str)
+    }
+    referenced |= {name for _, pod in view.workloads() if isinstance(name := config_volume_name(pod), str)}
+    for resource in view.resources:
+        if resource.resource_type != CONFIG_MAP_TYPE or resource.is_ledger:
+            continue
+        if view.installation_urn(resource) is not None:
+            continue
+        if resource.label("app.kubernetes.io/name") == "nvidia-device-plugin":
+            continue
+        data = resource.props.get("data")
+        if not isinstance(data, dict):
+            continue
+        documents, _ = _load_documents(data)
+        sliced = sorted(k for k, d in documents.items() if _time_slicing(d))
+        if not sliced or one_of(resource.metadata.get("name"), referenced):
+            continue
+        report(
+            f"{resource.describe} holds a time-slicing device-plugin config "
+            f"({', '.join(sliced)}) that no device plugin references (config.name), so "
+            "it changes nothing: the GPUs stay exclusive. Attach it through the device "
+            f"plugin's config.name/config.default ({PROJECT}:cohorts[i].sharing), or "
+            "delete it.",
+            resource.urn,
+        )
+
+
+def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Check time-slicing configs are attached and workloads ask for shared names."""
+    view = StackView.from_args(args)
+    config = args.get_config()
+    require_fail = config.get("requireFailRequestsGreaterThanOne", True) is not False
+    ledger = view.ledger()
+    cohorts = _plugin_cohorts(view, ledger)
+    config_maps = [r for r in view.resources if r.resource_type == CONFIG_MAP_TYPE]
+    if not cohorts and not config_maps:
+        args.not_applicable("no device plugin and no ConfigMap in the stack")
+        return
+    renamed_cohorts: list[tuple[_PluginCohort, dict[str, str], bool]] = []
+    for cohort in cohorts:
+        if cohort.install.values is UNKNOWN:
+            continue
+        renames, fail_many = _check_plugin_sharing(
+            cohort, _sharing_config(cohort.install, view), require_fail, report_violation
+        )
+        if renames:
+            renamed_cohorts.append((cohort, renames, fail_many))
+    _check_unattached_config_maps(view, report_violation)
+    for resource, selector, container, name, value in _workload_requests(view):
+        for cohort, renames, fail_many in renamed_cohorts:
+            if not cohort.confines(resource, selector):
+                continue
+            path = resource.config_path("", f"the manifest of {resource.describe}")
+            if name in renames:
+                report_violation(
+                    f"{resource.describe}: container '{container.name}' requests "
+                    f"{name} but it only runs on {cohort.title}, whose time-slicing "
+                    f"config advertises {renames[name]} instead (renameByDefault: "
+                    f"true), so the pod stays Pending. Ask for {renames[name]} ({path}); "
+                    "a shared replica is not an exclusive GPU.",
+                    resource.urn,
+                )
+            quantity = parse_quantity(value)
+            if fail_many and name in renames.values() and quantity is not None and quantity > 1:
+                report_violation(
+                    f"{resource.describe}: container '{container.name}' requests "
+                    f"{show(value)} {name} on {cohort.title}, whose time-slicing config "
+                    "sets failRequestsGreaterThanOne: true, so the allocation fails. "
+                    f"Request 1 replica ({path}).",
+                    resource.urn,
+                )
+
+
+# --------------------------------------------------------------------------- MIG
+
+
+def _plugin_strategy(install: Installation) -> Any:
+    return install.mig_strategy().value
+
+
+def _maybe_mixed(cohort: _PluginCohort) -> bool:
+    """The cohort's plugin may advertise MIG profiles (unknown during preview counts as may)."""
+    strategy = _plugin_strategy(cohort.install)
+    return strategy == "mixed" or strategy is UNKNOWN or cohort.sharing == "mig-mixed"
+
+
+def _operator_cohorts(view: StackView, ledger: Ledger | None) -> list[tuple[str, dict[str, str] | None, bool, Any]]:
+    """(cohort, selector, mixed, gpuModel) for operator-owned cohorts."""
+    operators = view.by_owner(GPU_OPERATOR)
+    if not operators or ledger is None or not ledger.known:
+        return []
+    strategy = operators[0].setting("mig", "strategy")
+    result = []
+    for name, entry in ledger.cohorts.items():
+        if entry.get("owner") != GPU_OPERATOR:
+            continue
+        sharing, model = _ledger_sharing(ledger, [name])
+        mixed = strategy == "mixed" or sharing == "mig-mixed"
+        result.append((name, string_map(entry.get("nodeSelector")), mixed, model))
+    return result
+
+
+def _check_plugin_strategies(cohorts: list[_PluginCohort], report: ReportViolation) -> None:
+    expected_by_sharing = {"mig-mixed": "mixed", "mig-single": "single", "mig-none": "none"}
+    for cohort in cohorts:
+        setting = cohort.install.mig_strategy()
+        strategy = setting.value
+        if strategy is UNKNOWN or cohort.sharing is None:
+            continue
+        sharing = cohort.sharing
+        expected = expected_by_sharing.get(sharing) if isinstance(sharing, str) else None
+        path = cohort.install.config_path(".sharing.migStrategy", f"{PROJECT}:cohorts[i].sharing.migStrategy")
+        if expected is not None and strategy != expected:
+            report(
+                f"{setting.subject} is "
+                f"{show(strategy)} but the cohort is declared {cohort.sharing}, so the "
+                f"plugin advertises the wrong MIG resources. Set {path} to {expected} "
+                "after preparing the MIG geometry.",
+                cohort.install.resource.urn,
+            )
+        elif expected is None and one_of(strategy, ("single", "mixed")):
+            report(
+                f"{setting.subject} is "
+                f"{show(strategy)} but the cohort is declared {cohort.sharing}, not "
+                f"MIG. Set {path} to match the prepared GPUs (none unless MIG is "
+                "enabled).",
+                cohort.install.resource.urn,
+            )
+
+
+def mig_strategy_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Check MIG requests against the plugin strategy and the GPU's profile table."""
+    view = StackView.from_args(args)
+    config = args.get_config()
+    models = config_mapping(config, "gpuModels")
+    default_model = config.get("defaultGpuModel")
+    ledger = view.ledger()
+    cohorts = _plugin_cohorts(view, ledger)
+    operator_cohorts = _operator_cohorts(view, ledger)
+    requests = [r for r in _workload_requests(view) if r[3].startswith(MIG_PREFIX)]
+    if not cohorts and not requests:
+        args.not_applicable("no device plugin and no nvidia.com/mig-* request")
+        return
+    _check_plugin_strategies(cohorts, report_violation)
+    # An unknown strategy (preview) may be mixed: it never causes a refusal.
+    any_mixed = any(_maybe_mixed(c) for c in cohorts) or any(mixed for _, _, mixed, _ in operator_cohorts)
+    for resource, selector, container, name, _ in requests:
+        subject = f"{resource.describe}: container '{container.name}' requests {name}"
+        path = resource.config_path("", f"the manifest of {resource.describe}")
+        confining = [c for c in cohorts if c.confines(resource, selector)]
+        confining_ops = [
+            o for o in operator_cohorts if resource.cohort == o[0] or (o[1] and selector_confines(selector, o[1]))
+        ]
+        not_mixed = [c for c in confining if not _maybe_mixed(c)]
+        for cohort in not_mixed:
+            report_violation(
+                f"{subject}, but it only runs on {cohort.title}, whose migStrategy is "
+                f"{show(_plugin_strategy(cohort.install))}: only the mixed strategy "
+                "advertises nvidia.com/mig-<profile>, and changing a request does not "
+                "create MIG instances. Prepare the MIG geometry, then set "
+                f"{PROJECT}:cohorts[i].sharing.migStrategy to mixed, or request "
+                f"nvidia.com/gpu ({path}).",
+                resource.urn,
+            )
+        for op_cohort, _, mixed, _ in confining_ops:
+            if not mixed:
+                report_violation(
+                    f"{subject}, but it only runs on the GPU Operator cohort '{op_cohort}', "
+                    "whose mig.strategy is not mixed, so nothing advertises that "
+                    "resource. Prepare the MIG geometry and set "
+                    f"{PROJECT}:cohorts[i].sharing.migStrategy to mixed ({path}).",
+                    resource.urn,
+                )
+        if not confining and not confining_ops and not any_mixed:
+            report_violation(
+                f"{subject}, but no device plugin or Operator in this stack uses the "
+                "mixed MIG strategy, so nothing advertises that resource. Prepare the "
+                "MIG geometry and set "
+                f"{PROJECT}:cohorts[i].sharing.migStrategy to mixed ({path}).",
+                resource.urn,
+            )
+        model_source = (
+            [models.get(n) for c in confining for n in c.names]
+            + [models.get(o[0]) for o in confining_ops]
+            + [selector.get(GPU_PRODUCT_LABEL)]
+            + [c.gpu_model for c in confining]
+            + [o[3] for o in confining_ops]
+            + [default_model]
+        )
+        model = next((m for m in map(normalize_gpu_model, model_source) if m is not None), None)
+        profile = normalize_profile(name)
+        valid = MIG_PROFILES[model] if model is not None else ALL_MIG_PROFILES
+        if profile not in valid:
+            known = f"the {model} profiles" if model is not None else "any tabulated GPU"
+            report_violation(
+                f"{subject}: MIG profile '{profile}' is not among {known} "
+                f"({', '.join(sorted(valid))}); profiles are SKU-specific (e.g. "
+                "4g.40gb exists on A100 80GB, not 40GB). Request a profile of the "
+                f"actual GPU and set {PROJECT}:cohorts[i].sharing.gpuModel / "
+                f"migProfile to match ({path}).",
+                resource.urn,
+            )
+
+
+# --------------------------------------------------------------------------- policies
+
+SHARED_GPU_RESOURCE_NAME = StackValidationPolicy(
+    name="shared-gpu-resource-name",
+    description=(
+        "A time-slicing device-plugin config is attached through config.default, keeps "
+        "failRequestsGreaterThanOne, and workloads on a renamed cohort request "
+        "nvidia.com/gpu.shared rather than nvidia.com/gpu."
+    ),
+    validate=shared_gpu_resource_name_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "requireFailRequestsGreaterThanOne": {
+                "type": "boolean",
+                "default": True,
+                "description": "Refuse time-slicing configs that admit >1 replica.",
+            }
+        }
+    ),
+    remediation_steps=(
+        f"Configure time-slicing through {PROJECT}:cohorts[i].sharing.mode "
+        "(time-slicing) and .sharing.replicas so the program renders config.map with "
+        "config.default selecting it; request nvidia.com/gpu.shared (1 replica) on that "
+        "cohort."
+    ),
+    url="https://github.com/NVIDIA/k8s-device-plugin#shared-access-to-gpus",
+    tags=["workloads", "time-slicing"],
+)
+
+MIG_STRATEGY_CONSISTENT = StackValidationPolicy(
+    name="mig-strategy-consistent",
+    description=(
+        "nvidia.com/mig-* requests need a device plugin with the mixed MIG strategy, "
+        "and the profile exists for the cohort's GPU model."
+    ),
+    validate=mig_strategy_consistent_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "gpuModels": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "default": {},
+                "description": 'GPU model per cohort name, e.g. {"a": "A100-40GB"}.',
+            },
+            "defaultGpuModel": {
+                "type": "string",
+                "enum": sorted(MIG_PROFILES),
+                "description": "GPU model when neither config nor labels say.",
+            },
+        }
+    ),
+    remediation_steps=(
+        "Prepare the MIG geometry first, then set "
+        f"{PROJECT}:cohorts[i].sharing.mode: mig with .sharing.migStrategy: mixed, "
+        ".sharing.gpuModel and .sharing.migProfile; request a profile that exists on "
+        "that GPU (A100 40GB: 1g.5gb ... 7g.40gb; A100/H100 80GB: 1g.10gb ... 7g.80gb; "
+        "H200: 1g.18gb ... 7g.141gb)."
+    ),
+    url="https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html",
+    tags=["workloads", "mig"],
+)
+
+
+POLICIES: Final = (SHARED_GPU_RESOURCE_NAME, MIG_STRATEGY_CONSISTENT)
