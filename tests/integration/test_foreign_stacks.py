@@ -126,6 +126,7 @@ def test_plain_daemonset_running_the_device_plugin_without_the_hybrid_pin_is_ref
     found = _refused_by(output)
     assert "no-auto-mode-targeting" in found, output
     assert "ownership-ledger-consistent" not in found
+    assert "Add eks.amazonaws.com/compute-type: hybrid to spec.template.spec.nodeSelector of" in output
 
 
 def test_device_plugin_chart_with_the_guides_values_passes(engine_env: engine.EngineEnv, tmp_path: Path) -> None:
@@ -142,4 +143,5 @@ def test_device_plugin_chart_with_the_guides_values_passes(engine_env: engine.En
 
     refused, output = _preview(_foreign_stack(engine_env, tmp_path, "platform-gpu-chart", program))
     assert not refused, output
+    assert "✅ eks-hybrid-gpu@" in output, "the pack ran and passed the stack"
     assert _refused_by(output) == {}

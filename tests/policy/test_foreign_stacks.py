@@ -16,7 +16,7 @@ import pytest
 
 from policy.gpu_allocation.rules.ownership import OPERATOR_DEVICE_PLUGIN_DISABLED, SINGLE_ALLOCATION_OWNER
 from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
-from policy.gpu_allocation.rules.targeting import NO_AUTO_MODE_TARGETING
+from policy.gpu_allocation.rules.targeting import GPU_DISCOVERY_AFFINITY_KEPT, NO_AUTO_MODE_TARGETING
 from policy.gpu_allocation.rules.workloads import SMOKE_JOB_HARDENED
 
 from .conftest import Harness, Item, type_of
@@ -339,3 +339,12 @@ def test_plain_cluster_policy_with_its_plugin_next_to_nvidias_static_plugin_is_r
 def test_plain_cluster_policy_without_its_plugin_next_to_nvidias_static_plugin_passes(harness: Harness) -> None:
     items = foreign([static_plugin(selector("device-plugin")), _cluster_policy(False)])
     assert harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items).violations == []
+
+
+def test_affinity_message_on_a_foreign_daemonset_names_its_own_field(harness: Harness) -> None:
+    message = harness.manifest_check(GPU_DISCOVERY_AFFINITY_KEPT, static_plugin(selector("device-plugin"))).one()
+    assert (
+        f"(remove the override from spec.template.spec.affinity of kubernetes:apps/v1:DaemonSet '{STATIC_PLUGIN}')"
+        in (message)
+    )
+    assert "eks-hybrid-gpu:" not in message

@@ -252,6 +252,8 @@ def test_seed_values_keep_the_affinity(harness: Harness) -> None:
 
 
 def test_values_affinity_null(harness: Harness) -> None:
+    # The program installs the device plugin as a Chart v4: a device-plugin Release is another team's, and the fix
+    # names its own value.
     values = harness.values("device-plugin-values.yaml")
     values["affinity"] = None
     chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", values)
@@ -261,8 +263,9 @@ def test_values_affinity_null(harness: Harness) -> None:
         "GPU-discovery affinity. Without those OR'ed terms (feature.node.kubernetes.io/pci-10de.present, "
         "feature.node.kubernetes.io/cpu-model.vendor_id, nvidia.com/gpu.present) the GPU allocator also lands on "
         "nodes without an NVIDIA GPU. Keep the chart's default affinity (remove the override from "
-        "eks-hybrid-gpu:cohorts[i] chart values); if no node matches, label the hosts through the approved "
-        "NFD/GFD or inventory process (e.g. nvidia.com/gpu.present=true) instead of removing the affinity."
+        "kubernetes:helm.sh/v3:Release 'plugin-chart' values affinity); if no node matches, label the hosts "
+        "through the approved NFD/GFD or inventory process (e.g. nvidia.com/gpu.present=true) instead of removing "
+        "the affinity."
     )
 
 

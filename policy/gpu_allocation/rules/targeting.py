@@ -274,7 +274,7 @@ def gpu_discovery_affinity_kept_validator(args: ResourceValidationArgs, report_v
         if isinstance(problem, str):
             key = "affinity" if owner == DEVICE_PLUGIN else "kubeletPlugin.affinity"
             subject = f"{resource.describe} values {key}"
-            report_violation(_affinity_message(subject, problem, path), None)
+            report_violation(_affinity_message(subject, problem, path if resource.stamped else subject), None)
         return
     if resource.kind != "DaemonSet" or not resource.is_kubernetes:
         args.not_applicable("not a device-plugin/DRA Chart or DaemonSet")
@@ -295,8 +295,10 @@ def gpu_discovery_affinity_kept_validator(args: ResourceValidationArgs, report_v
         return
     problem = affinity_problem(pod.get("affinity"), labels, present="affinity" in pod, merged=False)
     if isinstance(problem, str):
-        stamped = resource.config_path(" chart values", path)
-        report_violation(_affinity_message(resource.describe, problem, stamped), None)
+        default = path if resource.stamped else f"spec.template.spec.affinity of {resource.describe}"
+        report_violation(
+            _affinity_message(resource.describe, problem, resource.config_path(" chart values", default)), None
+        )
 
 
 NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(
