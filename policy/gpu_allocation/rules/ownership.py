@@ -417,8 +417,9 @@ def _check_ledger(
     stamped = [r for r in view.resources if r.owner and r.cohort and not r.is_ledger]
     installs = view.installations()
     if ledger is None:
-        # The ledger is this program's contract: a stack it did not build (no stamped object) has none to keep.
-        if require_ledger and any(r.stamped for r in view.resources):
+        # The ledger is this program's contract: only a stack holding objects an owner of this program created
+        # (stamped with owner and cohort) has one to keep.
+        if require_ledger and stamped:
             message = (
                 f"The stack installs GPU allocation owners but has no ledger ConfigMap "
                 f"'{vocab.LEDGER_NAME}' (label {vocab.LEDGER_LABEL}=true), so the "
