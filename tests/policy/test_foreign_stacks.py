@@ -348,3 +348,51 @@ def test_affinity_message_on_a_foreign_daemonset_names_its_own_field(harness: Ha
         in (message)
     )
     assert "eks-hybrid-gpu:" not in message
+
+
+def _static_plugin_with_config(config: str) -> list[dict[str, Any]]:
+    """NVIDIA's static plugin reading a time-slicing file from its own ConfigMap (no chart, no config-manager)."""
+    plugin = static_plugin(selector("device-plugin"))
+    pod = plugin["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    container["env"].append({"name": "CONFIG_FILE", "value": "/etc/nvidia/plugin/config.yaml"})
+    container["volumeMounts"].append({"name": "plugin-config", "mountPath": "/etc/nvidia/plugin"})
+    pod["volumes"].append({"name": "plugin-config", "configMap": {"name": "gpu-sharing"}})
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "gpu-sharing", "namespace": "kube-system"},
+        "data": {"config.yaml": config},
+    }
+    return [plugin, config_map]
+
+
+TIME_SLICING = """version: v1
+sharing:
+  timeSlicing:
+    renameByDefault: true
+    failRequestsGreaterThanOne: true
+    resources:
+      - name: nvidia.com/gpu
+        replicas: 4
+"""
+
+
+def test_static_plugin_config_file_that_renames_the_gpu_is_found(harness: Harness) -> None:
+    workload = gpu_workload("nvidia.com/gpu", selector("device-plugin"))
+    items = foreign([*_static_plugin_with_config(TIME_SLICING), workload])
+    assert "nvidia.com/gpu.shared" in harness.stack(SHARED_GPU_RESOURCE_NAME, items).one()
+    shared = foreign(
+        [
+            *_static_plugin_with_config(TIME_SLICING),
+            gpu_workload("nvidia.com/gpu.shared", workload["spec"]["template"]["spec"]["nodeSelector"]),
+        ]
+    )
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, shared).violations == []
+
+
+def test_static_plugin_config_file_without_fail_requests_greater_than_one_is_refused(harness: Harness) -> None:
+    loose = TIME_SLICING.replace("failRequestsGreaterThanOne: true", "failRequestsGreaterThanOne: false")
+    message = harness.stack(SHARED_GPU_RESOURCE_NAME, foreign(_static_plugin_with_config(loose))).one()
+    assert "failRequestsGreaterThanOne is false" in message
+    assert "ConfigMap 'kube-system/gpu-sharing'" in message

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 from pulumi_policy import PolicyResource, StackValidationArgs
 
@@ -40,10 +40,9 @@ from .shapes import (
 
 # --------------------------------------------------------------------------- stack view
 
-_PLUGIN_BINARY: Final = allocators.DEVICE_PLUGIN_BINARY
 
-
-def _is_plugin_container(container: Container) -> bool:
+def is_plugin_container(container: Container) -> bool:
+    """The device plugin's own (allocator) container, not its config manager or MPS daemon."""
     if container.field_name != "containers":
         return False
     return allocators.container_owner(container.spec) == (DEVICE_PLUGIN, "allocator")
@@ -200,7 +199,7 @@ class Installation:
         if found is None:
             return Setting(UNKNOWN, self.describe)
         main, pod = found
-        plugin = next((c for c in containers(pod) if _is_plugin_container(c)), None)
+        plugin = next((c for c in containers(pod) if is_plugin_container(c)), None)
         if plugin is None:
             return Setting(UNKNOWN, self.describe)
         raw = plugin.env_value("MIG_STRATEGY")

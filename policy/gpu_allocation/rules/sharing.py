@@ -29,6 +29,7 @@ from .installations import (
     Installation,
     Ledger,
     StackView,
+    is_plugin_container,
 )
 from .parsing import TOO_DEEP, load_yaml
 from .props import (
@@ -235,6 +236,39 @@ def config_volume_name(pod: dict[str, Any]) -> Any:
     return None
 
 
+def config_file_source(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(ConfigMap, key) of the config file the plugin container names (``CONFIG_FILE`` env or ``--config-file``).
+
+    NVIDIA's static manifest and hand-written DaemonSets mount the plugin config from a ConfigMap of any volume
+    name and point the plugin at one file of it; the chart's config-manager is not there to select a default.
+    """
+    plugin = next((c for c in containers(pod) if is_plugin_container(c)), None)
+    if plugin is None:
+        return None
+    path = plugin.env_value("CONFIG_FILE")
+    for word in plugin.command_line:
+        if word.startswith("--config-file="):
+            path = word.split("=", 1)[1]
+    if not isinstance(path, str) or not path.startswith("/"):
+        return None
+    volumes = {v.get("name"): v for v in as_list(pod.get("volumes")) if isinstance(v, dict)}
+    for mount in as_list(plugin.spec.get("volumeMounts")):
+        mount_path = dig(mount, "mountPath")
+        volume = volumes.get(dig(mount, "name"))
+        name = dig(volume, "configMap", "name")
+        if (
+            not isinstance(mount_path, str)
+            or not isinstance(name, str)
+            or not path.startswith(mount_path.rstrip("/") + "/")
+        ):
+            continue
+        relative = path[len(mount_path.rstrip("/")) + 1 :]
+        items = {dig(i, "path"): dig(i, "key") for i in as_list(dig(volume, "configMap", "items"))}
+        key = items.get(relative, relative)
+        return (name, key) if isinstance(key, str) else None
+    return None
+
+
 def _values_sharing_config(install: Installation, view: StackView) -> Any:
     config = install.value("config")
     if config is UNKNOWN or contains_unknown(config):
@@ -277,6 +311,9 @@ def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
     name = config_volume_name(pod)
     if name is UNKNOWN:
         return UNKNOWN
+    named = config_file_source(pod) if name is None else None
+    if named is not None:
+        name = named[0]
     if not isinstance(name, str) or not name:
         return None
     config_map = _find_config_map(view, install, name, main.metadata.get("namespace"))
@@ -285,6 +322,18 @@ def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
     data = config_map.props.get("data")
     if data is UNKNOWN or contains_unknown(data):
         return UNKNOWN
+    if named is not None:
+        # One file, named by the plugin itself: that file is the config in force.
+        documents, errors = _load_documents({k: v for k, v in as_dict(data).items() if k == named[1]})
+        return _SharingConfig(
+            documents,
+            named[1] if named[1] in documents else None,
+            named[1],
+            errors,
+            f"{install.rendered(config_map)} data",
+            install.rendered(main),
+            "the plugin's config file (CONFIG_FILE env or --config-file)",
+        )
     documents, errors = _load_documents(as_dict(data))
     managers = [c for c in containers(pod) if _CONFIG_MANAGER in c.command_line[:1]]
     default = next((v for c in managers if (v := c.env_value("DEFAULT_CONFIG")) is not None), None)
@@ -400,6 +449,7 @@ def _check_unattached_config_maps(view: StackView, report: ReportViolation) -> N
         name for install in view.by_owner(DEVICE_PLUGIN) if isinstance(name := install.value("config", "name"), str)
     }
     referenced |= {name for _, pod in view.workloads() if isinstance(name := config_volume_name(pod), str)}
+    referenced |= {source[0] for _, pod in view.workloads() if (source := config_file_source(pod)) is not None}
     for resource in view.resources:
         if resource.resource_type != CONFIG_MAP_TYPE or resource.is_ledger:
             continue
