@@ -19,8 +19,8 @@ pytestmark = pytest.mark.policy
 
 KEYS = ("a", "b")
 VALUES = ("1", "2", "x")
-UNIVERSE = ("0", *VALUES, "y")
-"""What the placements name, plus a number below every bound and a value none of them names."""
+UNIVERSE = ("0", *VALUES, "3", "y")
+"""What the placements name, plus numbers below and above every bound and a value none of them names."""
 NODES = [
     {k: v for k, v in zip(KEYS, choice, strict=True) if v is not None}
     for choice in product((None, *UNIVERSE), repeat=len(KEYS))

@@ -24,6 +24,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from ..vocab import grammar
 from ..vocab import labels as vocab
 from .installations import (
     Installation,
@@ -155,11 +156,6 @@ def driver_verification_declared_validator(args: StackValidationArgs, report_vio
 
 # --------------------------------------------------------------------------- versions
 
-_SEMVER_RE: Final = re.compile(
-    r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?P<pre>-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
-    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
-)
 _ARCHIVE_RE: Final = re.compile(r"-v?\d+\.\d+\.\d+[^/]*\.tgz$")
 
 
@@ -173,10 +169,10 @@ def version_problem(chart: Any, version: Any, *, allow_prerelease: bool) -> Any:
         return "is not set, so Helm installs whatever is latest"
     if not isinstance(version, str):
         return "is not a version string"
-    match = _SEMVER_RE.match(version.strip())
+    match = grammar.EXACT_VERSION.fullmatch(version)
     if match is None:
         return "is a range or tag, not an exact version (no ^, ~, >, *, x, latest)"
-    if match["pre"] and not allow_prerelease:
+    if match.group(1) and not allow_prerelease:
         return "is a pre-release"
     return None
 

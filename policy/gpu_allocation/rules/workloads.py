@@ -7,7 +7,6 @@ mechanisms". Time-slicing and MIG live in :mod:`.sharing`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Final
 
@@ -20,6 +19,7 @@ from pulumi_policy import (
     Severity,
 )
 
+from ..vocab import grammar
 from ..vocab import labels as vocab
 from ..vocab.grammar import parse_quantity
 from .props import (
@@ -42,7 +42,6 @@ from .shapes import (
 
 # --------------------------------------------------------------------------- helpers
 
-_DIGEST_RE: Final = re.compile(r"@sha256:[0-9a-f]{64}$")
 _DEFAULT_MAX_DEADLINE: Final = 600
 SMOKE_IMAGE_PATH: Final = f"{PROJECT}:smokeJobs.image"
 SMOKE_APPROVED_PATH: Final = f"{PROJECT}:smokeJobs.approvedCohort"
@@ -191,7 +190,7 @@ def _container_findings(container: Container, pod_context: dict[str, Any], where
         if added and UNKNOWN not in added:
             yield (f"{where} capabilities.add is {show(added)}. Add no capabilities: {_TEMPLATE_FIX}")
     image = container.spec.get("image")
-    if image is not UNKNOWN and (not isinstance(image, str) or _DIGEST_RE.search(image) is None):
+    if image is not UNKNOWN and (not isinstance(image, str) or grammar.DIGEST_IMAGE.fullmatch(image) is None):
         yield (
             f"{where} image is {show(image)}, not pinned by an @sha256: digest, so the "
             "tested image can change under the same tag. Set "
