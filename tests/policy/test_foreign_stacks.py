@@ -396,3 +396,14 @@ def test_static_plugin_config_file_without_fail_requests_greater_than_one_is_ref
     message = harness.stack(SHARED_GPU_RESOURCE_NAME, foreign(_static_plugin_with_config(loose))).one()
     assert "failRequestsGreaterThanOne is false" in message
     assert "ConfigMap 'kube-system/gpu-sharing'" in message
+
+
+MIXED_CONFIG = "version: v1\nflags:\n  migStrategy: mixed\n"
+
+
+def test_mixed_mig_request_on_a_static_plugin_whose_config_file_says_mixed_passes(harness: Harness) -> None:
+    workload = gpu_workload("nvidia.com/mig-1g.5gb", selector("device-plugin"))
+    items = foreign([*_static_plugin_with_config(MIXED_CONFIG), workload])
+    assert harness.stack(MIG_STRATEGY_CONSISTENT, items).violations == []
+    items = foreign([*_static_plugin_with_config(MIXED_CONFIG.replace("mixed", "single")), workload])
+    assert "nvidia.com/mig-1g.5gb" in harness.stack(MIG_STRATEGY_CONSISTENT, items).one()

@@ -28,6 +28,7 @@ from ..vocab.grammar import parse_quantity
 from .installations import (
     Installation,
     Ledger,
+    Setting,
     StackView,
     is_plugin_container,
 )
@@ -123,6 +124,8 @@ class _PluginCohort:
     names: list[str]
     sharing: Any
     gpu_model: Any
+    strategy: Setting
+    """The plugin's MIG strategy: its env, else its config file's flags.migStrategy, else the default none."""
 
     def confines(self, workload: Resource, node_selector: dict[str, Any]) -> bool:
         if workload.cohort is not None and workload.cohort in self.names:
@@ -148,9 +151,24 @@ def _plugin_cohorts(view: StackView, ledger: Ledger | None) -> list[_PluginCohor
                 names,
                 install.sharing or sharing,
                 model,
+                _strategy(install, view),
             )
         )
     return result
+
+
+def _strategy(install: Installation, view: StackView) -> Setting:
+    """The MIG strategy in force: ``MIG_STRATEGY`` env (or values), else ``flags.migStrategy`` of the config."""
+    setting = install.mig_strategy()
+    if not setting.defaulted or install.inputs_visible:
+        return setting
+    config = _rendered_sharing_config(install, view)
+    if not isinstance(config, _SharingConfig) or config.default_key is None:
+        return setting
+    flag = dig(config.documents.get(config.default_key), "flags", "migStrategy")
+    if not isinstance(flag, str):
+        return setting
+    return Setting(flag, f"{config.where}.{config.default_key} flags.migStrategy")
 
 
 def _workload_requests(
@@ -251,10 +269,13 @@ def config_file_source(pod: dict[str, Any]) -> tuple[str, str] | None:
             path = word.split("=", 1)[1]
     if not isinstance(path, str) or not path.startswith("/"):
         return None
-    volumes = {v.get("name"): v for v in as_list(pod.get("volumes")) if isinstance(v, dict)}
+    volumes = {
+        v["name"]: v for v in as_list(pod.get("volumes")) if isinstance(v, dict) and isinstance(v.get("name"), str)
+    }
     for mount in as_list(plugin.spec.get("volumeMounts")):
         mount_path = dig(mount, "mountPath")
-        volume = volumes.get(dig(mount, "name"))
+        mount_name = dig(mount, "name")
+        volume = volumes.get(mount_name) if isinstance(mount_name, str) else None
         name = dig(volume, "configMap", "name")
         if (
             not isinstance(mount_path, str)
@@ -263,7 +284,11 @@ def config_file_source(pod: dict[str, Any]) -> tuple[str, str] | None:
         ):
             continue
         relative = path[len(mount_path.rstrip("/")) + 1 :]
-        items = {dig(i, "path"): dig(i, "key") for i in as_list(dig(volume, "configMap", "items"))}
+        items = {
+            path_: dig(i, "key")
+            for i in as_list(dig(volume, "configMap", "items"))
+            if isinstance(path_ := dig(i, "path"), str)
+        }
         key = items.get(relative, relative)
         return (name, key) if isinstance(key, str) else None
     return None
@@ -523,13 +548,9 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
 # --------------------------------------------------------------------------- MIG
 
 
-def _plugin_strategy(install: Installation) -> Any:
-    return install.mig_strategy().value
-
-
 def _maybe_mixed(cohort: _PluginCohort) -> bool:
     """The cohort's plugin may advertise MIG profiles (unknown during preview counts as may)."""
-    strategy = _plugin_strategy(cohort.install)
+    strategy = cohort.strategy.value
     return strategy == "mixed" or strategy is UNKNOWN or cohort.sharing == "mig-mixed"
 
 
@@ -552,7 +573,7 @@ def _operator_cohorts(view: StackView, ledger: Ledger | None) -> list[tuple[str,
 def _check_plugin_strategies(cohorts: list[_PluginCohort], report: ReportViolation) -> None:
     expected_by_sharing = {"mig-mixed": "mixed", "mig-single": "single", "mig-none": "none"}
     for cohort in cohorts:
-        setting = cohort.install.mig_strategy()
+        setting = cohort.strategy
         strategy = setting.value
         if strategy is UNKNOWN or cohort.sharing is None:
             continue
@@ -604,7 +625,7 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
         for cohort in not_mixed:
             report_violation(
                 f"{subject}, but it only runs on {cohort.title}, whose migStrategy is "
-                f"{show(_plugin_strategy(cohort.install))}: only the mixed strategy "
+                f"{show(cohort.strategy.value)}: only the mixed strategy "
                 "advertises nvidia.com/mig-<profile>, and changing a request does not "
                 "create MIG instances. Prepare the MIG geometry, then set "
                 f"{PROJECT}:cohorts[i].sharing.migStrategy to mixed, or request "

@@ -70,11 +70,11 @@ def _requirement(expression: Any) -> Requirement | None:
     if not isinstance(expression, Mapping):
         return None
     key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values")
-    if not isinstance(key, str) or operator not in _OPERATORS:
+    if not isinstance(key, str) or not isinstance(operator, str) or operator not in _OPERATORS:
         return None
     if not isinstance(values, Sequence) or isinstance(values, str):
         values = []
-    return key, str(operator), tuple(v for v in values if isinstance(v, str))
+    return key, operator, tuple(v for v in values if isinstance(v, str))
 
 
 def _number(text: str) -> int | None:
