@@ -7,7 +7,7 @@ capture run's `pulumi up`. Here each is replayed in-process, without gRPC and wi
   policy: protobuf Struct -> dict, `deserialize_properties`, the unknown-checking proxy, then the
   policy's validate). This is what the analyzer spends per resource once it is running.
 - validators: the pack's own code only. The validation args are built once per resource, as the
-  servicer builds them, and then each `policy.pack.build_policies()` resource policy's validate is timed
+  servicer builds them, and then each `policy.gpu_allocation.pack.build_policies()` resource policy's validate is timed
   on them (stack policies: on the StackValidationArgs). The difference to the analyzer figure is the
   SDK's per-policy deserialization.
 Each figure is the median over `repeats` replays; per-resource figures are then summarized over the
@@ -40,7 +40,7 @@ from pulumi_policy.policy import _NotApplicableError, _PolicyAnalyzerServicer
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from bench.stats import summarize
-from policy.pack import PACK_NAME, build_policies
+from policy.gpu_allocation.pack import PACK_NAME, build_policies
 
 
 def load_records(path: Path) -> tuple[list[Any], list[Any], list[float]]:

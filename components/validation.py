@@ -23,6 +23,7 @@ from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlic
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
 from policy.gpu_allocation.vocab.grammar import is_exact_version
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, OWNERS, PROJECT
+from policy.gpu_allocation.vocab.selectors import selectors_overlap
 
 MAX_PER_KIND: Final = 10
 """Problems of one kind listed before the rest are summed up: 40 duplicate cohorts make 780 overlaps."""
@@ -162,8 +163,8 @@ def parse_version(text: str) -> tuple[int, int, int]:
 
 
 def selectors_disjoint(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
-    """Two equality selectors select disjoint node sets iff some key has different values."""
-    return any(key in b and b[key] != value for key, value in a.items())
+    """Two equality selectors select disjoint node sets iff some key has different values (the pack's rule)."""
+    return not selectors_overlap(a, b)
 
 
 def _cohort_problems(config: StackConfig) -> Iterable[Problem]:

@@ -1,16 +1,10 @@
 """Entry point of the policy pack.
 
-``python -m pulumi.policy <engine> policy`` (what ``--policy-pack policy`` and
-``policy/analyzer`` run) executes this file with ``policy/`` as ``sys.path[0]``. Put the
-repository root first so that ``policy.*`` and ``policy.gpu_allocation.vocab.labels`` import as
-packages, then serve the pack.
+``python -m pulumi.policy <engine> policy`` (what ``--policy-pack policy`` and ``policy/analyzer`` run, and what
+a published pack runs) executes this file with ``policy/`` as ``sys.path[0]``, so the pack loads as the
+self-contained package ``gpu_allocation``: nothing outside ``policy/`` is imported.
 """
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from policy.pack import serve
+from gpu_allocation.pack import serve
 
 serve()

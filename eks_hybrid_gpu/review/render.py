@@ -323,7 +323,7 @@ def policy_setup(scratch: Path, user_config: Path | None = None) -> tuple[dict[s
     Run as advisory, no violation stops the render, so every result is collected in one pass; the summary
     and the exit status use the effective level (the pack's, or the one in `user_config`).
     """
-    from policy.pack import build_policies
+    from policy.gpu_allocation.pack import build_policies
 
     user: dict[str, Any] = json.loads(user_config.read_text()) if user_config else {}
     default_all = user.get("all")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from policy.rules.dra import DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS
+from policy.gpu_allocation.rules.dra import DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS
 
 from .conftest import DRA_CHART, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item, real_records, rendered_by
 

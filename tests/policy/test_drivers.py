@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policy.rules.drivers import (
+from policy.gpu_allocation.rules.drivers import (
     CHART_VERSION_PINNED,
     DRIVER_OWNERSHIP_CONSISTENT,
     DRIVER_VERIFICATION_DECLARED,

@@ -27,8 +27,8 @@ from components.config import StackConfig
 from components.live import LiveCluster
 from components.stack import _ownership
 from eks_hybrid_gpu.mocks import RecordingMocks, run_program, stack_config
+from policy.gpu_allocation.pack import build_policies
 from policy.gpu_allocation.vocab import labels as vocab
-from policy.pack import build_policies
 
 from .conftest import CHART_V4, ROOT, Harness, Item, rendered_by
 

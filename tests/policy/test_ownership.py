@@ -6,7 +6,15 @@ import copy
 
 import pytest
 
-from policy.rules.ownership import OPERATOR_CR_EXCLUSIVE, SINGLE_ALLOCATION_OWNER
+from policy.gpu_allocation.rules.ownership import (
+    COMPUTE_DOMAIN_CRDS_ONE_OWNER,
+    GPU_CLUSTER_EXCLUDES_STANDALONE_DRA,
+    NFD_ONE_OWNER,
+    OPERATOR_CR_EXCLUSIVE,
+    OPERATOR_DEVICE_PLUGIN_DISABLED,
+    OWNERSHIP_LEDGER_CONSISTENT,
+    SINGLE_ALLOCATION_OWNER,
+)
 
 from .conftest import (
     DP_SELECTOR,
@@ -89,7 +97,7 @@ def test_operator_device_plugin_next_to_standalone_plugin(harness: Harness) -> N
     }
     ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
     items = [*harness.device_plugin(), harness.operator("cluster-policy", values), ledger]
-    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
+    outcome = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items)
     assert outcome.one() == (
         "kubernetes:helm.sh/v3:Release 'gpu-operator-release' deploys its own device plugin "
         "(devicePlugin.enabled is null, default true) while the standalone device plugin "
@@ -108,7 +116,7 @@ def test_cluster_policy_operator_without_its_plugin_beside_a_plugin_cohort_passe
     }
     ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
     items = [*harness.device_plugin(), harness.operator("cluster-policy"), ledger]
-    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
+    outcome = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items)
     assert outcome.violations == []
 
 
@@ -119,7 +127,7 @@ def test_gpu_cluster_next_to_standalone_dra(harness: Harness) -> None:
         "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
     }
     items.append(harness.item(harness.ledger(cohorts, operator_mode="gpu-cluster"), name="ledger"))
-    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
+    outcome = harness.stack(GPU_CLUSTER_EXCLUDES_STANDALONE_DRA, items)
     message = outcome.one()
     assert message.startswith(
         "kubernetes:helm.sh/v3:Release 'gpu-operator-release' runs the GPU Operator in GPUCluster mode "
@@ -132,7 +140,7 @@ def test_gpu_cluster_cr_object_next_to_dra_workload(harness: Harness) -> None:
     cr = harness.find("operator-rendered.yaml", "GPUCluster", "gpu-cluster")
     kubelet = harness.stamp(harness.find("dra-rendered.yaml", "DaemonSet", DRA_DAEMONSET), "dra", "dra", DRA_SELECTOR)
     outcome = harness.stack(
-        SINGLE_ALLOCATION_OWNER,
+        GPU_CLUSTER_EXCLUDES_STANDALONE_DRA,
         [harness.item(cr), harness.item(kubelet), harness.seed_ledger()],
         config={"requireLedger": False},
     )
@@ -149,7 +157,7 @@ def test_compute_domain_crds_with_two_owners(harness: Harness) -> None:
     }
     ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
     items = [*harness.dra(), harness.operator("cluster-policy"), ledger]
-    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
+    outcome = harness.stack(COMPUTE_DOMAIN_CRDS_ONE_OWNER, items)
     schemas = {"computedomains.resource.nvidia.com": ", and the two charts ship different schemas"}
     assert outcome.messages == [
         f"CRD {crd} has 2 owners: kubernetes:helm.sh/v3:Release 'gpu-operator-release', "
@@ -160,7 +168,7 @@ def test_compute_domain_crds_with_two_owners(harness: Harness) -> None:
         for crd in ("computedomains.resource.nvidia.com", "computedomaincliques.resource.nvidia.com")
     ]
     items = [*harness.dra(skip_crds=True), harness.operator("cluster-policy"), ledger]
-    assert harness.stack(SINGLE_ALLOCATION_OWNER, items).violations == []
+    assert harness.stack(COMPUTE_DOMAIN_CRDS_ONE_OWNER, items).violations == []
 
 
 def test_nfd_twice(harness: Harness) -> None:
@@ -173,7 +181,7 @@ def test_nfd_twice(harness: Harness) -> None:
     ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
     # The device plugin's gfd.enabled=true turned the NFD subchart on: visible only in what it renders.
     items = [*harness.device_plugin(variant="gfd"), harness.operator("cluster-policy", operator_values), ledger]
-    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
+    outcome = harness.stack(NFD_ONE_OWNER, items)
     assert outcome.one() == (
         "Node Feature Discovery has 2 owners: kubernetes:helm.sh/v3:Release 'gpu-operator-release' "
         "(nfd.enabled=true (default)), kubernetes:helm.sh/v4:Chart 'plugin-chart' (renders "
@@ -184,7 +192,7 @@ def test_nfd_twice(harness: Harness) -> None:
         "discovery controller. Set nfd.enabled=false explicitly on every chart that does not own NFD (in "
         "the device plugin, gfd.enabled=true alone turns NFD on)."
     )
-    alone = harness.stack(SINGLE_ALLOCATION_OWNER, items[:-2], config={"requireLedger": False})
+    alone = harness.stack(NFD_ONE_OWNER, items[:-2], config={"requireLedger": False})
     assert not [m for m in alone.messages if "Node Feature Discovery" in m]
 
 
@@ -196,7 +204,7 @@ def test_nfd_twice_from_release_values(harness: Harness) -> None:
     operator_values = harness.values("operator-cluster-policy-values.yaml")
     del operator_values["nfd"]
     items = [plugin, harness.operator("cluster-policy", operator_values)]
-    messages = harness.stack(SINGLE_ALLOCATION_OWNER, items, config={"requireLedger": False}).messages
+    messages = harness.stack(NFD_ONE_OWNER, items, config={"requireLedger": False}).messages
     assert any(
         m.startswith(
             "Node Feature Discovery has 2 owners: kubernetes:helm.sh/v3:Release 'gpu-operator-release' "
@@ -208,7 +216,7 @@ def test_nfd_twice_from_release_values(harness: Harness) -> None:
 
 def test_ledger_disagrees_with_rendered_owner(harness: Harness) -> None:
     ledger = harness.seed_ledger(plugin=harness.cohort_entry("dra", DP_SELECTOR))
-    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, [*harness.device_plugin(), *harness.dra(), ledger])
+    outcome = harness.stack(OWNERSHIP_LEDGER_CONSISTENT, [*harness.device_plugin(), *harness.dra(), ledger])
     message = next(m for m in outcome.messages if "disagrees" in m)
     assert message.startswith("kubernetes:apps/v1:DaemonSet 'gpu-system/hybrid-gpu-plugin-nvidia-device-plugin': ")
     assert (
@@ -225,7 +233,7 @@ def test_ledger_selector_and_missing_owner(harness: Harness) -> None:
         "ghost": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
     }
     ledger = harness.item(harness.ledger(cohorts), name="ledger")
-    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, [*harness.device_plugin(), *harness.dra(), ledger])
+    outcome = harness.stack(OWNERSHIP_LEDGER_CONSISTENT, [*harness.device_plugin(), *harness.dra(), ledger])
     assert any(
         "annotation eks-hybrid-gpu.io/node-selector" in m
         and 'records nodeSelector {"eks.amazonaws.com/compute-type"' in m
@@ -238,11 +246,11 @@ def test_ledger_selector_and_missing_owner(harness: Harness) -> None:
 
 def test_missing_ledger_and_config_override(harness: Harness) -> None:
     items = [*harness.device_plugin(), *harness.dra()]
-    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
+    outcome = harness.stack(OWNERSHIP_LEDGER_CONSISTENT, items)
     assert outcome.one().startswith(
         "The stack installs GPU allocation owners but has no ledger ConfigMap 'gpu-allocation-ledger'"
     )
-    assert harness.stack(SINGLE_ALLOCATION_OWNER, items, config={"requireLedger": False}).violations == []
+    assert harness.stack(OWNERSHIP_LEDGER_CONSISTENT, items, config={"requireLedger": False}).violations == []
 
 
 def test_unknown_values_and_ledger_do_not_crash(harness: Harness) -> None:
@@ -264,7 +272,7 @@ def test_unknown_values_and_ledger_do_not_crash(harness: Harness) -> None:
 def test_unreadable_ledger(harness: Harness) -> None:
     ledger = harness.seed_ledger()
     ledger.props["data"]["ownership.json"] = "{not json"
-    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, [*harness.device_plugin(), *harness.dra(), ledger])
+    outcome = harness.stack(OWNERSHIP_LEDGER_CONSISTENT, [*harness.device_plugin(), *harness.dra(), ledger])
     assert outcome.one().startswith(
         "kubernetes:core/v1:ConfigMap 'kube-system/gpu-allocation-ledger' is not valid JSON"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -20,8 +21,8 @@ from pulumi.runtime.proto import analyzer_pb2_grpc
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, StackValidationPolicy
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
-import policy.pack
-from policy.pack import PACK_NAME, build_policies
+import policy.gpu_allocation.pack
+from policy.gpu_allocation.pack import PACK_NAME, build_policies
 
 from .conftest import ROOT, Harness
 
@@ -32,6 +33,11 @@ ADVISORY = EnforcementLevel.ADVISORY
 
 EXPECTED_LEVELS = {
     "single-allocation-owner": MANDATORY,
+    "operator-device-plugin-disabled": MANDATORY,
+    "gpu-cluster-excludes-standalone-dra": MANDATORY,
+    "compute-domain-crds-one-owner": MANDATORY,
+    "nfd-one-owner": MANDATORY,
+    "ownership-ledger-consistent": MANDATORY,
     "operator-cr-exclusive": MANDATORY,
     "no-auto-mode-targeting": MANDATORY,
     "gpu-discovery-affinity-kept": MANDATORY,
@@ -51,6 +57,11 @@ EXPECTED_LEVELS = {
 }
 STACK_POLICIES = {
     "single-allocation-owner",
+    "operator-device-plugin-disabled",
+    "gpu-cluster-excludes-standalone-dra",
+    "compute-domain-crds-one-owner",
+    "nfd-one-owner",
+    "ownership-ledger-consistent",
     "operator-cr-exclusive",
     "shared-gpu-resource-name",
     "mig-strategy-consistent",
@@ -81,13 +92,21 @@ def test_policy_metadata(policy: Any) -> None:
     assert "enforcementLevel" not in policy.config_schema.properties
 
 
-def test_main_puts_repo_root_first_and_serves(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls: list[list[str]] = []
-    monkeypatch.setattr(policy.pack, "serve", lambda: calls.append(list(sys.path)))
-    monkeypatch.setattr(sys, "path", [str(ROOT / "policy"), *sys.path])
-    runpy.run_path(str(ROOT / "policy" / "__main__.py"), run_name="__main__")
-    assert len(calls) == 1
-    assert calls[0][0] == str(ROOT)
+def test_main_serves_the_self_contained_package_without_touching_sys_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The engine runs __main__ with policy/ as sys.path[0]: it imports `gpu_allocation` and nothing above it."""
+    policy_dir = str(ROOT / "policy")
+    monkeypatch.setattr(sys, "path", [policy_dir, *sys.path])
+    for name in [m for m in sys.modules if m == "gpu_allocation" or m.startswith("gpu_allocation.")]:
+        monkeypatch.delitem(sys.modules, name)
+    try:
+        pack = importlib.import_module("gpu_allocation.pack")
+        calls: list[list[str]] = []
+        monkeypatch.setattr(pack, "serve", lambda: calls.append(list(sys.path)))
+        runpy.run_path(str(ROOT / "policy" / "__main__.py"), run_name="__main__")
+    finally:
+        for name in [m for m in sys.modules if m == "gpu_allocation" or m.startswith("gpu_allocation.")]:
+            sys.modules.pop(name)
+    assert calls == [[policy_dir, *sys.path[1:]]]
 
 
 def test_serve_builds_the_named_pack(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -96,8 +115,8 @@ def test_serve_builds_the_named_pack(monkeypatch: pytest.MonkeyPatch) -> None:
     def fake_pack(**kwargs: Any) -> None:
         built.update(kwargs)
 
-    monkeypatch.setattr(policy.pack, "PolicyPack", fake_pack)
-    policy.pack.serve()
+    monkeypatch.setattr(policy.gpu_allocation.pack, "PolicyPack", fake_pack)
+    policy.gpu_allocation.pack.serve()
     assert built["name"] == PACK_NAME == "eks-hybrid-gpu"
     assert [p.name for p in built["policies"]] == list(EXPECTED_LEVELS)
 

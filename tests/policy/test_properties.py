@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pulumi_policy import ResourceValidationArgs, ResourceValidationPolicy, StackValidationPolicy
 
-from policy.pack import build_policies
-from policy.rules.targeting import NO_AUTO_MODE_TARGETING
-from policy.rules.workloads import GPU_REQUEST_SHAPE, NO_DUAL_ALLOCATION, NO_VISIBLE_DEVICES_OVERRIDE
+from policy.gpu_allocation.pack import build_policies
+from policy.gpu_allocation.rules.targeting import NO_AUTO_MODE_TARGETING
+from policy.gpu_allocation.rules.workloads import GPU_REQUEST_SHAPE, NO_DUAL_ALLOCATION, NO_VISIBLE_DEVICES_OVERRIDE
 
 from .conftest import DP_SELECTOR, Harness, Item, engine_options, type_of, wire
 

@@ -16,7 +16,7 @@ from pulumi.runtime import proto
 from pulumi_policy import EnforcementLevel
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
-from policy.pack import PACK_NAME, build_policies
+from policy.gpu_allocation.pack import PACK_NAME, build_policies
 
 from .conftest import REAL, real_records
 
@@ -99,22 +99,27 @@ def test_the_local_stack_passes_the_whole_pack() -> None:
 EXPECTED: dict[str, dict[str, int]] = {
     "local": {},
     # No ledger (library use); affinity: null on 3 DaemonSets; MIG single on a cohort declared none.
-    "plugin-variants": {"single-allocation-owner": 1, "gpu-discovery-affinity-kept": 3, "mig-strategy-consistent": 1},
+    "plugin-variants": {
+        "ownership-ledger-consistent": 1,
+        "gpu-discovery-affinity-kept": 3,
+        "mig-strategy-consistent": 1,
+    },
     # Two DRA charts ship the compute-domain CRDs; controller and webhook Deployments not pinned to hybrid; a
     # foreign affinity; MPSSupport=true; the webhook in secret mode without a CA bundle.
     "dra-variants": {
-        "single-allocation-owner": 3,
+        "compute-domain-crds-one-owner": 2,
+        "ownership-ledger-consistent": 1,
         "no-auto-mode-targeting": 2,
         "gpu-discovery-affinity-kept": 1,
         "dra-feature-gates-allowlisted": 1,
         "dra-webhook-needs-tls": 1,
     },
     # cert-manager TLS passes; controller and webhook Deployments are not pinned to hybrid.
-    "dra-cert-manager": {"single-allocation-owner": 1, "no-auto-mode-targeting": 2},
-    # Two Operator releases: both modes, the CRDs twice, no ledger.
-    "operators": {"single-allocation-owner": 3, "operator-cr-exclusive": 2},
+    "dra-cert-manager": {"ownership-ledger-consistent": 1, "no-auto-mode-targeting": 2},
+    # Two Operator releases: both modes, the CRDs twice. Nothing is stamped, so no ledger is required.
+    "operators": {"compute-domain-crds-one-owner": 2, "operator-cr-exclusive": 2},
     # ^0.20.0 from a Helm repository: refused on each of the 5 objects the chart rendered.
-    "floating": {"single-allocation-owner": 1, "chart-version-pinned": 5},
+    "floating": {"ownership-ledger-consistent": 1, "chart-version-pinned": 5},
 }
 
 

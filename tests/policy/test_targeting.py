@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from policy.rules.targeting import GPU_DISCOVERY_AFFINITY_KEPT, NO_AUTO_MODE_TARGETING, pinning
+from policy.gpu_allocation.rules.targeting import GPU_DISCOVERY_AFFINITY_KEPT, NO_AUTO_MODE_TARGETING, pinning
 
 from .conftest import (
     DP_CHART,
@@ -147,7 +147,9 @@ def test_dra_chart_values(harness: Harness) -> None:
     chart = harness.helm_release("dra-chart", DRA_CHART, "0.5.0", values)
     message = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props, name=chart.name).one()
     assert message.startswith("kubernetes:helm.sh/v3:Release 'dra-chart' values kubeletPlugin.nodeSelector is not")
-    assert "eks-hybrid-gpu:cohorts[i].nodeSelector" in message
+    # Nothing stamped it: the fix names the Release's own value, not this program's stack config.
+    assert "Add eks.amazonaws.com/compute-type: hybrid to kubernetes:helm.sh/v3:Release 'dra-chart' values" in message
+    assert "eks-hybrid-gpu:" not in message
 
 
 def test_config_overrides_the_required_value(harness: Harness) -> None:
@@ -158,8 +160,21 @@ def test_config_overrides_the_required_value(harness: Harness) -> None:
 
 def test_unlabelled_workload_is_not_applicable(harness: Harness) -> None:
     job = harness.find("seed-smoke-jobs.yaml", "Job", "hybrid-gpu-plugin-smoke")
+    job["metadata"]["name"] = "train-resnet"
     outcome = harness.manifest_check(NO_AUTO_MODE_TARGETING, job)
     assert outcome.not_applicable == "not an allocation-owner workload or smoke Job"
+
+
+def test_seed_smoke_job_pasted_without_labels_is_judged_by_its_name_and_gpu_request(harness: Harness) -> None:
+    job = harness.find("seed-smoke-jobs.yaml", "Job", "hybrid-gpu-plugin-smoke")
+    assert harness.manifest_check(NO_AUTO_MODE_TARGETING, job).violations == []
+    job["spec"]["template"]["spec"]["nodeSelector"].pop("eks.amazonaws.com/compute-type")
+    message = harness.manifest_check(NO_AUTO_MODE_TARGETING, job).one()
+    assert message.startswith("kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke' is not pinned")
+    assert (
+        "to spec.template.spec.nodeSelector of kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke'"
+        in message
+    )
 
 
 def test_unknown_selector_does_not_crash(harness: Harness) -> None:
@@ -237,6 +252,8 @@ def test_seed_values_keep_the_affinity(harness: Harness) -> None:
 
 
 def test_values_affinity_null(harness: Harness) -> None:
+    # The program installs the device plugin as a Chart v4: a device-plugin Release is another team's, and the fix
+    # names its own value.
     values = harness.values("device-plugin-values.yaml")
     values["affinity"] = None
     chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", values)
@@ -246,8 +263,9 @@ def test_values_affinity_null(harness: Harness) -> None:
         "GPU-discovery affinity. Without those OR'ed terms (feature.node.kubernetes.io/pci-10de.present, "
         "feature.node.kubernetes.io/cpu-model.vendor_id, nvidia.com/gpu.present) the GPU allocator also lands on "
         "nodes without an NVIDIA GPU. Keep the chart's default affinity (remove the override from "
-        "eks-hybrid-gpu:cohorts[i] chart values); if no node matches, label the hosts through the approved "
-        "NFD/GFD or inventory process (e.g. nvidia.com/gpu.present=true) instead of removing the affinity."
+        "kubernetes:helm.sh/v3:Release 'plugin-chart' values affinity); if no node matches, label the hosts "
+        "through the approved NFD/GFD or inventory process (e.g. nvidia.com/gpu.present=true) instead of removing "
+        "the affinity."
     )
 
 

@@ -8,16 +8,18 @@ from typing import Any
 
 import pytest
 
-from policy.rules.workloads import (
-    GPU_REQUEST_SHAPE,
+from policy.gpu_allocation.rules.sharing import (
     MIG_PROFILES,
     MIG_STRATEGY_CONSISTENT,
-    NO_DUAL_ALLOCATION,
-    NO_VISIBLE_DEVICES_OVERRIDE,
     SHARED_GPU_RESOURCE_NAME,
-    SMOKE_JOB_HARDENED,
     normalize_gpu_model,
     normalize_profile,
+)
+from policy.gpu_allocation.rules.workloads import (
+    GPU_REQUEST_SHAPE,
+    NO_DUAL_ALLOCATION,
+    NO_VISIBLE_DEVICES_OVERRIDE,
+    SMOKE_JOB_HARDENED,
 )
 
 from .conftest import DP_DAEMONSET, DP_SELECTOR, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item, real_items
@@ -152,8 +154,23 @@ def test_deadline_maximum_is_configurable(harness: Harness) -> None:
 
 def test_non_smoke_job_is_not_applicable(harness: Harness) -> None:
     manifest = harness.find("seed-smoke-jobs.yaml", "Job", PLUGIN_JOB)
+    manifest["metadata"]["name"] = "train-resnet"
     outcome = harness.manifest_check(SMOKE_JOB_HARDENED, manifest)
-    assert outcome.not_applicable == "not a smoke Job (label eks-hybrid-gpu.io/smoke-job=true)"
+    assert outcome.not_applicable == (
+        "not a smoke Job (label eks-hybrid-gpu.io/smoke-job=true, or a GPU Job named as a smoke/validation Job)"
+    )
+
+
+def test_seed_smoke_job_pasted_without_labels_is_judged_on_its_hardening(harness: Harness) -> None:
+    manifest = harness.find("seed-smoke-jobs.yaml", "Job", PLUGIN_JOB)
+    messages = harness.manifest_check(SMOKE_JOB_HARDENED, manifest).messages
+    # The seed's image is a tag; approval (spec.suspend) is this program's workflow, not a foreign Job's.
+    assert messages == [
+        f"kubernetes:batch/v1:Job 'ai-workloads/{PLUGIN_JOB}': container 'gpu-check' image is "
+        f"{manifest['spec']['template']['spec']['containers'][0]['image']!r}, not pinned by an @sha256: digest, so "
+        "the tested image can change under the same tag. Set the container image to an approved "
+        "image@sha256:<64 hex> reference."
+    ]
 
 
 def test_smoke_job_unknowns_do_not_crash(harness: Harness) -> None:

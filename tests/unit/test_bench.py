@@ -20,9 +20,10 @@ from bench.stats import fit_exponent, ratio, segment_exponents, summarize
 from bench.synthetic import synthetic_cohorts, synthetic_config, synthetic_document
 from components.validation import StackConfigError, load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
+from policy.gpu_allocation.rules import props as k8s_props
+from policy.gpu_allocation.rules.ownership import _first_of_each
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, PROJECT
-from policy.rules import k8s
-from policy.rules.ownership import _first_of_each
+from policy.gpu_allocation.vocab.selectors import Placement, placements_overlap
 
 pytestmark = pytest.mark.unit
 
@@ -136,7 +137,7 @@ def test_the_process_tree_of_this_process() -> None:
 
 # ---------------------------------------------------------------- the performance fixes the benchmark led to
 
-SENTINELS = sorted(k8s._SENTINELS)
+SENTINELS = sorted(k8s_props._SENTINELS)
 LEAVES = st.one_of(st.text(max_size=5), st.sampled_from(SENTINELS), st.integers(), st.booleans(), st.none())
 PROPS = st.recursive(
     LEAVES,
@@ -146,16 +147,16 @@ PROPS = st.recursive(
 
 
 def _plain_item_by_item(value: Any) -> Any:
-    """policy.rules.k8s.plain before the fast path: every read goes through the proxy."""
+    """policy.gpu_allocation.rules.props.plain before the fast path: every read goes through the proxy."""
     if isinstance(value, str):
-        return k8s.UNKNOWN if value in k8s._SENTINELS else value
+        return k8s_props.UNKNOWN if value in k8s_props._SENTINELS else value
     if isinstance(value, Mapping):
         result: dict[str, Any] = {}
         for key in list(value):
             try:
                 result[str(key)] = _plain_item_by_item(value[key])
             except UnknownValueError:
-                result[str(key)] = k8s.UNKNOWN
+                result[str(key)] = k8s_props.UNKNOWN
         return result
     if isinstance(value, Sequence):
         items: list[Any] = []
@@ -163,24 +164,24 @@ def _plain_item_by_item(value: Any) -> Any:
             try:
                 items.append(_plain_item_by_item(value[index]))
             except UnknownValueError:
-                items.append(k8s.UNKNOWN)
+                items.append(k8s_props.UNKNOWN)
         return items
     return value
 
 
 @given(st.dictionaries(st.text(max_size=4), PROPS, max_size=5))
 def test_plain_copies_proxied_props_as_item_by_item_reads_do(props: dict[str, Any]) -> None:
-    assert k8s.plain(unknown_checking_proxy(props)) == _plain_item_by_item(unknown_checking_proxy(props))
-    assert k8s.plain(props) == _plain_item_by_item(props)
+    assert k8s_props.plain(unknown_checking_proxy(props)) == _plain_item_by_item(unknown_checking_proxy(props))
+    assert k8s_props.plain(props) == _plain_item_by_item(props)
 
 
 SELECTORS = st.dictionaries(st.sampled_from(["a", "b", "c"]), st.sampled_from(["x", "y"]), max_size=3)
-SOURCED = st.lists(st.tuples(SELECTORS, st.text(max_size=3)), max_size=6)
+SOURCED = st.lists(st.tuples(SELECTORS.map(Placement.of), st.text(max_size=3)), max_size=6)
 
 
 @given(SOURCED, SOURCED)
 def test_first_overlap_is_found_among_first_occurrences(first: list[Any], second: list[Any]) -> None:
     def overlap(a_list: list[Any], b_list: list[Any]) -> Any:
-        return next(((a, b) for a in a_list for b in b_list if k8s.selectors_overlap(a[0], b[0])), None)
+        return next(((a, b) for a in a_list for b in b_list if placements_overlap(a[0], b[0])), None)
 
     assert overlap(_first_of_each(first), _first_of_each(second)) == overlap(first, second)

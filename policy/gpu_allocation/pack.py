@@ -11,7 +11,7 @@ from typing import Final
 
 from pulumi_policy import EnforcementLevel, Policy, PolicyPack
 
-from policy.rules import dra, drivers, ownership, targeting, workloads
+from .rules import dra, drivers, ownership, sharing, targeting, workloads
 
 PACK_NAME: Final = "eks-hybrid-gpu"
 PACK_DESCRIPTION: Final = (
@@ -27,6 +27,7 @@ def build_policies() -> list[Policy]:
         *ownership.POLICIES,
         *targeting.POLICIES,
         *workloads.POLICIES,
+        *sharing.POLICIES,
         *dra.POLICIES,
         *drivers.POLICIES,
     ]

@@ -20,28 +20,35 @@ from pulumi_policy import (
     StackValidationArgs,
     StackValidationPolicy,
 )
+from pulumi_policy.proxy import UnknownValueError
 
-from policy.gpu_allocation.vocab import labels as vocab
-from policy.rules.k8s import (
+from ..vocab import labels as vocab
+from ..vocab.selectors import Placement, placements_overlap
+from .installations import (
+    Installation,
+    Ledger,
+    StackView,
+)
+from .parsing import contained
+from .props import (
+    UNKNOWN,
+    as_bool,
+    as_dict,
+    compact_json,
+    dig,
+    show,
+    string_map,
+)
+from .shapes import (
     DEVICE_PLUGIN,
     DRA,
     GPU_OPERATOR,
     LABELS_NOTE,
     NFD_NAME,
     PROJECT,
-    UNKNOWN,
-    Installation,
-    Ledger,
     Resource,
-    StackView,
-    as_bool,
-    as_dict,
-    compact_json,
     cr_mode,
-    pod_node_selector,
-    selectors_overlap,
-    show,
-    string_map,
+    pod_placement,
 )
 
 COMPUTE_DOMAIN_CRDS: Final = (
@@ -51,6 +58,13 @@ COMPUTE_DOMAIN_CRDS: Final = (
 """CRDs shipped by both the DRA chart and the GPU Operator chart (charts.md §5)."""
 
 _CRD_KIND: Final = "CustomResourceDefinition"
+
+
+_FOREIGN_FIELDS: Final = {
+    ".nodeSelector": "the nodeSelector (or required node affinity) of the allocator pods",
+    ".owner": "the allocator",
+}
+"""What to change on an install without stamps, per config-path suffix."""
 
 
 def _cohort_path(name: str, suffix: str) -> str:
@@ -67,20 +81,27 @@ class _Unit:
     key: str
     cohort: str | None
     owners: dict[str, list[str]] = field(default_factory=dict)
-    selectors: list[tuple[dict[str, str], str]] = field(default_factory=list)
+    selectors: list[tuple[Placement, str]] = field(default_factory=list)
     config_path: str | None = None
     urn: str | None = None
     installs: dict[str, str] = field(default_factory=dict)
+    foreign: str | None = None
+    """For an install this program did not stamp: the object, named in messages instead of a config path."""
 
     @property
     def title(self) -> str:
         if self.cohort is not None:
             return f"cohort '{self.cohort}'"
+        if self.foreign is not None:
+            return self.foreign
         return f"installation '{self.key}'"
 
     def path(self, suffix: str) -> str:
         if self.config_path is not None:
             return f"{self.config_path}{suffix}"
+        if self.foreign is not None:
+            field_name = _FOREIGN_FIELDS.get(suffix, suffix.lstrip("."))
+            return f"{field_name} of {self.foreign}"
         return _cohort_path(self.cohort or self.key, suffix)
 
     def add_owner(self, owner: str, source: str, urn: str | None) -> None:
@@ -108,14 +129,14 @@ def _units(view: StackView, ledger: Ledger | None) -> dict[str, _Unit]:
             current.config_path = stamped
         selector = resource.stamped_selector
         if selector is not None:
-            current.selectors.append((selector, f"{resource.describe} ({vocab.SELECTOR_ANNOTATION})"))
+            current.selectors.append((Placement.of(selector), f"{resource.describe} ({vocab.SELECTOR_ANNOTATION})"))
         pod = resource.pod_spec
         # Per-node allocators (DaemonSets) and smoke Jobs follow the cohort selector; NFD labels every node
         # by design, and a chart's controller or webhook Deployment runs a few replicas anywhere.
         if isinstance(pod, dict) and not resource.is_nfd and resource.kind != "Deployment":
-            node_selector = string_map(pod_node_selector(pod))
-            if node_selector is not None:
-                current.selectors.append((node_selector, f"{resource.describe} (nodeSelector)"))
+            placement = pod_placement(pod)
+            if placement is not None:
+                current.selectors.append((placement, f"{resource.describe} (nodeSelector)"))
 
     if ledger is not None and ledger.known:
         for name, entry in ledger.cohorts.items():
@@ -125,33 +146,35 @@ def _units(view: StackView, ledger: Ledger | None) -> dict[str, _Unit]:
                 current.add_owner(owner, ledger.resource.describe, None)
             selector = string_map(entry.get("nodeSelector"))
             if selector is not None:
-                current.selectors.append((selector, f"{ledger.resource.describe} (cohort '{name}')"))
+                current.selectors.append((Placement.of(selector), f"{ledger.resource.describe} (cohort '{name}')"))
 
     for install in view.installations():
         if install.owner == GPU_OPERATOR:
             continue
-        setting = install.selector_setting
-        selector = setting.value
-        keys = install.cohorts or _matching_cohorts(units, install.owner, selector)
+        setting = install.placement_setting
+        placement = setting.value
+        keys = install.cohorts or _matching_cohorts(units, install.owner, placement)
         for key in keys or [install.resource.urn]:
             current = unit(key, key if keys else None)
-            current.add_owner(install.owner, install.describe, None)
+            if not keys and not install.stamped:
+                current.foreign = install.describe
+            current.add_owner(install.owner, install.describe, None if install.stamped else install.resource.urn)
             current.installs[install.resource.urn] = install.describe
-            # A stamped allocator's rendered nodeSelector is already among the unit's selectors.
-            known = any(s == selector for s, _ in current.selectors) and not install.inputs_visible
-            if isinstance(selector, dict) and not known:
-                current.selectors.append((selector, setting.subject))
+            # A stamped allocator's rendered placement is already among the unit's selectors.
+            known = any(s == placement for s, _ in current.selectors) and not install.inputs_visible
+            if isinstance(placement, Placement) and not known:
+                current.selectors.append((placement, setting.subject))
     return units
 
 
-def _matching_cohorts(units: dict[str, _Unit], owner: str, selector: Any) -> list[str]:
-    """Cohorts of ``owner`` with exactly this selector, for a Chart whose children are not visible."""
-    if not isinstance(selector, dict):
+def _matching_cohorts(units: dict[str, _Unit], owner: str, placement: Any) -> list[str]:
+    """Cohorts of ``owner`` with exactly this nodeSelector, for a Chart whose children are not visible."""
+    if not isinstance(placement, Placement):
         return []
     return sorted(
         u.key
         for u in units.values()
-        if u.cohort is not None and owner in u.owners and any(s == selector for s, _ in u.selectors)
+        if u.cohort is not None and owner in u.owners and any(s.selector == placement.selector for s, _ in u.selectors)
     )
 
 
@@ -189,16 +212,23 @@ def _check_cohort_owners(units: dict[str, _Unit], report: ReportViolation) -> No
         report(message, current.urn)
 
 
-def _first_of_each(selectors: list[tuple[dict[str, str], str]]) -> list[tuple[dict[str, str], str]]:
-    """The first occurrence of each distinct selector, in order (each stamped object repeats its cohort's)."""
-    seen: set[tuple[tuple[str, str], ...]] = set()
+def _first_of_each(selectors: list[tuple[Placement, str]]) -> list[tuple[Placement, str]]:
+    """The first occurrence of each distinct placement, in order (each stamped object repeats its cohort's)."""
+    seen: set[Placement] = set()
     found = []
-    for selector, source in selectors:
-        identity = tuple(sorted(selector.items()))
-        if identity not in seen:
-            seen.add(identity)
-            found.append((selector, source))
+    for placement, source in selectors:
+        if placement not in seen:
+            seen.add(placement)
+            found.append((placement, source))
     return found
+
+
+def _show_placement(placement: Placement) -> str:
+    shown = f"nodeSelector {compact_json(placement.node_selector)}"
+    if placement.terms:
+        terms = [[{"key": k, "operator": o, "values": list(v)} for k, o, v in term] for term in placement.terms]
+        shown += f" + required nodeAffinity {compact_json(terms)}"
+    return shown
 
 
 def _check_disjoint(units: dict[str, _Unit], report: ReportViolation) -> None:
@@ -209,7 +239,7 @@ def _check_disjoint(units: dict[str, _Unit], report: ReportViolation) -> None:
     distinct = {id(u): _first_of_each(u.selectors) for u in ordered}
     for first, second in combinations(ordered, 2):
         overlap = next(
-            ((a, b) for a in distinct[id(first)] for b in distinct[id(second)] if selectors_overlap(a[0], b[0])),
+            ((a, b) for a in distinct[id(first)] for b in distinct[id(second)] if placements_overlap(a[0], b[0])),
             None,
         )
         if overlap is None:
@@ -218,11 +248,11 @@ def _check_disjoint(units: dict[str, _Unit], report: ReportViolation) -> None:
         owners_a = ", ".join(sorted(first.owners)) or "unknown owner"
         owners_b = ", ".join(sorted(second.owners)) or "unknown owner"
         message = (
-            f"{first.title} ({owners_a}, nodeSelector {compact_json(selector_a)} "
-            f"from {source_a}) and {second.title} ({owners_b}, nodeSelector "
-            f"{compact_json(selector_b)} from {source_b}) can select the same nodes: "
-            "no label key has different values in both selectors, so a node matching "
-            "both gets two allocation owners. Give the cohorts a key with different "
+            f"{first.title} ({owners_a}, {_show_placement(selector_a)} "
+            f"from {source_a}) and {second.title} ({owners_b}, "
+            f"{_show_placement(selector_b)} from {source_b}) can select the same nodes: "
+            "one node can satisfy both placements (no label key has values that exclude each other), so a node "
+            "matching both gets two allocation owners. Give the cohorts a key with different "
             f"values (e.g. {vocab.DEFAULT_COHORT_LABEL_KEY}=device-plugin vs =dra) in "
             f"{first.path('.nodeSelector')} and {second.path('.nodeSelector')}. "
             f"{LABELS_NOTE}"
@@ -266,6 +296,22 @@ def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> N
             f"gpu-operator). {LABELS_NOTE}"
         )
         report(message, operator.resource.urn)
+    # A ClusterPolicy applied as a plain manifest (no Operator chart in this stack) deploys the plugin as well.
+    for resource in view.resources:
+        if cr_mode(resource) != "cluster-policy" or view.installation_of(resource) is not None:
+            continue
+        raw = dig(resource.props, "spec", "devicePlugin", "enabled")
+        enabled = as_bool(raw)
+        if enabled is False or enabled is UNKNOWN:
+            continue
+        message = (
+            f"{resource.describe} deploys the GPU Operator's own device plugin (spec.devicePlugin.enabled is "
+            f"{show(raw)}, default true) while the standalone device plugin {', '.join(plugins)} also runs. "
+            "ClusterPolicy operands are not restricted by a cohort nodeSelector, so both plugins advertise "
+            "nvidia.com/gpu on the same GPUs. Set spec.devicePlugin.enabled: false (and spec.gfd.enabled: false) "
+            f"in {resource.describe}, or remove the standalone plugin. {LABELS_NOTE}"
+        )
+        report(message, resource.urn)
 
 
 def _check_gpu_cluster_vs_dra(view: StackView, report: ReportViolation) -> None:
@@ -371,12 +417,14 @@ def _check_ledger(
     stamped = [r for r in view.resources if r.owner and r.cohort and not r.is_ledger]
     installs = view.installations()
     if ledger is None:
-        if require_ledger and (stamped or installs):
+        # The ledger is this program's contract: only a stack holding objects an owner of this program created
+        # (stamped with owner and cohort) has one to keep.
+        if require_ledger and stamped:
             message = (
                 f"The stack installs GPU allocation owners but has no ledger ConfigMap "
                 f"'{vocab.LEDGER_NAME}' (label {vocab.LEDGER_LABEL}=true), so the "
                 "cohort -> owner map cannot be checked. Deploy the program's ledger, "
-                "or set requireLedger=false in this policy's config."
+                "or set requireLedger=false in this policy's config (ownership-ledger-consistent)."
             )
             report(message, None)
         return
@@ -506,25 +554,81 @@ def _check_ledger_owners(
 # --------------------------------------------------------------------------- policies
 
 
-def single_allocation_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse two owners for one cohort, overlapping cohorts and duplicate owners."""
-    view = StackView.from_args(args)
-    installs = view.installations()
-    stamped = [r for r in view.resources if r.owner]
-    if not installs and not stamped:
+def _gpu_stack(args: StackValidationArgs, kinds: frozenset[str] | None = None) -> StackView | None:
+    """The stack's view, or None (reported not applicable) when it installs no GPU allocation owner."""
+    view = StackView.from_args(args, kinds)
+    if not view.installations() and not any(r.owner for r in view.resources):
         args.not_applicable("the stack installs no GPU allocation owner")
+        return None
+    return view
+
+
+def single_allocation_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse two owners for one cohort and placements of two allocators that one node can satisfy."""
+    view = _gpu_stack(args)
+    if view is None:
         return
-    config = args.get_config()
-    require_ledger = config.get("requireLedger", True) is not False
     ledger = view.ledger()
     units = _units(view, ledger)
-    _check_cohort_owners(units, report_violation)
-    _check_disjoint(units, report_violation)
-    _check_operator_device_plugin(view, report_violation)
-    _check_gpu_cluster_vs_dra(view, report_violation)
-    _check_crd_owners(view, report_violation)
-    _check_nfd(view, report_violation)
-    _check_ledger(view, ledger, require_ledger, report_violation)
+    # Independent checks: one that cannot walk a value (too deep to read) must not take the other with it.
+    contained(lambda: _check_cohort_owners(units, report_violation))
+    contained(lambda: _check_disjoint(units, report_violation))
+
+
+_WORKLOAD_KINDS: Final = frozenset({"DaemonSet", "Deployment", "ClusterPolicy", "GPUCluster"})
+
+
+def operator_device_plugin_disabled_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse a ClusterPolicy Operator that deploys its own device plugin next to a standalone one."""
+    view = _gpu_stack(args, _WORKLOAD_KINDS)
+    if view is not None:
+        _check_operator_device_plugin(view, report_violation)
+
+
+def gpu_cluster_excludes_standalone_dra_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse a GPUCluster Operator next to a standalone DRA driver."""
+    view = _gpu_stack(args, _WORKLOAD_KINDS)
+    if view is not None:
+        _check_gpu_cluster_vs_dra(view, report_violation)
+
+
+def compute_domain_crds_one_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse two installs of the compute-domain CRDs."""
+    view = _gpu_stack(args, _WORKLOAD_KINDS | {_CRD_KIND})
+    if view is not None:
+        _check_crd_owners(view, report_violation)
+
+
+def nfd_one_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse two Node Feature Discovery installs."""
+    view = _gpu_stack(args, _WORKLOAD_KINDS)
+    if view is not None:
+        _check_nfd(view, report_violation)
+
+
+def ownership_ledger_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse a ledger that disagrees with what is rendered, and a program stack without one."""
+    if not any(_stamped(r) for r in args.resources):
+        args.not_applicable(
+            "the ledger is this program's contract: the stack holds no object stamped by eks-hybrid-gpu"
+        )
+        return
+    view = _gpu_stack(args)
+    if view is None:
+        return
+    require_ledger = args.get_config().get("requireLedger", True) is not False
+    _check_ledger(view, view.ledger(), require_ledger, report_violation)
+
+
+def _stamped(resource: Any) -> bool:
+    """A stamp without copying the props: the ledger label or any eks-hybrid-gpu.io/ label or annotation."""
+    try:
+        metadata = resource.props.get("metadata") or {}
+        tables = [metadata.get("labels") or {}, metadata.get("annotations") or {}]
+        prefix = f"{vocab.LABEL_PREFIX}/"
+        return any(isinstance(key, str) and key.startswith(prefix) for table in tables for key in table)
+    except (UnknownValueError, AttributeError, TypeError):
+        return False
 
 
 def operator_cr_exclusive_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -599,32 +703,108 @@ def _deploy_cr(values: dict[str, Any], key: str, *, default: bool = False) -> An
 SINGLE_ALLOCATION_OWNER = StackValidationPolicy(
     name="single-allocation-owner",
     description=(
-        "Every GPU node cohort has exactly one allocation owner: device-plugin, DRA "
-        "and Operator selectors are disjoint, duplicate device plugins, DRA drivers, "
-        "compute-domain CRDs and NFD installs are refused, and the ledger agrees with "
-        "what is rendered."
+        "Every GPU node has at most one allocation owner: no cohort has two owners or two installs, and no node "
+        "can satisfy the placements (nodeSelector and required node affinity) of two allocators."
     ),
     validate=single_allocation_owner_validator,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,
+    # Nothing to tune: only the enforcement level is configurable (one owner per GPU).
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        f"Give each cohort one owner in {PROJECT}:cohorts[i].owner and a nodeSelector "
+        f"({PROJECT}:cohorts[i].nodeSelector) with a label key whose value differs "
+        "from every other cohort; for an allocator this program did not install, change its own nodeSelector or "
+        "required node affinity so that no node satisfies two allocators. Labels are scheduling inputs, not a "
+        "security boundary."
+    ),
+    url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
+    tags=["ownership", "gpu"],
+)
+
+OPERATOR_DEVICE_PLUGIN_DISABLED = StackValidationPolicy(
+    name="operator-device-plugin-disabled",
+    description="A ClusterPolicy GPU Operator next to a standalone device plugin does not deploy its own plugin.",
+    validate=operator_device_plugin_disabled_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        "Set devicePlugin.enabled=false and gfd.enabled=false in the Operator values, or move the cohort to the "
+        f"Operator ({PROJECT}:cohorts[i].owner: gpu-operator)."
+    ),
+    url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
+    tags=["ownership", "gpu-operator"],
+)
+
+GPU_CLUSTER_EXCLUDES_STANDALONE_DRA = StackValidationPolicy(
+    name="gpu-cluster-excludes-standalone-dra",
+    description="A GPUCluster GPU Operator manages DRA itself, so no standalone DRA driver runs beside it.",
+    validate=gpu_cluster_excludes_standalone_dra_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        f"Set {PROJECT}:operator.mode to cluster-policy, or remove the standalone DRA cohort "
+        f"({PROJECT}:cohorts[i].owner)."
+    ),
+    url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
+    tags=["ownership", "dra", "gpu-operator"],
+)
+
+COMPUTE_DOMAIN_CRDS_ONE_OWNER = StackValidationPolicy(
+    name="compute-domain-crds-one-owner",
+    description="The cluster-scoped compute-domain CRDs are installed by one chart only.",
+    validate=compute_domain_crds_one_owner_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        "Keep one owner of the compute-domain CRDs: set skipCrds: true on the standalone DRA Chart when the GPU "
+        f"Operator owns them, or choose one owner in {PROJECT}:cohorts[i].owner."
+    ),
+    url="https://github.com/kubernetes-sigs/dra-driver-nvidia-gpu",
+    tags=["ownership", "dra"],
+)
+
+NFD_ONE_OWNER = StackValidationPolicy(
+    name="nfd-one-owner",
+    description="Node Feature Discovery is installed once, so two discovery controllers never fight over labels.",
+    validate=nfd_one_owner_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        "Set nfd.enabled=false explicitly on every chart that does not own NFD (in the device plugin, "
+        f"gfd.enabled=true alone turns NFD on); the program's charts follow {PROJECT}:cohorts[i].owner."
+    ),
+    url="https://kubernetes-sigs.github.io/node-feature-discovery/",
+    tags=["ownership", "nfd"],
+)
+
+OWNERSHIP_LEDGER_CONSISTENT = StackValidationPolicy(
+    name="ownership-ledger-consistent",
+    description=(
+        "A stack built by this program carries the ownership ledger, and the ledger agrees with what is rendered."
+    ),
+    validate=ownership_ledger_consistent_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(
         properties={
             "requireLedger": {
                 "type": "boolean",
                 "default": True,
-                "description": "Refuse a stack that installs GPU owners without the ledger ConfigMap.",
+                "description": "Refuse a stack with stamped GPU objects but without the ledger ConfigMap.",
             }
         }
     ),
     remediation_steps=(
-        f"Give each cohort one owner in {PROJECT}:cohorts[i].owner and a nodeSelector "
-        f"({PROJECT}:cohorts[i].nodeSelector) with a label key whose value differs "
-        "from every other cohort; disable the Operator's device plugin/NFD when a "
-        "standalone owner runs; keep one owner of the compute-domain CRDs (skipCrds on "
-        "the non-owner). Labels are scheduling inputs, not a security boundary."
+        f"Redeploy the ledger and the rendered objects from the same typed stack config ({PROJECT}:cohorts); "
+        "never edit either by hand. Stacks this program did not build need no ledger."
     ),
     url="https://docs.nvidia.com/datacenter/cloud-native/gpu-operator/latest/index.html",
-    tags=["ownership", "gpu"],
+    tags=["ownership", "ledger"],
 )
 
 OPERATOR_CR_EXCLUSIVE = StackValidationPolicy(
@@ -644,4 +824,12 @@ OPERATOR_CR_EXCLUSIVE = StackValidationPolicy(
     tags=["ownership", "gpu-operator"],
 )
 
-POLICIES: Final = (SINGLE_ALLOCATION_OWNER, OPERATOR_CR_EXCLUSIVE)
+POLICIES: Final = (
+    SINGLE_ALLOCATION_OWNER,
+    OPERATOR_DEVICE_PLUGIN_DISABLED,
+    GPU_CLUSTER_EXCLUDES_STANDALONE_DRA,
+    COMPUTE_DOMAIN_CRDS_ONE_OWNER,
+    NFD_ONE_OWNER,
+    OWNERSHIP_LEDGER_CONSISTENT,
+    OPERATOR_CR_EXCLUSIVE,
+)

@@ -24,25 +24,30 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policy.gpu_allocation.vocab import labels as vocab
-from policy.rules.k8s import (
+from ..vocab import grammar
+from ..vocab import labels as vocab
+from .installations import (
+    Installation,
+    Ledger,
+    StackView,
+)
+from .props import (
+    UNKNOWN,
+    as_bool,
+    config_bool,
+    config_strings,
+    show,
+)
+from .shapes import (
     CHART_TYPES,
     CHART_VERSION_PATHS,
     DRA,
     GPU_OPERATOR,
     PROJECT,
     RELEASE_TYPE,
-    UNKNOWN,
-    Installation,
-    Ledger,
     Resource,
-    StackView,
-    as_bool,
     chart_inputs_hidden,
     classify_chart,
-    config_bool,
-    config_strings,
-    show,
 )
 
 _VERIFIED_KEY: Final = "hostDriverVerified"
@@ -151,11 +156,6 @@ def driver_verification_declared_validator(args: StackValidationArgs, report_vio
 
 # --------------------------------------------------------------------------- versions
 
-_SEMVER_RE: Final = re.compile(
-    r"^v?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"
-    r"(?P<pre>-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
-    r"(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?$"
-)
 _ARCHIVE_RE: Final = re.compile(r"-v?\d+\.\d+\.\d+[^/]*\.tgz$")
 
 
@@ -169,10 +169,10 @@ def version_problem(chart: Any, version: Any, *, allow_prerelease: bool) -> Any:
         return "is not set, so Helm installs whatever is latest"
     if not isinstance(version, str):
         return "is not a version string"
-    match = _SEMVER_RE.match(version.strip())
+    match = grammar.EXACT_VERSION.fullmatch(version)
     if match is None:
         return "is a range or tag, not an exact version (no ^, ~, >, *, x, latest)"
-    if match["pre"] and not allow_prerelease:
+    if match.group(1) and not allow_prerelease:
         return "is a pre-release"
     return None
 
@@ -288,7 +288,9 @@ def _renders_operator(resource: Resource) -> bool:
     """A workload of the GPU Operator chart itself (not of its NFD subchart)."""
     if resource.pod_spec is None or resource.is_nfd:
         return False
-    return resource.rendered_chart_owner == GPU_OPERATOR or resource.owner == GPU_OPERATOR
+    if resource.rendered_chart_owner == GPU_OPERATOR or resource.owner == GPU_OPERATOR:
+        return True
+    return resource.identity == (GPU_OPERATOR, "operator")
 
 
 def _operator_value(resource: Resource, key: str) -> Any:

@@ -19,25 +19,28 @@ from pulumi_policy import (
     Severity,
 )
 
-from policy.gpu_allocation.vocab import labels as vocab
-from policy.rules.k8s import (
+from ..vocab import labels as vocab
+from .props import (
+    UNKNOWN,
+    as_dict,
+    as_list,
+    compact_json,
+    config_strings,
+    contains_unknown,
+    one_of,
+    show,
+)
+from .shapes import (
     DEVICE_PLUGIN,
     DRA,
     GPU_DISCOVERY_LABELS,
     LABELS_NOTE,
     NFD_NAME,
+    POD_SPEC_PATHS,
     PROJECT,
-    UNKNOWN,
     Resource,
-    as_dict,
-    as_list,
     chart_inputs_hidden,
-    compact_json,
-    config_strings,
-    contains_unknown,
-    one_of,
     required_node_terms,
-    show,
 )
 
 _CHART_APP_NAMES: Final = {
@@ -52,10 +55,12 @@ _COHORT_SELECTOR_PATH: Final = f"{PROJECT}:cohorts[i].nodeSelector"
 
 
 def _rendered_owner(resource: Resource) -> Any:
-    """Return a rendered object's owner: stamped label, else the chart's app label."""
+    """Return a workload's owner: stamped label, else what it runs, else the chart's app label."""
     owner = resource.label(vocab.OWNER_LABEL)
     if owner is UNKNOWN or isinstance(owner, str):
         return owner
+    if resource.identity is not None and resource.identity[1] != "operator":
+        return resource.identity[0]
     app = resource.label(_APP_NAME_LABEL)
     if app is UNKNOWN:
         return UNKNOWN
@@ -166,7 +171,8 @@ def no_auto_mode_targeting_validator(args: ResourceValidationArgs, report_violat
         verdict, detail = pinning(base.get("nodeSelector"), base.get("affinity"), label, required, forbidden)
         if verdict in {"auto", "unpinned"}:
             subject = f"{resource.describe} values {key}"
-            message = _targeting_message(subject, verdict, detail, _COHORT_SELECTOR_PATH, label, required)
+            path = _COHORT_SELECTOR_PATH if resource.stamped else subject
+            message = _targeting_message(subject, verdict, detail, path, label, required)
             report_violation(message, None)
         return
     pod = resource.pod_spec
@@ -188,7 +194,9 @@ def no_auto_mode_targeting_validator(args: ResourceValidationArgs, report_violat
         return
     verdict, detail = pinning(pod.get("nodeSelector"), pod.get("affinity"), label, required, forbidden)
     if verdict in {"auto", "unpinned"}:
-        path = resource.config_path(".nodeSelector", _COHORT_SELECTOR_PATH)
+        field_path = ".".join((*POD_SPEC_PATHS[resource.kind], "nodeSelector"))
+        default = _COHORT_SELECTOR_PATH if resource.stamped else f"{field_path} of {resource.describe}"
+        path = resource.config_path(".nodeSelector", default)
         message = _targeting_message(resource.describe, verdict, detail, path, label, required)
         report_violation(message, None)
 
@@ -266,7 +274,7 @@ def gpu_discovery_affinity_kept_validator(args: ResourceValidationArgs, report_v
         if isinstance(problem, str):
             key = "affinity" if owner == DEVICE_PLUGIN else "kubeletPlugin.affinity"
             subject = f"{resource.describe} values {key}"
-            report_violation(_affinity_message(subject, problem, path), None)
+            report_violation(_affinity_message(subject, problem, path if resource.stamped else subject), None)
         return
     if resource.kind != "DaemonSet" or not resource.is_kubernetes:
         args.not_applicable("not a device-plugin/DRA Chart or DaemonSet")
@@ -287,8 +295,10 @@ def gpu_discovery_affinity_kept_validator(args: ResourceValidationArgs, report_v
         return
     problem = affinity_problem(pod.get("affinity"), labels, present="affinity" in pod, merged=False)
     if isinstance(problem, str):
-        stamped = resource.config_path(" chart values", path)
-        report_violation(_affinity_message(resource.describe, problem, stamped), None)
+        default = path if resource.stamped else f"spec.template.spec.affinity of {resource.describe}"
+        report_violation(
+            _affinity_message(resource.describe, problem, resource.config_path(" chart values", default)), None
+        )
 
 
 NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(

@@ -22,23 +22,25 @@ from pulumi_policy import (
     Severity,
 )
 
-from policy.gpu_allocation.vocab import labels as vocab
-from policy.rules.k8s import (
-    DRA,
-    GPU_OPERATOR,
-    PROJECT,
+from ..vocab import labels as vocab
+from .props import (
     UNKNOWN,
-    Resource,
     as_bool,
     as_dict,
     as_list,
-    chart_inputs_hidden,
     compact_json,
     config_strings,
-    containers,
     contains_unknown,
     dig,
     show,
+)
+from .shapes import (
+    DRA,
+    GPU_OPERATOR,
+    PROJECT,
+    Resource,
+    chart_inputs_hidden,
+    containers,
 )
 
 DRA_GROUP: Final = "resource.k8s.io"
@@ -322,6 +324,8 @@ _SELF_SIGNED_SUFFIX: Final = "-webhook-issuer"
 
 def _is_dra_object(resource: Resource) -> bool:
     if resource.owner == DRA or resource.label("app.kubernetes.io/name") == "dra-driver-nvidia-gpu":
+        return True
+    if resource.identity is not None and resource.identity[0] == DRA:
         return True
     return resource.rendered_chart_owner == DRA
 

@@ -1,11 +1,9 @@
-"""Workload policies: hardened smoke Jobs and well-formed GPU requests.
+"""Sharing policies: time-slicing configs and MIG strategies, judged per device-plugin install.
 
-Seed: smoke Jobs are "suspended by default", bounded, non-root, read-only, pinned by
-digest; "Do not set CUDA_VISIBLE_DEVICES"; "Do not request the same GPU through both
-mechanisms"; with time-slicing ``renameByDefault: true`` "the advertised resource is
-nvidia.com/gpu.shared" and "an unattached ConfigMap changes nothing"; "changing a Pod
-request to nvidia.com/mig-1g.5gb does not create the MIG instance. Prepare the actual
-MIG geometry and the plugin's appropriate strategy first."
+Seed: with time-slicing ``renameByDefault: true`` "the advertised resource is nvidia.com/gpu.shared" and "an
+unattached ConfigMap changes nothing"; "changing a Pod request to nvidia.com/mig-1g.5gb does not create the MIG
+instance. Prepare the actual MIG geometry and the plugin's appropriate strategy first." The config and strategy
+come from what the plugin's DaemonSet mounts and runs (or a Release's values), wherever it came from.
 """
 
 from __future__ import annotations
@@ -15,47 +13,47 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import yaml
 from pulumi_policy import (
     EnforcementLevel,
     PolicyConfigSchema,
     ReportViolation,
-    ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
     StackValidationArgs,
     StackValidationPolicy,
 )
 
-from policy.gpu_allocation.vocab import gpu_models
-from policy.gpu_allocation.vocab import labels as vocab
-from policy.gpu_allocation.vocab.grammar import parse_quantity
-from policy.rules.k8s import (
+from ..vocab import gpu_models
+from ..vocab import labels as vocab
+from ..vocab.grammar import parse_quantity
+from .installations import (
+    Installation,
+    Ledger,
+    Setting,
+    StackView,
+    is_plugin_container,
+)
+from .parsing import TOO_DEEP, load_yaml
+from .props import (
+    UNKNOWN,
+    as_dict,
+    as_list,
+    config_mapping,
+    contains_unknown,
+    dig,
+    one_of,
+    show,
+    string_map,
+)
+from .shapes import (
     CONFIG_MAP_TYPE,
     DEVICE_PLUGIN,
     GPU_OPERATOR,
     PROJECT,
-    UNKNOWN,
     Container,
-    Installation,
-    Ledger,
     Resource,
-    StackView,
-    as_dict,
-    as_list,
-    config_int,
-    config_mapping,
-    config_strings,
     containers,
-    contains_unknown,
-    dig,
-    is_device_plugin_gpu,
-    one_of,
-    pod_claims,
     pod_node_selector,
     selector_confines,
-    show,
-    string_map,
 )
 
 # --------------------------------------------------------------------------- MIG data
@@ -95,355 +93,6 @@ def normalize_profile(resource_name: str) -> str:
     return profile
 
 
-# --------------------------------------------------------------------------- helpers
-
-_DIGEST_RE: Final = re.compile(r"@sha256:[0-9a-f]{64}$")
-_DEFAULT_MAX_DEADLINE: Final = 600
-SMOKE_IMAGE_PATH: Final = f"{PROJECT}:smokeJobs.image"
-SMOKE_APPROVED_PATH: Final = f"{PROJECT}:smokeJobs.approvedCohort"
-SMOKE_DEADLINE_PATH: Final = f"{PROJECT}:smokeJobs.activeDeadlineSeconds"
-_TEMPLATE_FIX: Final = (
-    "restore the hardened smoke Job template (components/ renders it exactly as the "
-    "integration guide shows; it has no stack-config switch for this field)"
-)
-
-
-def _number(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value)
-
-
-def _pod_or_not_applicable(
-    args: ResourceValidationArgs,
-) -> tuple[Resource, dict[str, Any]] | None:
-    resource = Resource.from_args(args)
-    pod = resource.pod_spec
-    if pod is None:
-        args.not_applicable("not a workload with a pod template")
-        return None
-    if pod is UNKNOWN:
-        args.not_applicable("the pod template is unknown during preview")
-        return None
-    return resource, pod
-
-
-def _workload_path(resource: Resource) -> str:
-    return resource.config_path("", f"the manifest of {resource.describe}")
-
-
-# --------------------------------------------------------------------------- smoke Job
-
-
-def _smoke_job_run_findings(resource: Resource, spec: dict[str, Any], max_deadline: int) -> Iterator[str]:
-    suspend = spec.get("suspend")
-    approved = resource.annotation(vocab.APPROVED_ANNOTATION)
-    if suspend is not UNKNOWN and approved is not UNKNOWN and suspend is not True:
-        if approved != "true":
-            yield (
-                f"spec.suspend is {show(suspend)} (absent means false) but annotation "
-                f"{vocab.APPROVED_ANNOTATION} is {show(approved)}, so the Job starts GPU "
-                "work nobody approved. Keep spec.suspend: true, or approve exactly this "
-                f"cohort in {SMOKE_APPROVED_PATH}"
-            )
-    deadline = spec.get("activeDeadlineSeconds")
-    if deadline is not UNKNOWN:
-        seconds = _number(deadline)
-        if seconds is None or seconds <= 0:
-            yield (
-                f"spec.activeDeadlineSeconds is {show(deadline)}, so the Job is "
-                f"unbounded. Set {SMOKE_DEADLINE_PATH} to 1..{max_deadline}"
-            )
-        elif seconds > max_deadline:
-            yield (
-                f"spec.activeDeadlineSeconds is {show(deadline)}, above the maximum "
-                f"{max_deadline}. Set {SMOKE_DEADLINE_PATH} to at most {max_deadline}"
-            )
-    backoff = spec.get("backoffLimit")
-    if backoff is not UNKNOWN and _number(backoff) != 0:
-        yield (
-            f"spec.backoffLimit is {show(backoff)} (absent means 6), so a failing GPU "
-            f"check is retried. Set it to 0: {_TEMPLATE_FIX}"
-        )
-    ttl = spec.get("ttlSecondsAfterFinished")
-    if ttl is not UNKNOWN:
-        seconds = _number(ttl)
-        if seconds is None or seconds < 0:
-            yield (
-                f"spec.ttlSecondsAfterFinished is {show(ttl)}, so finished Jobs and "
-                f"their Pods are never cleaned up. Set it (capture the result before the "
-                f"TTL): {_TEMPLATE_FIX}"
-            )
-
-
-def _effective(container: Container, pod_context: dict[str, Any], key: str) -> Any:
-    context = dig(container.spec, "securityContext")
-    if context is UNKNOWN:
-        return UNKNOWN
-    value = as_dict(context).get(key)
-    return pod_context.get(key) if value is None else value
-
-
-def _smoke_job_pod_findings(pod: dict[str, Any]) -> Iterator[str]:
-    automount = pod.get("automountServiceAccountToken")
-    if automount is not UNKNOWN and automount is not False:
-        yield (
-            f"automountServiceAccountToken is {show(automount)}, so the GPU check gets "
-            f"an API token it does not need. Set it to false: {_TEMPLATE_FIX}"
-        )
-    pod_context = pod.get("securityContext")
-    if pod_context is UNKNOWN:
-        return
-    pod_context = as_dict(pod_context)
-    for container in containers(pod):
-        where = f"container '{container.name}'"
-        yield from _container_findings(container, pod_context, where)
-
-
-def _container_findings(container: Container, pod_context: dict[str, Any], where: str) -> Iterator[str]:
-    non_root = _effective(container, pod_context, "runAsNonRoot")
-    if non_root is not UNKNOWN and non_root is not True:
-        yield (
-            f"{where} runAsNonRoot is {show(non_root)}. Set runAsNonRoot: true with a "
-            f"non-root runAsUser: {_TEMPLATE_FIX}"
-        )
-    user = _effective(container, pod_context, "runAsUser")
-    if user is not UNKNOWN:
-        uid = _number(user)
-        if uid is None or uid <= 0:
-            yield (
-                f"{where} runAsUser is {show(user)}; the smoke Job runs as an explicit "
-                f"non-root UID (e.g. 65532): {_TEMPLATE_FIX}"
-            )
-    seccomp = _effective(container, pod_context, "seccompProfile")
-    if seccomp is not UNKNOWN:
-        kind = as_dict(seccomp).get("type")
-        if kind is not UNKNOWN and kind != "RuntimeDefault":
-            yield (
-                f"{where} seccompProfile.type is {show(kind)}. Set seccompProfile.type: RuntimeDefault: {_TEMPLATE_FIX}"
-            )
-    context = container.spec.get("securityContext")
-    if context is UNKNOWN:
-        return
-    context = as_dict(context)
-    checks: Sequence[tuple[str, Any, bool]] = (
-        ("allowPrivilegeEscalation", context.get("allowPrivilegeEscalation"), False),
-        ("readOnlyRootFilesystem", context.get("readOnlyRootFilesystem"), True),
-    )
-    for key, value, wanted in checks:
-        if value is not UNKNOWN and value is not wanted:
-            yield (f"{where} securityContext.{key} is {show(value)}. Set it to {show(wanted)}: {_TEMPLATE_FIX}")
-    privileged = context.get("privileged")
-    if privileged is True:
-        yield f"{where} is privileged. Remove privileged: true: {_TEMPLATE_FIX}"
-    capabilities = context.get("capabilities")
-    if capabilities is not UNKNOWN:
-        drop = as_list(as_dict(capabilities).get("drop"))
-        added = as_list(as_dict(capabilities).get("add"))
-        if UNKNOWN not in drop and "ALL" not in drop:
-            yield (f'{where} capabilities.drop is {show(drop)}. Drop ["ALL"]: {_TEMPLATE_FIX}')
-        if added and UNKNOWN not in added:
-            yield (f"{where} capabilities.add is {show(added)}. Add no capabilities: {_TEMPLATE_FIX}")
-    image = container.spec.get("image")
-    if image is not UNKNOWN and (not isinstance(image, str) or _DIGEST_RE.search(image) is None):
-        yield (
-            f"{where} image is {show(image)}, not pinned by an @sha256: digest, so the "
-            "tested image can change under the same tag. Set "
-            f"{SMOKE_IMAGE_PATH} to an approved image@sha256:<64 hex> reference"
-        )
-
-
-def smoke_job_hardened_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse smoke Jobs that run unapproved, unbounded or without hardening."""
-    resource = Resource.from_args(args)
-    if resource.kind != "Job" or not resource.is_kubernetes:
-        args.not_applicable("not a Job")
-        return
-    smoke = resource.label(vocab.SMOKE_JOB_LABEL)
-    if smoke is UNKNOWN:
-        args.not_applicable("labels unknown during preview")
-        return
-    if smoke != "true":
-        args.not_applicable(f"not a smoke Job (label {vocab.SMOKE_JOB_LABEL}=true)")
-        return
-    spec = resource.props.get("spec")
-    if spec is UNKNOWN:
-        args.not_applicable("the Job spec is unknown during preview")
-        return
-    spec = as_dict(spec)
-    max_deadline = config_int(args.get_config(), "maxActiveDeadlineSeconds", _DEFAULT_MAX_DEADLINE)
-    findings = list(_smoke_job_run_findings(resource, spec, max_deadline))
-    pod = dig(spec, "template", "spec")
-    if isinstance(pod, dict):
-        findings += list(_smoke_job_pod_findings(pod))
-    for finding in findings:
-        report_violation(f"{resource.describe}: {finding}.", None)
-
-
-# --------------------------------------------------------------------------- requests
-
-
-def request_shape_problems(pod: dict[str, Any], prefixes: Sequence[str]) -> list[str]:
-    """Fractional, request-only and unequal extended GPU resources in a pod spec."""
-    problems: list[str] = []
-    for container in containers(pod):
-        resources = container.spec.get("resources")
-        if resources is UNKNOWN:
-            continue
-        requests_raw = as_dict(resources).get("requests")
-        limits_raw = as_dict(resources).get("limits")
-        if requests_raw is UNKNOWN or limits_raw is UNKNOWN:
-            continue
-        requests, limits = as_dict(requests_raw), as_dict(limits_raw)
-        names = sorted(n for n in {*requests, *limits} if n.startswith(tuple(prefixes)))
-        for name in names:
-            problems += _one_resource_problems(container, name, requests, limits)
-    return problems
-
-
-def _one_resource_problems(
-    container: Container,
-    name: str,
-    requests: dict[str, Any],
-    limits: dict[str, Any],
-) -> list[str]:
-    problems: list[str] = []
-    where = f"container '{container.name}'"
-    parsed: dict[str, Any] = {}
-    for which, table in (("requests", requests), ("limits", limits)):
-        if name not in table:
-            continue
-        value = table[name]
-        if value is UNKNOWN:
-            parsed[which] = UNKNOWN
-            continue
-        quantity = parse_quantity(value)
-        parsed[which] = quantity
-        if quantity is None or quantity.denominator != 1 or quantity < 0:
-            problems.append(
-                f"{where} {which}['{name}'] is {show(value)}: extended GPU resources "
-                "are whole, non-negative device counts (no fractions or milli-units); "
-                "request whole devices, or share GPUs through time-slicing or MIG"
-            )
-    request, limit = parsed.get("requests"), parsed.get("limits")
-    if request is UNKNOWN or limit is UNKNOWN:
-        return problems
-    if "requests" in parsed and "limits" not in parsed:
-        problems.append(
-            f"{where} requests['{name}'] is {show(requests[name])} without a limit: "
-            f"extended resources need limits equal to requests; set limits['{name}'] "
-            f"to {show(requests[name])}"
-        )
-    elif (
-        request is not None
-        and limit is not None
-        and request is not UNKNOWN
-        and limit is not UNKNOWN
-        and request != limit
-    ):
-        problems.append(
-            f"{where} requests['{name}'] is {show(requests[name])} but limits"
-            f"['{name}'] is {show(limits[name])}: GPU requests must equal limits "
-            "(devices are not overcommitted); set both to the same whole number"
-        )
-    return problems
-
-
-def gpu_request_shape_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse fractional GPU requests and requests that differ from limits."""
-    found = _pod_or_not_applicable(args)
-    if found is None:
-        return
-    resource, pod = found
-    prefixes = config_strings(args.get_config(), "resourcePrefixes", ("nvidia.com/",))
-    for problem in request_shape_problems(pod, prefixes):
-        report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", None)
-
-
-def gpu_consumers(pod: dict[str, Any]) -> list[tuple[Container, str]]:
-    """Containers that get GPUs, with how: device-plugin resources or DRA claims."""
-    result: list[tuple[Container, str]] = []
-    claims = pod_claims(pod)
-    claim_names = [str(as_dict(c).get("name")) for c in claims if isinstance(c, dict)] or ["<pod resourceClaims>"]
-    for container in containers(pod):
-        devices = sorted(n for n in container.resource_names() if is_device_plugin_gpu(n))
-        own_claims = [str(as_dict(c).get("name")) for c in container.claims if isinstance(c, dict)]
-        if devices:
-            result.append((container, f"the device plugin ({', '.join(devices)})"))
-        elif container.claims:
-            result.append((container, f"DRA claim(s) {', '.join(own_claims) or '<unnamed>'}"))
-        elif claims:
-            result.append((container, f"the pod's DRA resourceClaims ({', '.join(claim_names)})"))
-    return result
-
-
-def visible_devices_problems(pod: dict[str, Any], forbidden: Sequence[str]) -> list[str]:
-    """Env overrides of the visible devices in containers that get GPUs."""
-    problems: list[str] = []
-    for container, how in gpu_consumers(pod):
-        for entry in container.env:
-            name = entry.get("name")
-            if name not in forbidden:
-                continue
-            value = entry.get("value", entry.get("valueFrom"))
-            problems.append(
-                f"container '{container.name}' gets GPUs through {how} and sets env "
-                f"{name}={show(value)}. The device plugin/DRA driver and the runtime "
-                "supply the assigned devices, and CUDA's process-visible indices can "
-                "differ from physical ones, so the override can hide or misidentify "
-                f"the allocation and grants no extra GPUs. Remove {name} from the env"
-            )
-    return problems
-
-
-def no_visible_devices_override_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse CUDA/NVIDIA_VISIBLE_DEVICES in containers that get GPUs."""
-    found = _pod_or_not_applicable(args)
-    if found is None:
-        return
-    resource, pod = found
-    forbidden = config_strings(
-        args.get_config(),
-        "forbiddenEnvVars",
-        ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
-    )
-    for problem in visible_devices_problems(pod, forbidden):
-        report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", None)
-
-
-def dual_allocation_problem(pod: dict[str, Any]) -> str | None:
-    """Describe a pod that asks for device-plugin GPUs and a DRA claim at once."""
-    device_requests = sorted(
-        f"{name} (container '{c.name}')"
-        for c in containers(pod)
-        for name in c.resource_names()
-        if is_device_plugin_gpu(name)
-    )
-    claimers = [c.name for c in containers(pod) if c.claims]
-    claims = [str(as_dict(c).get("name")) for c in pod_claims(pod) if isinstance(c, dict)]
-    if not device_requests or not (claimers or pod_claims(pod)):
-        return None
-    claim_text = ", ".join(claims) if claims else "claims of " + ", ".join(claimers)
-    return (
-        f"requests {', '.join(device_requests)} through the device plugin and DRA "
-        f"claim(s) {claim_text} at once. The two mechanisms can hand out the same "
-        "physical GPUs, so the pod double-allocates (or never schedules). Request GPUs "
-        "through one mechanism: nvidia.com/gpu on a device-plugin cohort, or "
-        "resourceClaims on a DRA cohort"
-    )
-
-
-def no_dual_allocation_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse pods that request nvidia.com/gpu* and a DRA claim at once."""
-    found = _pod_or_not_applicable(args)
-    if found is None:
-        return
-    resource, pod = found
-    problem = dual_allocation_problem(pod)
-    if problem is not None:
-        report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", None)
-
-
 # --------------------------------------------------------------------------- cohorts
 
 
@@ -475,6 +124,8 @@ class _PluginCohort:
     names: list[str]
     sharing: Any
     gpu_model: Any
+    strategy: Setting
+    """The plugin's MIG strategy: its env, else its config file's flags.migStrategy, else the default none."""
 
     def confines(self, workload: Resource, node_selector: dict[str, Any]) -> bool:
         if workload.cohort is not None and workload.cohort in self.names:
@@ -500,9 +151,24 @@ def _plugin_cohorts(view: StackView, ledger: Ledger | None) -> list[_PluginCohor
                 names,
                 install.sharing or sharing,
                 model,
+                _strategy(install, view),
             )
         )
     return result
+
+
+def _strategy(install: Installation, view: StackView) -> Setting:
+    """The MIG strategy in force: ``MIG_STRATEGY`` env (or values), else ``flags.migStrategy`` of the config."""
+    setting = install.mig_strategy()
+    if not setting.defaulted or install.inputs_visible:
+        return setting
+    config = _rendered_sharing_config(install, view)
+    if not isinstance(config, _SharingConfig) or config.default_key is None:
+        return setting
+    flag = dig(config.documents.get(config.default_key), "flags", "migStrategy")
+    if not isinstance(flag, str):
+        return setting
+    return Setting(flag, f"{config.where}.{config.default_key} flags.migStrategy")
 
 
 def _workload_requests(
@@ -546,10 +212,11 @@ def _load_documents(source: Mapping[str, Any]) -> tuple[dict[str, Any], list[str
         if isinstance(text, dict):
             documents[key] = text
         elif isinstance(text, str):
-            try:
-                documents[key] = yaml.safe_load(text)
-            except yaml.YAMLError as error:
-                errors.append(f"config '{key}' is not valid YAML ({error})")
+            document, error = load_yaml(text)
+            if error is None:
+                documents[key] = document
+            elif error != TOO_DEEP:
+                errors.append(f"config '{key}' {error}")
     return documents, errors
 
 
@@ -584,6 +251,46 @@ def config_volume_name(pod: dict[str, Any]) -> Any:
         if isinstance(volume, dict) and volume.get("name") == _CONFIG_VOLUME:
             name = dig(volume, "configMap", "name")
             return name if name is UNKNOWN or isinstance(name, str) else None
+    return None
+
+
+def config_file_source(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(ConfigMap, key) of the config file the plugin container names (``CONFIG_FILE`` env or ``--config-file``).
+
+    NVIDIA's static manifest and hand-written DaemonSets mount the plugin config from a ConfigMap of any volume
+    name and point the plugin at one file of it; the chart's config-manager is not there to select a default.
+    """
+    plugin = next((c for c in containers(pod) if is_plugin_container(c)), None)
+    if plugin is None:
+        return None
+    path = plugin.env_value("CONFIG_FILE")
+    for word in plugin.command_line:
+        if word.startswith("--config-file="):
+            path = word.split("=", 1)[1]
+    if not isinstance(path, str) or not path.startswith("/"):
+        return None
+    volumes = {
+        v["name"]: v for v in as_list(pod.get("volumes")) if isinstance(v, dict) and isinstance(v.get("name"), str)
+    }
+    for mount in as_list(plugin.spec.get("volumeMounts")):
+        mount_path = dig(mount, "mountPath")
+        mount_name = dig(mount, "name")
+        volume = volumes.get(mount_name) if isinstance(mount_name, str) else None
+        name = dig(volume, "configMap", "name")
+        if (
+            not isinstance(mount_path, str)
+            or not isinstance(name, str)
+            or not path.startswith(mount_path.rstrip("/") + "/")
+        ):
+            continue
+        relative = path[len(mount_path.rstrip("/")) + 1 :]
+        items = {
+            path_: dig(i, "key")
+            for i in as_list(dig(volume, "configMap", "items"))
+            if isinstance(path_ := dig(i, "path"), str)
+        }
+        key = items.get(relative, relative)
+        return (name, key) if isinstance(key, str) else None
     return None
 
 
@@ -629,6 +336,9 @@ def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
     name = config_volume_name(pod)
     if name is UNKNOWN:
         return UNKNOWN
+    named = config_file_source(pod) if name is None else None
+    if named is not None:
+        name = named[0]
     if not isinstance(name, str) or not name:
         return None
     config_map = _find_config_map(view, install, name, main.metadata.get("namespace"))
@@ -637,6 +347,18 @@ def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
     data = config_map.props.get("data")
     if data is UNKNOWN or contains_unknown(data):
         return UNKNOWN
+    if named is not None:
+        # One file, named by the plugin itself: that file is the config in force.
+        documents, errors = _load_documents({k: v for k, v in as_dict(data).items() if k == named[1]})
+        return _SharingConfig(
+            documents,
+            named[1] if named[1] in documents else None,
+            named[1],
+            errors,
+            f"{install.rendered(config_map)} data",
+            install.rendered(main),
+            "the plugin's config file (CONFIG_FILE env or --config-file)",
+        )
     documents, errors = _load_documents(as_dict(data))
     managers = [c for c in containers(pod) if _CONFIG_MANAGER in c.command_line[:1]]
     default = next((v for c in managers if (v := c.env_value("DEFAULT_CONFIG")) is not None), None)
@@ -752,6 +474,7 @@ def _check_unattached_config_maps(view: StackView, report: ReportViolation) -> N
         name for install in view.by_owner(DEVICE_PLUGIN) if isinstance(name := install.value("config", "name"), str)
     }
     referenced |= {name for _, pod in view.workloads() if isinstance(name := config_volume_name(pod), str)}
+    referenced |= {source[0] for _, pod in view.workloads() if (source := config_file_source(pod)) is not None}
     for resource in view.resources:
         if resource.resource_type != CONFIG_MAP_TYPE or resource.is_ledger:
             continue
@@ -825,13 +548,9 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
 # --------------------------------------------------------------------------- MIG
 
 
-def _plugin_strategy(install: Installation) -> Any:
-    return install.mig_strategy().value
-
-
 def _maybe_mixed(cohort: _PluginCohort) -> bool:
     """The cohort's plugin may advertise MIG profiles (unknown during preview counts as may)."""
-    strategy = _plugin_strategy(cohort.install)
+    strategy = cohort.strategy.value
     return strategy == "mixed" or strategy is UNKNOWN or cohort.sharing == "mig-mixed"
 
 
@@ -854,7 +573,7 @@ def _operator_cohorts(view: StackView, ledger: Ledger | None) -> list[tuple[str,
 def _check_plugin_strategies(cohorts: list[_PluginCohort], report: ReportViolation) -> None:
     expected_by_sharing = {"mig-mixed": "mixed", "mig-single": "single", "mig-none": "none"}
     for cohort in cohorts:
-        setting = cohort.install.mig_strategy()
+        setting = cohort.strategy
         strategy = setting.value
         if strategy is UNKNOWN or cohort.sharing is None:
             continue
@@ -906,7 +625,7 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
         for cohort in not_mixed:
             report_violation(
                 f"{subject}, but it only runs on {cohort.title}, whose migStrategy is "
-                f"{show(_plugin_strategy(cohort.install))}: only the mixed strategy "
+                f"{show(cohort.strategy.value)}: only the mixed strategy "
                 "advertises nvidia.com/mig-<profile>, and changing a request does not "
                 "create MIG instances. Prepare the MIG geometry, then set "
                 f"{PROJECT}:cohorts[i].sharing.migStrategy to mixed, or request "
@@ -954,115 +673,6 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
 
 
 # --------------------------------------------------------------------------- policies
-
-_ANY_POD: Final = "Job, CronJob, Deployment, DaemonSet, StatefulSet, ReplicaSet or Pod"
-
-SMOKE_JOB_HARDENED = ResourceValidationPolicy(
-    name="smoke-job-hardened",
-    description=(
-        "GPU smoke Jobs stay suspended unless approved and are bounded, non-root, "
-        "read-only, capability-free, token-free and pinned by image digest."
-    ),
-    validate=smoke_job_hardened_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "maxActiveDeadlineSeconds": {
-                "type": "integer",
-                "minimum": 1,
-                "default": _DEFAULT_MAX_DEADLINE,
-                "description": "Largest activeDeadlineSeconds a smoke Job may set.",
-            }
-        }
-    ),
-    remediation_steps=(
-        f"Keep the Job suspended until {SMOKE_APPROVED_PATH} names its cohort; set "
-        f"{SMOKE_IMAGE_PATH} to an approved image@sha256 digest and "
-        f"{SMOKE_DEADLINE_PATH} within the maximum; keep backoffLimit 0, a TTL, "
-        "runAsNonRoot with a UID, RuntimeDefault seccomp, no privilege escalation, a "
-        "read-only root filesystem, drop ALL and no service-account token."
-    ),
-    url="https://kubernetes.io/docs/concepts/security/pod-security-standards/",
-    tags=["workloads", "smoke-job"],
-)
-
-GPU_REQUEST_SHAPE = ResourceValidationPolicy(
-    name="gpu-request-shape",
-    description=(
-        "Extended GPU resources (nvidia.com/*) in any pod template are whole numbers "
-        "and their requests equal their limits."
-    ),
-    validate=gpu_request_shape_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "resourcePrefixes": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": ["nvidia.com/"],
-                "description": "Resource-name prefixes treated as GPU resources.",
-            }
-        }
-    ),
-    remediation_steps=(
-        f"In the {_ANY_POD} manifest, request whole devices (1, 2, ...) and set "
-        "limits equal to requests; share GPUs through time-slicing or MIG "
-        f"({PROJECT}:cohorts[i].sharing), never with fractions."
-    ),
-    url=("https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources"),
-    tags=["workloads", "gpu"],
-)
-
-NO_VISIBLE_DEVICES_OVERRIDE = ResourceValidationPolicy(
-    name="no-visible-devices-override",
-    description=(
-        "Containers that get GPUs through the device plugin or a DRA claim do not set "
-        "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES."
-    ),
-    validate=no_visible_devices_override_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "forbiddenEnvVars": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"],
-                "description": "Env names a GPU-consuming container may not set.",
-            }
-        }
-    ),
-    remediation_steps=(
-        "Remove CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES from the env of every "
-        "container that requests nvidia.com/gpu*, nvidia.com/mig-* or a DRA claim; the "
-        "allocator and runtime expose exactly the assigned devices. The program's smoke "
-        f"Jobs never set them ({PROJECT}:smokeJobs); fix other workloads' manifests."
-    ),
-    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
-    tags=["workloads", "gpu"],
-)
-
-NO_DUAL_ALLOCATION = ResourceValidationPolicy(
-    name="no-dual-allocation",
-    description=(
-        "A pod never requests device-plugin GPUs (nvidia.com/gpu*, nvidia.com/mig-*) "
-        "and a DRA resource claim at the same time."
-    ),
-    validate=no_dual_allocation_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.HIGH,
-    # Nothing to tune: only the enforcement level is configurable (one mechanism per pod).
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
-        "Pick one mechanism per pod: nvidia.com/gpu requests on a device-plugin cohort, "
-        "or resourceClaims (resourceClaimTemplateName) on a DRA cohort; the smoke Jobs "
-        f"follow the owner in {PROJECT}:cohorts[i].owner."
-    ),
-    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
-    tags=["workloads", "gpu", "dra"],
-)
 
 SHARED_GPU_RESOURCE_NAME = StackValidationPolicy(
     name="shared-gpu-resource-name",
@@ -1128,11 +738,5 @@ MIG_STRATEGY_CONSISTENT = StackValidationPolicy(
     tags=["workloads", "mig"],
 )
 
-POLICIES: Final = (
-    SMOKE_JOB_HARDENED,
-    GPU_REQUEST_SHAPE,
-    NO_VISIBLE_DEVICES_OVERRIDE,
-    NO_DUAL_ALLOCATION,
-    SHARED_GPU_RESOURCE_NAME,
-    MIG_STRATEGY_CONSISTENT,
-)
+
+POLICIES: Final = (SHARED_GPU_RESOURCE_NAME, MIG_STRATEGY_CONSISTENT)

@@ -1,0 +1,463 @@
+"""The GPU installation model: which allocation owners a stack installs, and what each one renders.
+
+What the analyzer really receives (captured in ``tests/fixtures/policy/real/``): a ``kubernetes:helm.sh/v4:Chart``
+is a remote component, so its props are EMPTY in resource and in stack validation. Its inputs (``chart``,
+``version``, ``values``) are never visible; the objects it renders are, each with its full manifest and its parent
+URN pointing at the Chart. A ``helm.sh/v3:Release`` is a custom resource: its inputs, values included, are
+visible, its rendered objects are not. An allocator DaemonSet that no GPU Chart/Release rendered (a plain manifest,
+a ConfigGroup, a ``helm template`` render) is an install of its own. :class:`Installation` answers the rules'
+questions from the values where they are visible and from the rendered objects otherwise; :class:`StackView`
+finds the installations and the program's ledger.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pulumi_policy import PolicyResource, StackValidationArgs
+
+from ..vocab import allocators
+from ..vocab import labels as ownership
+from ..vocab.selectors import Placement
+from .parsing import load_json
+from .props import UNKNOWN, as_bool, contains_unknown, dig, string_map
+from .shapes import (
+    DEVICE_PLUGIN,
+    DRA,
+    GPU_OPERATOR,
+    HELM_TYPES,
+    PROJECT,
+    Container,
+    Resource,
+    containers,
+    cr_mode,
+    pod_node_selector,
+    pod_volumes,
+    required_node_terms,
+)
+
+# --------------------------------------------------------------------------- stack view
+
+
+def is_plugin_container(container: Container) -> bool:
+    """The device plugin's own (allocator) container, not its config manager or MPS daemon."""
+    if container.field_name != "containers":
+        return False
+    return allocators.container_owner(container.spec) == (DEVICE_PLUGIN, "allocator")
+
+
+def is_allocator_daemonset(resource: Resource, owner: str) -> bool:
+    """The DaemonSet that allocates GPUs for ``owner``: the device plugin itself, or the DRA kubelet plugin."""
+    if not resource.is_kubernetes or not resource.is_allocator or resource.identity is None:
+        return False
+    return resource.identity[0] == owner
+
+
+@dataclass
+class Setting:
+    """One answer an installation gives, and where it comes from (for messages)."""
+
+    value: Any
+    subject: str
+    """The object and field, e.g. ``… Chart 'x' values migStrategy`` or ``… DaemonSet 'y' … env MIG_STRATEGY``."""
+    defaulted: bool = False
+    """The value is the chart's default (nothing set it)."""
+
+
+@dataclass
+class Installation:
+    """One GPU allocation owner installed by a Helm Chart or Release.
+
+    A Release (and a Chart in tests that carry inputs) shows its values; a Chart v4 shows nothing itself,
+    and every question is answered from the objects it rendered (``children``).
+    """
+
+    owner: str
+    resource: Resource
+    children: list[Resource] = field(default_factory=list)
+    standalone: bool = False
+    """An allocator DaemonSet with no Helm Chart/Release above it (a plain manifest, a ConfigGroup, a rendered
+    ``helm template``): the install is the DaemonSet itself, and every answer comes from what it renders."""
+
+    @property
+    def inputs_visible(self) -> bool:
+        """Tell whether the Helm inputs (values, skipCrds, ...) are visible."""
+        return not self.standalone and not self.resource.inputs_hidden
+
+    @property
+    def describe(self) -> str:
+        """The Helm resource, for messages."""
+        return self.resource.describe
+
+    @property
+    def values(self) -> Any:
+        """The Helm values (dict) or UNKNOWN; ``{}`` when the inputs are hidden."""
+        return self.resource.values
+
+    def value(self, *path: str) -> Any:
+        """One Helm value: None if absent (or hidden), UNKNOWN if unknown."""
+        return dig(self.values, *path)
+
+    def rendered(self, child: Resource) -> str:
+        """Name a rendered object and the Chart that rendered it (a standalone install is the object itself)."""
+        if self.standalone:
+            return child.describe
+        return f"{child.describe} (rendered by {self.describe})"
+
+    @property
+    def cohorts(self) -> list[str]:
+        """The cohort labels stamped on the rendered children, sorted."""
+        return sorted({c.cohort for c in self.children if c.cohort})
+
+    @property
+    def sharing(self) -> str | None:
+        """The sharing annotation stamped on the rendered children, if any."""
+        for child in self.children:
+            value = child.annotation(ownership.SHARING_ANNOTATION)
+            if isinstance(value, str):
+                return value
+        return None
+
+    @property
+    def main_workload(self) -> Resource | None:
+        """The rendered allocator DaemonSet (device plugin or DRA kubelet plugin), if rendered."""
+        return next((c for c in self.children if is_allocator_daemonset(c, self.owner)), None)
+
+    def _main_pod(self) -> tuple[Resource, dict[str, Any]] | None:
+        main = self.main_workload
+        if main is None:
+            return None
+        pod = main.pod_spec
+        return (main, pod) if isinstance(pod, dict) else None
+
+    @property
+    def selector(self) -> Any:
+        """The cohort nodeSelector (dict), None if it cannot be told, or UNKNOWN."""
+        return self.selector_setting.value
+
+    @property
+    def selector_setting(self) -> Setting:
+        """The nodeSelector of the allocator: values, else the rendered allocator DaemonSet."""
+        key = "kubeletPlugin.nodeSelector" if self.owner == DRA else "nodeSelector"
+        if self.owner not in {DEVICE_PLUGIN, DRA}:
+            return Setting(None, self.describe)
+        if self.inputs_visible:
+            raw = self.value(*key.split("."))
+            if raw is UNKNOWN or contains_unknown(raw):
+                return Setting(UNKNOWN, f"{self.describe} (values {key})")
+            return Setting(string_map(raw) if raw is not None else {}, f"{self.describe} (values {key})")
+        found = self._main_pod()
+        if found is None:
+            return Setting(None, self.describe)
+        main, pod = found
+        raw = pod_node_selector(pod)
+        if raw is UNKNOWN or contains_unknown(raw):
+            return Setting(UNKNOWN, f"{self.rendered(main)} (nodeSelector)")
+        return Setting(string_map(raw), f"{self.rendered(main)} (nodeSelector)")
+
+    @property
+    def placement_setting(self) -> Setting:
+        """Where the allocator can run (a Placement: nodeSelector + required node affinity), None or UNKNOWN."""
+        selector = self.selector_setting
+        if not isinstance(selector.value, dict):
+            return selector
+        if self.inputs_visible:
+            base = self.value("kubeletPlugin") if self.owner == DRA else self.values
+            terms = required_node_terms(dig(base, "affinity"))
+        else:
+            found = self._main_pod()
+            terms = required_node_terms(found[1].get("affinity")) if found is not None else None
+        if terms is UNKNOWN or contains_unknown(terms):
+            terms = None
+        return Setting(Placement.of(selector.value, terms), selector.subject)
+
+    @property
+    def stamped(self) -> bool:
+        """Tell whether this program stamped what the install renders."""
+        return any(child.stamped for child in self.children)
+
+    def config_path(self, suffix: str, default: str) -> str:
+        """Return the stack-config path stamped on a child, plus ``suffix``; for a foreign install, the object."""
+        for child in self.children:
+            stamped = child.annotation(ownership.CONFIG_PATH_ANNOTATION)
+            if isinstance(stamped, str) and stamped:
+                return f"{stamped}{suffix}"
+        if not self.stamped and default.startswith(f"{PROJECT}:"):
+            return f"the {suffix.lstrip('.') or 'settings'} of {self.describe}"
+        return default
+
+    # ---- device plugin
+
+    def mig_strategy(self) -> Setting:
+        """The device plugin's MIG strategy: values ``migStrategy``, else the rendered ``MIG_STRATEGY`` env."""
+        if self.inputs_visible:
+            raw = self.value("migStrategy")
+            return Setting("none" if raw is None else raw, f"{self.describe} values migStrategy", raw is None)
+        found = self._main_pod()
+        if found is None:
+            return Setting(UNKNOWN, self.describe)
+        main, pod = found
+        plugin = next((c for c in containers(pod) if is_plugin_container(c)), None)
+        if plugin is None:
+            return Setting(UNKNOWN, self.describe)
+        raw = plugin.env_value("MIG_STRATEGY")
+        subject = f"{self.rendered(main)} container '{plugin.name}' env MIG_STRATEGY"
+        return Setting("none" if raw is None else raw, subject, raw is None)
+
+    def nfd(self) -> Setting:
+        """Whether this install runs Node Feature Discovery (True/False/UNKNOWN) and why."""
+        if self.inputs_visible:
+            if self.values is UNKNOWN:
+                return Setting(UNKNOWN, self.describe)
+            nfd = as_bool(self.value("nfd", "enabled"))
+            if self.owner == DEVICE_PLUGIN:
+                gfd = as_bool(self.value("gfd", "enabled"))
+                if nfd is UNKNOWN or (nfd is None and gfd is UNKNOWN):
+                    return Setting(UNKNOWN, self.describe)
+                detail = "nfd.enabled=true" if nfd is True else "gfd.enabled=true"
+                return Setting(nfd is True or (nfd is None and gfd is True), f"{self.describe} ({detail})")
+            if self.owner == GPU_OPERATOR:
+                if nfd is UNKNOWN:
+                    return Setting(UNKNOWN, self.describe)
+                detail = "nfd.enabled=true (default)" if nfd is None else "nfd.enabled=true"
+                return Setting(nfd is True or nfd is None, f"{self.describe} ({detail})")
+            return Setting(False, self.describe)
+        rendered = [c for c in self.children if c.is_nfd and c.kind in {"DaemonSet", "Deployment"}]
+        if not rendered:
+            return Setting(False, self.describe)
+        names = ", ".join(sorted(r.describe for r in rendered))
+        return Setting(True, f"{self.describe} (renders {names})")
+
+    # ---- DRA
+
+    def driver_root(self) -> Setting:
+        """The DRA driver root: values ``nvidiaDriverRoot`` (default ``/``), else the rendered env/hostPath."""
+        if self.inputs_visible:
+            raw = self.value("nvidiaDriverRoot")
+            if raw is UNKNOWN:
+                return Setting(UNKNOWN, self.describe)
+            return Setting("/" if raw is None else raw, f"{self.describe} values nvidiaDriverRoot", raw is None)
+        found = self._main_pod()
+        if found is None:
+            return Setting(UNKNOWN, self.describe)
+        main, pod = found
+        for container in sorted(containers(pod), key=lambda c: c.field_name != "containers"):
+            raw = container.env_value("NVIDIA_DRIVER_ROOT")
+            if raw is UNKNOWN:
+                return Setting(UNKNOWN, self.describe)
+            if isinstance(raw, str):
+                return Setting(raw, f"{self.rendered(main)} container '{container.name}' env NVIDIA_DRIVER_ROOT")
+        volumes = pod_volumes(pod)
+        if volumes is UNKNOWN:
+            return Setting(UNKNOWN, self.describe)
+        for volume in volumes:
+            path = dig(volume, "hostPath", "path")
+            if volume.get("name") == "driver-root" and (isinstance(path, str) or path is UNKNOWN):
+                return Setting(path, f"{self.rendered(main)} volume driver-root hostPath.path")
+        return Setting(UNKNOWN, self.describe)
+
+    @property
+    def skips_crds(self) -> Any:
+        """The ``skipCrds`` input: True, False/None, or UNKNOWN."""
+        return as_bool(self.resource.props.get("skipCrds"))
+
+    # ---- GPU Operator
+
+    @property
+    def custom_resources(self) -> list[Resource]:
+        """The rendered ClusterPolicy/GPUCluster objects."""
+        return [c for c in self.children if cr_mode(c) is not None]
+
+    @property
+    def mode(self) -> Any:
+        """The Operator mode: from the values, else from the rendered CR objects."""
+        if self.inputs_visible:
+            return operator_mode(self.values)
+        modes = {cr_mode(c) for c in self.custom_resources}
+        if len(modes) > 1:
+            return "both"
+        return next(iter(modes), None)
+
+    def setting(self, *path: str) -> Any:
+        """An Operator setting (e.g. ``driver.enabled``): the values, else the rendered CR's spec."""
+        if self.inputs_visible:
+            return self.value(*path)
+        for resource in sorted(self.custom_resources, key=lambda r: r.kind != "ClusterPolicy"):
+            return dig(resource.props, "spec", *path)
+        return None
+
+
+@dataclass
+class Ledger:
+    """The parsed ledger ConfigMap."""
+
+    resource: Resource
+    known: bool
+    error: str | None = None
+    cohorts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    operator_mode: Any = None
+
+
+@dataclass
+class StackView:
+    """All resources of a stack, with the GPU installations and the ledger found."""
+
+    resources: list[Resource]
+    by_urn: dict[str, Resource]
+    _installations: dict[str, Installation] | None = None
+
+    @classmethod
+    def from_args(cls, args: StackValidationArgs, kinds: frozenset[str] | None = None) -> StackView:
+        """Build from the arguments of a stack policy.
+
+        ``kinds``: read the props of Helm resources and of these kinds only (a check that needs no more pays for
+        no more: copying props is most of the pack's cost); every resource keeps its place in the parent tree.
+        """
+        resources = [
+            Resource.from_stack(r, read=kinds is None or r.resource_type in HELM_TYPES or _kind(r) in kinds)
+            for r in args.resources
+        ]
+        return cls(resources, {r.urn: r for r in resources})
+
+    def ancestors(self, resource: Resource) -> Iterator[Resource]:
+        """Walk the parent chain."""
+        seen: set[str] = set()
+        urn = resource.parent_urn
+        while urn and urn in self.by_urn and urn not in seen:
+            seen.add(urn)
+            parent = self.by_urn[urn]
+            yield parent
+            urn = parent.parent_urn
+
+    def helm_ancestor(self, resource: Resource) -> Resource | None:
+        """The nearest Helm Chart/Release above a resource, if any."""
+        return next((p for p in self.ancestors(resource) if p.is_helm), None)
+
+    def _found(self) -> dict[str, Installation]:
+        if self._installations is not None:
+            return self._installations
+        found: dict[str, Installation] = {}
+        hidden: dict[str, list[str]] = {}
+        for resource in self.resources:
+            owner = resource.chart_owner
+            if owner is not None:
+                found[resource.urn] = Installation(owner, resource)
+            elif resource.inputs_hidden:
+                hidden[resource.urn] = []
+        # A Chart whose inputs are hidden installs the owner its rendered objects name.
+        # The chart's own labels or annotation name it; a chart that carries neither (a team's wrapper chart)
+        # is named by the allocator it renders.
+        for resource in self.resources:
+            chart = self.helm_ancestor(resource)
+            if chart is not None and chart.urn in hidden:
+                owner = resource.rendered_chart_owner
+                if owner is None and resource.is_allocator and resource.identity is not None:
+                    owner = resource.identity[0]
+                if owner is not None:
+                    hidden[chart.urn].append(owner)
+        for resource in self.resources:
+            votes = hidden.get(resource.urn)
+            if votes:
+                found[resource.urn] = Installation(max(sorted(set(votes)), key=votes.count), resource)
+        # An allocator DaemonSet that no GPU Chart/Release rendered is an install of its own.
+        for resource in self.resources:
+            if resource.is_allocator and resource.identity is not None:
+                if self._installation_urn(resource, found) is None:
+                    found[resource.urn] = Installation(resource.identity[0], resource, standalone=True)
+        for resource in self.resources:
+            urn = self._installation_urn(resource, found)
+            if urn is not None:
+                found[urn].children.append(resource)
+        ordered = {r.urn: found[r.urn] for r in self.resources if r.urn in found}
+        self._installations = ordered
+        return ordered
+
+    def _installation_urn(self, resource: Resource, found: dict[str, Installation]) -> str | None:
+        own = found.get(resource.urn)
+        if own is not None and own.standalone:
+            return resource.urn
+        for parent in self.ancestors(resource):
+            if parent.urn in found:
+                return parent.urn
+        return None
+
+    def installation_urn(self, resource: Resource) -> str | None:
+        """Return the URN of the GPU Chart/Release that rendered a resource, if any."""
+        return self._installation_urn(resource, self._found())
+
+    def installations(self) -> list[Installation]:
+        """Every Helm resource that installs a GPU allocation owner."""
+        return list(self._found().values())
+
+    def installation_of(self, resource: Resource) -> Installation | None:
+        """The installation that rendered a resource, if any."""
+        urn = self.installation_urn(resource)
+        return self._found().get(urn) if urn is not None else None
+
+    def by_owner(self, owner: str) -> list[Installation]:
+        """Return the installations of one owner."""
+        return [i for i in self.installations() if i.owner == owner]
+
+    def ledger(self) -> Ledger | None:
+        """Return the parsed ledger ConfigMap, if the stack has one."""
+        for resource in self.resources:
+            if resource.is_ledger:
+                return parse_ledger(resource)
+        return None
+
+    def workloads(self) -> Iterator[tuple[Resource, dict[str, Any]]]:
+        """Every resource with a known pod spec."""
+        for resource in self.resources:
+            pod = resource.pod_spec
+            if isinstance(pod, dict):
+                yield resource, pod
+
+
+def _kind(resource: PolicyResource) -> str:
+    return resource.resource_type.rsplit(":", 1)[-1]
+
+
+def parse_ledger(resource: Resource) -> Ledger:
+    """Read ``data["ownership.json"]`` of the ledger ConfigMap."""
+    raw = dig(resource.props, "data", ownership.LEDGER_KEY)
+    if raw is UNKNOWN:
+        return Ledger(resource, known=False)
+    if not isinstance(raw, str):
+        return Ledger(resource, known=True, error="has no ownership.json key")
+    document, error = load_json(raw)
+    if error is not None:
+        return Ledger(resource, known=True, error=error)
+    if not isinstance(document, dict) or not isinstance(document.get("cohorts"), dict):
+        return Ledger(resource, known=True, error="has no 'cohorts' object")
+    cohorts = {str(name): entry for name, entry in document["cohorts"].items() if isinstance(entry, dict)}
+    return Ledger(
+        resource,
+        known=True,
+        cohorts=cohorts,
+        operator_mode=document.get("operatorMode"),
+    )
+
+
+def operator_mode(values: Any) -> Any:
+    """Return the GPU Operator mode from its values.
+
+    Returns ``cluster-policy``, ``gpu-cluster``, ``both``, None (no CR) or UNKNOWN.
+    ``clusterPolicy.deployCR`` defaults to true, ``gpuCluster.deployCR`` to false.
+    """
+    if values is UNKNOWN:
+        return UNKNOWN
+    cluster_policy = as_bool(dig(values, "clusterPolicy", "deployCR"))
+    gpu_cluster = as_bool(dig(values, "gpuCluster", "deployCR"))
+    if cluster_policy is UNKNOWN or gpu_cluster is UNKNOWN:
+        return UNKNOWN
+    cluster_policy_on = cluster_policy is not False
+    gpu_cluster_on = gpu_cluster is True
+    if cluster_policy_on and gpu_cluster_on:
+        return "both"
+    if gpu_cluster_on:
+        return "gpu-cluster"
+    if cluster_policy_on:
+        return "cluster-policy"
+    return None

@@ -1,0 +1,524 @@
+"""Workload policies: hardened smoke Jobs and well-formed GPU requests.
+
+Seed: smoke Jobs are "suspended by default", bounded, non-root, read-only, pinned by
+digest; "Do not set CUDA_VISIBLE_DEVICES"; "Do not request the same GPU through both
+mechanisms". Time-slicing and MIG live in :mod:`.sharing`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any, Final
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    Severity,
+)
+
+from ..vocab import grammar
+from ..vocab import labels as vocab
+from ..vocab.grammar import parse_quantity
+from .props import (
+    UNKNOWN,
+    as_dict,
+    as_list,
+    config_int,
+    config_strings,
+    dig,
+    show,
+)
+from .shapes import (
+    PROJECT,
+    Container,
+    Resource,
+    containers,
+    is_device_plugin_gpu,
+    pod_claims,
+)
+
+# --------------------------------------------------------------------------- helpers
+
+_DEFAULT_MAX_DEADLINE: Final = 600
+SMOKE_IMAGE_PATH: Final = f"{PROJECT}:smokeJobs.image"
+SMOKE_APPROVED_PATH: Final = f"{PROJECT}:smokeJobs.approvedCohort"
+SMOKE_DEADLINE_PATH: Final = f"{PROJECT}:smokeJobs.activeDeadlineSeconds"
+_TEMPLATE_FIX: Final = (
+    "restore the hardened smoke Job template (components/ renders it exactly as the "
+    "integration guide shows; it has no stack-config switch for this field)"
+)
+_FOREIGN_TEMPLATE_FIX: Final = "set it in the Job's manifest as the integration guide's hardened smoke Job does"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _pod_or_not_applicable(
+    args: ResourceValidationArgs,
+) -> tuple[Resource, dict[str, Any]] | None:
+    resource = Resource.from_args(args)
+    pod = resource.pod_spec
+    if pod is None:
+        args.not_applicable("not a workload with a pod template")
+        return None
+    if pod is UNKNOWN:
+        args.not_applicable("the pod template is unknown during preview")
+        return None
+    return resource, pod
+
+
+def _workload_path(resource: Resource) -> str:
+    return resource.config_path("", f"the manifest of {resource.describe}")
+
+
+# --------------------------------------------------------------------------- smoke Job
+
+
+def _smoke_job_run_findings(resource: Resource, spec: dict[str, Any], max_deadline: int) -> Iterator[str]:
+    suspend = spec.get("suspend")
+    approved = resource.annotation(vocab.APPROVED_ANNOTATION)
+    if suspend is not UNKNOWN and approved is not UNKNOWN and suspend is not True:
+        if approved != "true":
+            yield (
+                f"spec.suspend is {show(suspend)} (absent means false) but annotation "
+                f"{vocab.APPROVED_ANNOTATION} is {show(approved)}, so the Job starts GPU "
+                "work nobody approved. Keep spec.suspend: true, or approve exactly this "
+                f"cohort in {SMOKE_APPROVED_PATH}"
+            )
+    deadline = spec.get("activeDeadlineSeconds")
+    if deadline is not UNKNOWN:
+        seconds = _number(deadline)
+        if seconds is None or seconds <= 0:
+            yield (
+                f"spec.activeDeadlineSeconds is {show(deadline)}, so the Job is "
+                f"unbounded. Set {SMOKE_DEADLINE_PATH} to 1..{max_deadline}"
+            )
+        elif seconds > max_deadline:
+            yield (
+                f"spec.activeDeadlineSeconds is {show(deadline)}, above the maximum "
+                f"{max_deadline}. Set {SMOKE_DEADLINE_PATH} to at most {max_deadline}"
+            )
+    backoff = spec.get("backoffLimit")
+    if backoff is not UNKNOWN and _number(backoff) != 0:
+        yield (
+            f"spec.backoffLimit is {show(backoff)} (absent means 6), so a failing GPU "
+            f"check is retried. Set it to 0: {_TEMPLATE_FIX}"
+        )
+    ttl = spec.get("ttlSecondsAfterFinished")
+    if ttl is not UNKNOWN:
+        seconds = _number(ttl)
+        if seconds is None or seconds < 0:
+            yield (
+                f"spec.ttlSecondsAfterFinished is {show(ttl)}, so finished Jobs and "
+                f"their Pods are never cleaned up. Set it (capture the result before the "
+                f"TTL): {_TEMPLATE_FIX}"
+            )
+
+
+def _effective(container: Container, pod_context: dict[str, Any], key: str) -> Any:
+    context = dig(container.spec, "securityContext")
+    if context is UNKNOWN:
+        return UNKNOWN
+    value = as_dict(context).get(key)
+    return pod_context.get(key) if value is None else value
+
+
+def _smoke_job_pod_findings(pod: dict[str, Any]) -> Iterator[str]:
+    automount = pod.get("automountServiceAccountToken")
+    if automount is not UNKNOWN and automount is not False:
+        yield (
+            f"automountServiceAccountToken is {show(automount)}, so the GPU check gets "
+            f"an API token it does not need. Set it to false: {_TEMPLATE_FIX}"
+        )
+    pod_context = pod.get("securityContext")
+    if pod_context is UNKNOWN:
+        return
+    pod_context = as_dict(pod_context)
+    for container in containers(pod):
+        where = f"container '{container.name}'"
+        yield from _container_findings(container, pod_context, where)
+
+
+def _container_findings(container: Container, pod_context: dict[str, Any], where: str) -> Iterator[str]:
+    non_root = _effective(container, pod_context, "runAsNonRoot")
+    if non_root is not UNKNOWN and non_root is not True:
+        yield (
+            f"{where} runAsNonRoot is {show(non_root)}. Set runAsNonRoot: true with a "
+            f"non-root runAsUser: {_TEMPLATE_FIX}"
+        )
+    user = _effective(container, pod_context, "runAsUser")
+    if user is not UNKNOWN:
+        uid = _number(user)
+        if uid is None or uid <= 0:
+            yield (
+                f"{where} runAsUser is {show(user)}; the smoke Job runs as an explicit "
+                f"non-root UID (e.g. 65532): {_TEMPLATE_FIX}"
+            )
+    seccomp = _effective(container, pod_context, "seccompProfile")
+    if seccomp is not UNKNOWN:
+        kind = as_dict(seccomp).get("type")
+        if kind is not UNKNOWN and kind != "RuntimeDefault":
+            yield (
+                f"{where} seccompProfile.type is {show(kind)}. Set seccompProfile.type: RuntimeDefault: {_TEMPLATE_FIX}"
+            )
+    context = container.spec.get("securityContext")
+    if context is UNKNOWN:
+        return
+    context = as_dict(context)
+    checks: Sequence[tuple[str, Any, bool]] = (
+        ("allowPrivilegeEscalation", context.get("allowPrivilegeEscalation"), False),
+        ("readOnlyRootFilesystem", context.get("readOnlyRootFilesystem"), True),
+    )
+    for key, value, wanted in checks:
+        if value is not UNKNOWN and value is not wanted:
+            yield (f"{where} securityContext.{key} is {show(value)}. Set it to {show(wanted)}: {_TEMPLATE_FIX}")
+    privileged = context.get("privileged")
+    if privileged is True:
+        yield f"{where} is privileged. Remove privileged: true: {_TEMPLATE_FIX}"
+    capabilities = context.get("capabilities")
+    if capabilities is not UNKNOWN:
+        drop = as_list(as_dict(capabilities).get("drop"))
+        added = as_list(as_dict(capabilities).get("add"))
+        if UNKNOWN not in drop and "ALL" not in drop:
+            yield (f'{where} capabilities.drop is {show(drop)}. Drop ["ALL"]: {_TEMPLATE_FIX}')
+        if added and UNKNOWN not in added:
+            yield (f"{where} capabilities.add is {show(added)}. Add no capabilities: {_TEMPLATE_FIX}")
+    image = container.spec.get("image")
+    if image is not UNKNOWN and (not isinstance(image, str) or grammar.DIGEST_IMAGE.fullmatch(image) is None):
+        yield (
+            f"{where} image is {show(image)}, not pinned by an @sha256: digest, so the "
+            "tested image can change under the same tag. Set "
+            f"{SMOKE_IMAGE_PATH} to an approved image@sha256:<64 hex> reference"
+        )
+
+
+def smoke_job_hardened_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse smoke Jobs that run unapproved, unbounded or without hardening."""
+    resource = Resource.from_args(args)
+    if resource.kind != "Job" or not resource.is_kubernetes:
+        args.not_applicable("not a Job")
+        return
+    smoke = resource.label(vocab.SMOKE_JOB_LABEL)
+    if smoke is UNKNOWN:
+        args.not_applicable("labels unknown during preview")
+        return
+    if not resource.is_smoke_job:
+        args.not_applicable(
+            f"not a smoke Job (label {vocab.SMOKE_JOB_LABEL}=true, or a GPU Job named as a smoke/validation Job)"
+        )
+        return
+    spec = resource.props.get("spec")
+    if spec is UNKNOWN:
+        args.not_applicable("the Job spec is unknown during preview")
+        return
+    spec = as_dict(spec)
+    max_deadline = config_int(args.get_config(), "maxActiveDeadlineSeconds", _DEFAULT_MAX_DEADLINE)
+    findings = list(_smoke_job_run_findings(resource, spec, max_deadline))
+    if not resource.stamped:
+        # Approval (suspend until approved) is this program's workflow; a foreign Job is judged on its hardening,
+        # and the fix names the Job's own field instead of a stack-config path.
+        findings = [_foreign_fix(f) for f in findings if not f.startswith("spec.suspend")]
+    pod = dig(spec, "template", "spec")
+    if isinstance(pod, dict):
+        pod_findings = list(_smoke_job_pod_findings(pod))
+        findings += pod_findings if resource.stamped else [_foreign_fix(f) for f in pod_findings]
+    for finding in findings:
+        report_violation(f"{resource.describe}: {finding}.", None)
+
+
+def _foreign_fix(finding: str) -> str:
+    """Point a finding's fix at the Job's own manifest (a Job this program did not build has no stack config)."""
+    return (
+        finding.replace(f"{SMOKE_IMAGE_PATH} to", "the container image to")
+        .replace(f"{SMOKE_DEADLINE_PATH} to", "spec.activeDeadlineSeconds to")
+        .replace(_TEMPLATE_FIX, _FOREIGN_TEMPLATE_FIX)
+    )
+
+
+# --------------------------------------------------------------------------- requests
+
+
+def request_shape_problems(pod: dict[str, Any], prefixes: Sequence[str]) -> list[str]:
+    """Fractional, request-only and unequal extended GPU resources in a pod spec."""
+    problems: list[str] = []
+    for container in containers(pod):
+        resources = container.spec.get("resources")
+        if resources is UNKNOWN:
+            continue
+        requests_raw = as_dict(resources).get("requests")
+        limits_raw = as_dict(resources).get("limits")
+        if requests_raw is UNKNOWN or limits_raw is UNKNOWN:
+            continue
+        requests, limits = as_dict(requests_raw), as_dict(limits_raw)
+        names = sorted(n for n in {*requests, *limits} if n.startswith(tuple(prefixes)))
+        for name in names:
+            problems += _one_resource_problems(container, name, requests, limits)
+    return problems
+
+
+def _one_resource_problems(
+    container: Container,
+    name: str,
+    requests: dict[str, Any],
+    limits: dict[str, Any],
+) -> list[str]:
+    problems: list[str] = []
+    where = f"container '{container.name}'"
+    parsed: dict[str, Any] = {}
+    for which, table in (("requests", requests), ("limits", limits)):
+        if name not in table:
+            continue
+        value = table[name]
+        if value is UNKNOWN:
+            parsed[which] = UNKNOWN
+            continue
+        quantity = parse_quantity(value)
+        parsed[which] = quantity
+        if quantity is None or quantity.denominator != 1 or quantity < 0:
+            problems.append(
+                f"{where} {which}['{name}'] is {show(value)}: extended GPU resources "
+                "are whole, non-negative device counts (no fractions or milli-units); "
+                "request whole devices, or share GPUs through time-slicing or MIG"
+            )
+    request, limit = parsed.get("requests"), parsed.get("limits")
+    if request is UNKNOWN or limit is UNKNOWN:
+        return problems
+    if "requests" in parsed and "limits" not in parsed:
+        problems.append(
+            f"{where} requests['{name}'] is {show(requests[name])} without a limit: "
+            f"extended resources need limits equal to requests; set limits['{name}'] "
+            f"to {show(requests[name])}"
+        )
+    elif (
+        request is not None
+        and limit is not None
+        and request is not UNKNOWN
+        and limit is not UNKNOWN
+        and request != limit
+    ):
+        problems.append(
+            f"{where} requests['{name}'] is {show(requests[name])} but limits"
+            f"['{name}'] is {show(limits[name])}: GPU requests must equal limits "
+            "(devices are not overcommitted); set both to the same whole number"
+        )
+    return problems
+
+
+def gpu_request_shape_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse fractional GPU requests and requests that differ from limits."""
+    found = _pod_or_not_applicable(args)
+    if found is None:
+        return
+    resource, pod = found
+    prefixes = config_strings(args.get_config(), "resourcePrefixes", ("nvidia.com/",))
+    for problem in request_shape_problems(pod, prefixes):
+        report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", None)
+
+
+def gpu_consumers(pod: dict[str, Any]) -> list[tuple[Container, str]]:
+    """Containers that get GPUs, with how: device-plugin resources or DRA claims."""
+    result: list[tuple[Container, str]] = []
+    claims = pod_claims(pod)
+    claim_names = [str(as_dict(c).get("name")) for c in claims if isinstance(c, dict)] or ["<pod resourceClaims>"]
+    for container in containers(pod):
+        devices = sorted(n for n in container.resource_names() if is_device_plugin_gpu(n))
+        own_claims = [str(as_dict(c).get("name")) for c in container.claims if isinstance(c, dict)]
+        if devices:
+            result.append((container, f"the device plugin ({', '.join(devices)})"))
+        elif container.claims:
+            result.append((container, f"DRA claim(s) {', '.join(own_claims) or '<unnamed>'}"))
+        elif claims:
+            result.append((container, f"the pod's DRA resourceClaims ({', '.join(claim_names)})"))
+    return result
+
+
+def visible_devices_problems(pod: dict[str, Any], forbidden: Sequence[str]) -> list[str]:
+    """Env overrides of the visible devices in containers that get GPUs."""
+    problems: list[str] = []
+    for container, how in gpu_consumers(pod):
+        for entry in container.env:
+            name = entry.get("name")
+            if name not in forbidden:
+                continue
+            value = entry.get("value", entry.get("valueFrom"))
+            problems.append(
+                f"container '{container.name}' gets GPUs through {how} and sets env "
+                f"{name}={show(value)}. The device plugin/DRA driver and the runtime "
+                "supply the assigned devices, and CUDA's process-visible indices can "
+                "differ from physical ones, so the override can hide or misidentify "
+                f"the allocation and grants no extra GPUs. Remove {name} from the env"
+            )
+    return problems
+
+
+def no_visible_devices_override_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse CUDA/NVIDIA_VISIBLE_DEVICES in containers that get GPUs."""
+    found = _pod_or_not_applicable(args)
+    if found is None:
+        return
+    resource, pod = found
+    forbidden = config_strings(
+        args.get_config(),
+        "forbiddenEnvVars",
+        ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
+    )
+    for problem in visible_devices_problems(pod, forbidden):
+        report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", None)
+
+
+def dual_allocation_problem(pod: dict[str, Any]) -> str | None:
+    """Describe a pod that asks for device-plugin GPUs and a DRA claim at once."""
+    device_requests = sorted(
+        f"{name} (container '{c.name}')"
+        for c in containers(pod)
+        for name in c.resource_names()
+        if is_device_plugin_gpu(name)
+    )
+    claimers = [c.name for c in containers(pod) if c.claims]
+    claims = [str(as_dict(c).get("name")) for c in pod_claims(pod) if isinstance(c, dict)]
+    if not device_requests or not (claimers or pod_claims(pod)):
+        return None
+    claim_text = ", ".join(claims) if claims else "claims of " + ", ".join(claimers)
+    return (
+        f"requests {', '.join(device_requests)} through the device plugin and DRA "
+        f"claim(s) {claim_text} at once. The two mechanisms can hand out the same "
+        "physical GPUs, so the pod double-allocates (or never schedules). Request GPUs "
+        "through one mechanism: nvidia.com/gpu on a device-plugin cohort, or "
+        "resourceClaims on a DRA cohort"
+    )
+
+
+def no_dual_allocation_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse pods that request nvidia.com/gpu* and a DRA claim at once."""
+    found = _pod_or_not_applicable(args)
+    if found is None:
+        return
+    resource, pod = found
+    problem = dual_allocation_problem(pod)
+    if problem is not None:
+        report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", None)
+
+
+# --------------------------------------------------------------------------- policies
+
+_ANY_POD: Final = "Job, CronJob, Deployment, DaemonSet, StatefulSet, ReplicaSet or Pod"
+
+SMOKE_JOB_HARDENED = ResourceValidationPolicy(
+    name="smoke-job-hardened",
+    description=(
+        "GPU smoke Jobs stay suspended unless approved and are bounded, non-root, "
+        "read-only, capability-free, token-free and pinned by image digest."
+    ),
+    validate=smoke_job_hardened_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "maxActiveDeadlineSeconds": {
+                "type": "integer",
+                "minimum": 1,
+                "default": _DEFAULT_MAX_DEADLINE,
+                "description": "Largest activeDeadlineSeconds a smoke Job may set.",
+            }
+        }
+    ),
+    remediation_steps=(
+        f"Keep the Job suspended until {SMOKE_APPROVED_PATH} names its cohort; set "
+        f"{SMOKE_IMAGE_PATH} to an approved image@sha256 digest and "
+        f"{SMOKE_DEADLINE_PATH} within the maximum; keep backoffLimit 0, a TTL, "
+        "runAsNonRoot with a UID, RuntimeDefault seccomp, no privilege escalation, a "
+        "read-only root filesystem, drop ALL and no service-account token."
+    ),
+    url="https://kubernetes.io/docs/concepts/security/pod-security-standards/",
+    tags=["workloads", "smoke-job"],
+)
+
+GPU_REQUEST_SHAPE = ResourceValidationPolicy(
+    name="gpu-request-shape",
+    description=(
+        "Extended GPU resources (nvidia.com/*) in any pod template are whole numbers "
+        "and their requests equal their limits."
+    ),
+    validate=gpu_request_shape_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "resourcePrefixes": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": ["nvidia.com/"],
+                "description": "Resource-name prefixes treated as GPU resources.",
+            }
+        }
+    ),
+    remediation_steps=(
+        f"In the {_ANY_POD} manifest, request whole devices (1, 2, ...) and set "
+        "limits equal to requests; share GPUs through time-slicing or MIG "
+        f"({PROJECT}:cohorts[i].sharing), never with fractions."
+    ),
+    url=("https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources"),
+    tags=["workloads", "gpu"],
+)
+
+NO_VISIBLE_DEVICES_OVERRIDE = ResourceValidationPolicy(
+    name="no-visible-devices-override",
+    description=(
+        "Containers that get GPUs through the device plugin or a DRA claim do not set "
+        "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES."
+    ),
+    validate=no_visible_devices_override_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "forbiddenEnvVars": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"],
+                "description": "Env names a GPU-consuming container may not set.",
+            }
+        }
+    ),
+    remediation_steps=(
+        "Remove CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES from the env of every "
+        "container that requests nvidia.com/gpu*, nvidia.com/mig-* or a DRA claim; the "
+        "allocator and runtime expose exactly the assigned devices. The program's smoke "
+        f"Jobs never set them ({PROJECT}:smokeJobs); fix other workloads' manifests."
+    ),
+    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
+    tags=["workloads", "gpu"],
+)
+
+NO_DUAL_ALLOCATION = ResourceValidationPolicy(
+    name="no-dual-allocation",
+    description=(
+        "A pod never requests device-plugin GPUs (nvidia.com/gpu*, nvidia.com/mig-*) "
+        "and a DRA resource claim at the same time."
+    ),
+    validate=no_dual_allocation_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.HIGH,
+    # Nothing to tune: only the enforcement level is configurable (one mechanism per pod).
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        "Pick one mechanism per pod: nvidia.com/gpu requests on a device-plugin cohort, "
+        "or resourceClaims (resourceClaimTemplateName) on a DRA cohort; the smoke Jobs "
+        f"follow the owner in {PROJECT}:cohorts[i].owner."
+    ),
+    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
+    tags=["workloads", "gpu", "dra"],
+)
+
+POLICIES: Final = (
+    SMOKE_JOB_HARDENED,
+    GPU_REQUEST_SHAPE,
+    NO_VISIBLE_DEVICES_OVERRIDE,
+    NO_DUAL_ALLOCATION,
+)

@@ -1,0 +1,140 @@
+"""Where a pod can run, and whether two placements can share a node: one home for the rule program and pack apply.
+
+A placement is a nodeSelector (equality, AND) plus the required node affinity (OR of terms, each an AND of
+matchExpressions). Two allocators conflict when one node can satisfy both placements, so overlap is decided
+by satisfiability: for every pair of terms, can one set of node labels meet every requirement at once? A
+requirement that cannot be read (unknown during preview, an unknown operator) constrains nothing, so
+overlap errs towards "can share a node". `matchFields` (node names) is ignored the same way. Plain data in,
+no Pulumi imports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+Requirement = tuple[str, str, tuple[str, ...]]
+"""(label key, operator, values): one matchExpression, or one nodeSelector entry as (key, "In", (value,))."""
+
+_OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+
+
+def selectors_overlap(first: Mapping[str, str], second: Mapping[str, str]) -> bool:
+    """Two equality selectors can select one node unless some key has different values."""
+    return all(first[key] == second[key] for key in first.keys() & second.keys())
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a pod can run: nodeSelector plus required node affinity terms (None: no required affinity)."""
+
+    selector: tuple[tuple[str, str], ...]
+    terms: tuple[tuple[Requirement, ...], ...] | None = None
+
+    @classmethod
+    def of(cls, node_selector: Mapping[str, str], terms: Any = None) -> Placement:
+        """Build from a plain nodeSelector and the plain `nodeSelectorTerms` list (or None)."""
+        return cls(tuple(sorted(node_selector.items())), _terms(terms))
+
+    @property
+    def node_selector(self) -> dict[str, str]:
+        """The equality part, as a dict."""
+        return dict(self.selector)
+
+    def alternatives(self) -> list[tuple[Requirement, ...]]:
+        """One conjunction of requirements per required affinity term (one in all without affinity)."""
+        base = tuple((key, "In", (value,)) for key, value in self.selector)
+        if self.terms is None:
+            return [base]
+        return [base + term for term in self.terms]
+
+
+def _terms(raw: Any) -> tuple[tuple[Requirement, ...], ...] | None:
+    if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
+        return None
+    terms: list[tuple[Requirement, ...]] = []
+    for term in raw:
+        expressions = term.get("matchExpressions") if isinstance(term, Mapping) else None
+        requirements: list[Requirement] = []
+        if isinstance(expressions, Sequence) and not isinstance(expressions, str):
+            for expression in expressions:
+                requirement = _requirement(expression)
+                if requirement is not None:
+                    requirements.append(requirement)
+        terms.append(tuple(requirements))
+    return tuple(terms)
+
+
+def _requirement(expression: Any) -> Requirement | None:
+    if not isinstance(expression, Mapping):
+        return None
+    key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values")
+    if not isinstance(key, str) or not isinstance(operator, str) or operator not in _OPERATORS:
+        return None
+    if not isinstance(values, Sequence) or isinstance(values, str):
+        values = []
+    return key, operator, tuple(v for v in values if isinstance(v, str))
+
+
+def _number(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def _key_satisfiable(requirements: list[Requirement]) -> bool:
+    """Tell whether one value (or the absence) of a single label key meets every requirement on it."""
+    allowed: set[str] | None = None
+    excluded: set[str] = set()
+    present = absent = False
+    low, high = None, None
+    for _, operator, values in requirements:
+        if operator == "In":
+            present = True
+            allowed = set(values) if allowed is None else allowed & set(values)
+        elif operator == "NotIn":
+            excluded |= set(values)
+        elif operator == "Exists":
+            present = True
+        elif operator == "DoesNotExist":
+            absent = True
+        else:
+            bound = _number(values[0]) if len(values) == 1 else None
+            if bound is None:
+                continue
+            present = True
+            if operator == "Gt":
+                low = bound if low is None else max(low, bound)
+            else:
+                high = bound if high is None else min(high, bound)
+    if present and absent:
+        return False
+    if absent:
+        return True
+
+    def in_range(value: str) -> bool:
+        number = _number(value)
+        if low is None and high is None:
+            return True
+        return number is not None and (low is None or number > low) and (high is None or number < high)
+
+    if allowed is not None:
+        return any(value not in excluded and in_range(value) for value in allowed)
+    if low is not None and high is not None:
+        return high - low > 1
+    return True
+
+
+def conjunction_satisfiable(requirements: Sequence[Requirement]) -> bool:
+    """Tell whether one node can meet every requirement of an AND."""
+    by_key: dict[str, list[Requirement]] = {}
+    for requirement in requirements:
+        by_key.setdefault(requirement[0], []).append(requirement)
+    return all(_key_satisfiable(group) for group in by_key.values())
+
+
+def placements_overlap(first: Placement, second: Placement) -> bool:
+    """Tell whether one node can satisfy both placements (nodeSelector and required node affinity of each)."""
+    return any(conjunction_satisfiable(a + b) for a in first.alternatives() for b in second.alternatives())
