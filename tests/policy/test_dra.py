@@ -8,8 +8,15 @@ from typing import Any
 import pytest
 
 from policy.gpu_allocation.rules.dra import DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS
-
-from .conftest import DRA_CHART, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item, real_records, rendered_by
+from tests.support.policy_harness import (
+    DRA_CHART,
+    DRA_DAEMONSET,
+    DRA_SELECTOR,
+    Harness,
+    Item,
+    real_records,
+    rendered_by,
+)
 
 pytestmark = pytest.mark.policy
 

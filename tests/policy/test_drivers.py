@@ -12,8 +12,15 @@ from policy.gpu_allocation.rules.drivers import (
     DRIVER_VERIFICATION_DECLARED,
     OPERATOR_HOOKS_KEPT,
 )
-
-from .conftest import DP_CHART, DRA_CHART, OPERATOR_SELECTOR, Harness, Item, real_records, rendered_by
+from tests.support.policy_harness import (
+    DP_CHART,
+    DRA_CHART,
+    OPERATOR_SELECTOR,
+    Harness,
+    Item,
+    real_records,
+    rendered_by,
+)
 
 pytestmark = pytest.mark.policy
 

@@ -29,8 +29,7 @@ from components.stack import _ownership
 from eks_hybrid_gpu.mocks import RecordingMocks, run_program, stack_config
 from policy.gpu_allocation.pack import build_policies
 from policy.gpu_allocation.vocab import labels as vocab
-
-from .conftest import CHART_V4, ROOT, Harness, Item, rendered_by
+from tests.support.policy_harness import CHART_V4, ROOT, Harness, Item, rendered_by
 
 pytestmark = pytest.mark.policy
 

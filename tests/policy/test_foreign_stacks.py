@@ -18,8 +18,8 @@ from policy.gpu_allocation.rules.ownership import OPERATOR_DEVICE_PLUGIN_DISABLE
 from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
 from policy.gpu_allocation.rules.targeting import GPU_DISCOVERY_AFFINITY_KEPT, NO_AUTO_MODE_TARGETING
 from policy.gpu_allocation.rules.workloads import SMOKE_JOB_HARDENED
+from tests.support.policy_harness import Harness, Item, type_of
 
-from .conftest import Harness, Item, type_of
 from .helm import DEVICE_PLUGIN_ARCHIVE, DRA_ARCHIVE, template
 
 pytestmark = pytest.mark.policy

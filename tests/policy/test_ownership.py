@@ -15,8 +15,7 @@ from policy.gpu_allocation.rules.ownership import (
     OWNERSHIP_LEDGER_CONSISTENT,
     SINGLE_ALLOCATION_OWNER,
 )
-
-from .conftest import (
+from tests.support.policy_harness import (
     DP_SELECTOR,
     DRA_DAEMONSET,
     DRA_SELECTOR,

@@ -23,8 +23,7 @@ from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 import policy.gpu_allocation.pack
 from policy.gpu_allocation.pack import PACK_NAME, build_policies
-
-from .conftest import ROOT, Harness
+from tests.support.policy_harness import ROOT, Harness
 
 pytestmark = pytest.mark.policy
 

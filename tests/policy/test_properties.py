@@ -19,8 +19,7 @@ from pulumi_policy import ResourceValidationArgs, ResourceValidationPolicy, Stac
 from policy.gpu_allocation.pack import build_policies
 from policy.gpu_allocation.rules.targeting import NO_AUTO_MODE_TARGETING
 from policy.gpu_allocation.rules.workloads import GPU_REQUEST_SHAPE, NO_DUAL_ALLOCATION, NO_VISIBLE_DEVICES_OVERRIDE
-
-from .conftest import DP_SELECTOR, Harness, Item, engine_options, type_of, wire
+from tests.support.policy_harness import DP_SELECTOR, Harness, Item, engine_options, type_of, wire
 
 pytestmark = pytest.mark.policy
 

@@ -17,8 +17,7 @@ from pulumi_policy import EnforcementLevel
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 from policy.gpu_allocation.pack import PACK_NAME, build_policies
-
-from .conftest import REAL, real_records
+from tests.support.policy_harness import REAL, real_records
 
 pytestmark = pytest.mark.policy
 

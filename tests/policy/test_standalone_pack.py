@@ -22,8 +22,8 @@ from pulumi.runtime import proto
 from pulumi.runtime.proto import analyzer_pb2_grpc
 
 from policy.gpu_allocation.pack import PACK_NAME, build_policies
+from tests.support.policy_harness import ROOT
 
-from .conftest import ROOT
 from .test_foreign_stacks import dra, static_plugin
 
 pytestmark = pytest.mark.policy

@@ -7,8 +7,7 @@ from typing import Any
 import pytest
 
 from policy.gpu_allocation.rules.targeting import GPU_DISCOVERY_AFFINITY_KEPT, NO_AUTO_MODE_TARGETING, pinning
-
-from .conftest import (
+from tests.support.policy_harness import (
     DP_CHART,
     DP_DAEMONSET,
     DP_SELECTOR,

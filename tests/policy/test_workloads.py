@@ -21,8 +21,15 @@ from policy.gpu_allocation.rules.workloads import (
     NO_VISIBLE_DEVICES_OVERRIDE,
     SMOKE_JOB_HARDENED,
 )
-
-from .conftest import DP_DAEMONSET, DP_SELECTOR, DRA_DAEMONSET, DRA_SELECTOR, Harness, Item, real_items
+from tests.support.policy_harness import (
+    DP_DAEMONSET,
+    DP_SELECTOR,
+    DRA_DAEMONSET,
+    DRA_SELECTOR,
+    Harness,
+    Item,
+    real_items,
+)
 
 pytestmark = pytest.mark.policy
 

@@ -12,7 +12,7 @@ import pulumi
 import pytest
 
 from components.validation import StackConfigError, load_stack_config
-from tests.unit.conftest import Recorder, RunProgram, _base_config
+from tests.support.configs import Recorder, RunProgram, _base_config
 
 pytestmark = pytest.mark.unit
 

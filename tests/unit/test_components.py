@@ -22,7 +22,7 @@ from components.runtime_class import NvidiaRuntimeClass
 from components.stamping import Ownership, stamp
 from eks_hybrid_gpu.mocks import ROOT, Registration, exported_outputs
 from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION
-from tests.unit.conftest import (
+from tests.support.configs import (
     DIGEST_IMAGE,
     DRA_COHORT,
     OPERATOR_COHORT,

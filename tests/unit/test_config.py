@@ -11,7 +11,7 @@ from components import versions
 from components.config import CONFIG_KEYS, ChartPin, Mig, NoSharing, StackConfig, TimeSlicing
 from components.validation import ClusterFacts, StackConfigError, load_stack_config
 from eks_hybrid_gpu.mocks import ROOT, stack_config
-from tests.unit.conftest import (
+from tests.support.configs import (
     AUTO_MODE_OPERATOR,
     DRA_COHORT,
     DRA_TOO_OLD,

@@ -11,7 +11,7 @@ import pytest
 
 from components.validation import StackConfigError, load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
-from tests.unit.conftest import (
+from tests.support.configs import (
     DIGEST_IMAGE,
     DRA_COHORT,
     OPERATOR_COHORT,

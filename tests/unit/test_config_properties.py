@@ -16,7 +16,7 @@ from components.config import CONFIG_KEYS
 from components.validation import StackConfigError, load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY
-from tests.unit.conftest import (
+from tests.support.configs import (
     DIGEST_IMAGE,
     DRA_COHORT,
     OPERATOR_COHORT,

@@ -12,6 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     "components": ("eks_hybrid_gpu", "bench", "tests"),
     "eks_hybrid_gpu": ("bench", "tests"),
+    # The pack is published alone: nothing outside policy/, and inside it only relative imports.
+    "policy": ("components", "eks_hybrid_gpu", "bench", "tests", "policy"),
     "policy/gpu_allocation/vocab": ("components", "eks_hybrid_gpu", "bench", "tests", "pulumi", "pulumi_policy"),
 }
 
@@ -47,3 +49,29 @@ def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("import os\nfrom eks_hybrid_gpu.cli import main\nfrom . import sibling\n")
     assert imported_modules(module) == [(1, "os"), (2, "eks_hybrid_gpu.cli")]
+
+
+def conftest_imports(path: Path) -> list[int]:
+    """Lines of `path` that import from a conftest module, absolutely or relatively."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and (node.module or "").rsplit(".", 1)[-1] == "conftest"
+    ]
+
+
+def test_no_test_imports_from_a_conftest() -> None:
+    """Shared builders live in tests/support/; a conftest only holds fixtures."""
+    offenders = [
+        f"{path.relative_to(ROOT)}:{line}"
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        for line in conftest_imports(path)
+    ]
+    assert offenders == []
+
+
+def test_the_check_sees_a_conftest_import(tmp_path: Path) -> None:
+    module = tmp_path / "t.py"
+    module.write_text("from .conftest import Harness\nfrom tests.unit.conftest import x\nfrom tests.support import y\n")
+    assert conftest_imports(module) == [1, 2]

@@ -16,8 +16,7 @@ from components.config import ClusterConfig, StackConfig
 from components.live import LiveCluster, LiveReadError, Source, read_live
 from components.preflight import check, check_nodes, matches, source_of
 from components.validation import ClusterFacts
-from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
-from tests.unit.conftest import (
+from tests.support.configs import (
     DRA_COHORT,
     MPS_NODE_LABELS,
     OPERATOR_COHORT,
@@ -30,6 +29,7 @@ from tests.unit.conftest import (
     node,
     selector_for,
 )
+from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 
 pytestmark = pytest.mark.unit
 

@@ -8,7 +8,7 @@ import pulumi
 import pytest
 
 from eks_hybrid_gpu.mocks import ROOT
-from tests.unit.conftest import (
+from tests.support.configs import (
     AUTO_MODE_OPERATOR,
     DRA_COHORT,
     DRA_TOO_OLD,

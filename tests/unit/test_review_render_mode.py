@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from components.cluster import RENDER_DIR_ENV, local_kubeconfig, render_dir
-from tests.unit.conftest import OPERATOR_COHORT, PLUGIN_COHORT, RunProgram, _base_config, cohort
+from tests.support.configs import OPERATOR_COHORT, PLUGIN_COHORT, RunProgram, _base_config, cohort
 
 pytestmark = pytest.mark.unit
 

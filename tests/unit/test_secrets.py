@@ -20,7 +20,7 @@ from pulumi.runtime.sync_await import _sync_await
 from components.program import run as run_program
 from eks_hybrid_gpu.mocks import ROOT, ParentRecordingMonitor
 from policy.gpu_allocation.vocab.labels import PROJECT
-from tests.unit.conftest import Recorder, _base_config
+from tests.support.configs import Recorder, _base_config
 
 pytestmark = pytest.mark.unit
 

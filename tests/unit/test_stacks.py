@@ -12,7 +12,7 @@ from components.cluster import ClusterTarget
 from components.config import ClusterConfig
 from components.live import LiveCluster
 from eks_hybrid_gpu.mocks import EKS_CLUSTER, exported_outputs, stack_config
-from tests.unit.conftest import Recorder, RunProgram, hybrid_node, selector_for
+from tests.support.configs import Recorder, RunProgram, hybrid_node, selector_for
 
 pytestmark = pytest.mark.unit
 
