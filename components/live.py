@@ -10,20 +10,16 @@ preflight does not guess what it cannot see.
 from __future__ import annotations
 
 import json
-import re
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import urllib3
 import yaml
 from kubernetes import config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-REQUEST_TIMEOUT = (5.0, 30.0)
-"""Connect and read timeouts: an unreachable server fails the preview in seconds, not minutes."""
+from components.kube_http import Unreachable, send, status_message
+
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
 DAEMONSETS = "/apis/apps/v1/daemonsets"
@@ -89,24 +85,12 @@ class Reader:
 
     def items(self, path: str, what: str, **query: str) -> list[dict[str, Any]] | None:
         """The items of a list, or None when the API server does not serve it (404)."""
-        serialized = self.api.param_serialize(
-            "GET",
-            path,
-            query_params=list(query.items()),
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
         try:
-            with warnings.catch_warnings():
-                if not self.api.configuration.verify_ssl:
-                    warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-                response = self.api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
-                data = response.read()  # type: ignore[no-untyped-call]
-        except (urllib3.exceptions.HTTPError, OSError, ApiException) as error:
-            reason = getattr(error, "reason", None) or error
-            msg = f"preflight: cannot reach the Kubernetes API ({self.where}): {_one_line(reason)}; {self.source.fix}"
+            response = send(self.api, "GET", path, query=query)
+        except Unreachable as error:
+            msg = f"preflight: cannot reach the Kubernetes API ({self.where}): {error}; {self.source.fix}"
             raise LiveReadError(msg) from None
-        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
+        text = response.text
         if response.status == 404:
             return None
         if response.status == 401:
@@ -117,14 +101,14 @@ class Reader:
             raise LiveReadError(msg)
         if response.status == 403:
             msg = (
-                f"preflight: permission denied listing {what} ({self.where}): {_status_message(text)}; the preflight "
+                f"preflight: permission denied listing {what} ({self.where}): {status_message(text)}; the preflight "
                 "must see every node's GPU publishers and does not guess what it cannot read: grant this identity "
                 "list on nodes, pods, daemonsets (apps) and resourceslices (resource.k8s.io), or use an "
                 "administrator kubeconfig"
             )
             raise LiveReadError(msg)
         if not 200 <= response.status <= 299:
-            msg = f"preflight: listing {what} failed ({self.where}): {response.status} {_status_message(text)}"
+            msg = f"preflight: listing {what} failed ({self.where}): {response.status} {status_message(text)}"
             raise LiveReadError(msg)
         items: list[dict[str, Any]] = (json.loads(text) if text else {}).get("items") or []
         return items
@@ -143,20 +127,3 @@ def read_live(source: Source) -> LiveCluster:
             slices = found
             break
     return LiveCluster(nodes, slices, pods, daemonsets)
-
-
-def _one_line(reason: object) -> str:
-    """The innermost readable cause: `connection refused`, not urllib3's whole retry chain."""
-    if isinstance(reason, urllib3.exceptions.MaxRetryError) and reason.reason is not None:
-        reason = reason.reason
-    text = " ".join(str(reason).split())
-    found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
-    return found.group(1).strip().lower() if found else text[:300]
-
-
-def _status_message(text: str) -> str:
-    try:
-        document = json.loads(text)
-    except ValueError:
-        return " ".join(text.split())[:300]
-    return str(document.get("message") or "") if isinstance(document, dict) else ""

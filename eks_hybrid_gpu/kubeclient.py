@@ -10,21 +10,17 @@ from __future__ import annotations
 
 import json
 import os
-import re
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import urllib3
 from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-REQUEST_TIMEOUT = (5.0, 30.0)
-"""Connect and read timeouts: an unreachable server fails in seconds, not minutes."""
+from components.kube_http import Unreachable, send
+
 ACCESS_EXIT_CODE = 2
 """Exit code of a command that could not talk to the cluster at all."""
 
@@ -77,31 +73,15 @@ class Kube:
         headers = {"Accept": "text/plain, application/json, */*" if raw else "application/json"}
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
-        params = [(k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (query or {}).items()]
-        serialized = self.api.param_serialize(
-            method,
-            path,
-            query_params=params,
-            header_params=headers,
-            body=body,
-            auth_settings=["BearerToken"],
-        )
+        params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (query or {}).items()}
         try:
-            with warnings.catch_warnings():
-                if not self.api.configuration.verify_ssl:
-                    # The kubeconfig itself opts out of verification (the loopback cluster's self-signed
-                    # certificate); urllib3 repeating that on every request would bury the commands' output.
-                    warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-                response = self.api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
-                data = response.read()  # type: ignore[no-untyped-call]
-        except (urllib3.exceptions.HTTPError, OSError) as error:
-            raise KubeAccessError(self._unreachable(error)) from None
-        except ApiException as error:  # TLS problems surface as status 0
-            raise KubeAccessError(self._unreachable(error.reason)) from None
-        text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
+            response = send(self.api, method, path, query=params, headers=headers, body=body)
+        except Unreachable as error:
+            raise KubeAccessError(self._unreachable(str(error))) from None
+        text = response.text
         if 200 <= response.status <= 299:
             return text if raw else (json.loads(text) if text else {})
-        message = _status_message(text) or response.reason or ""
+        message = response.message
         if response.status == 401:
             msg = (
                 f"the API server rejected the credentials ({self.where}): 401 Unauthorized; "
@@ -116,8 +96,7 @@ class Kube:
             raise KubeAccessError(msg)
         raise KubeApiError(response.status, message)
 
-    def _unreachable(self, error: object) -> str:
-        reason = _reason(error)
+    def _unreachable(self, reason: str) -> str:
         return (
             f"cannot reach the Kubernetes API ({self.where}): {reason}; check that the cluster is running "
             "and pass the right --kubeconfig/--context"
@@ -199,22 +178,3 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
 def segment(value: str) -> str:
     """A name as one URL path segment."""
     return quote(value, safe="")
-
-
-def _reason(error: object) -> str:
-    """The innermost readable cause: `Connection refused`, not urllib3's whole retry chain."""
-    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
-        error = error.reason
-    text = " ".join(str(error).split())
-    found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
-    return found.group(1).strip().lower() if found else text
-
-
-def _status_message(text: str) -> str:
-    try:
-        document = json.loads(text)
-    except ValueError:
-        return " ".join(text.split())[:300]
-    if isinstance(document, dict):
-        return str(document.get("message") or "")
-    return ""

@@ -1,0 +1,92 @@
+"""One JSON request to a Kubernetes API server through the official client's transport, and its one-line failures.
+
+The preflight (`components.live`) and the day-2 commands (`eks_hybrid_gpu.kubeclient`) read objects as plain JSON
+(the shape `kubectl get -o json` prints), so both send requests through here; each turns the outcome into its own
+refusal wording.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import urllib3
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+REQUEST_TIMEOUT = (5.0, 30.0)
+"""Connect and read timeouts: an unreachable server fails in seconds, not minutes."""
+
+
+class Unreachable(Exception):
+    """No HTTP answer at all (connection refused, DNS, TLS); the message is the innermost cause, on one line."""
+
+
+@dataclass(frozen=True)
+class Response:
+    """An HTTP answer: status, reason phrase and body text."""
+
+    status: int
+    reason: str
+    text: str
+
+    @property
+    def message(self) -> str:
+        """The API server's `Status.message`, or the body on one line."""
+        return status_message(self.text) or self.reason
+
+
+def send(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Mapping[str, str] | None = None,
+    headers: Mapping[str, str] | None = None,
+    body: Any = None,
+) -> Response:
+    """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable."""
+    serialized = api.param_serialize(
+        method,
+        path,
+        query_params=list((query or {}).items()),
+        header_params=dict(headers or {"Accept": "application/json"}),
+        body=body,
+        auth_settings=["BearerToken"],
+    )
+    try:
+        with warnings.catch_warnings():
+            if not api.configuration.verify_ssl:
+                # The kubeconfig itself opts out of verification (the loopback cluster's self-signed certificate);
+                # urllib3 repeating that on every request would bury the output.
+                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+            response = api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
+            data = response.read()  # type: ignore[no-untyped-call]
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise Unreachable(one_line(error)) from None
+    except ApiException as error:  # TLS problems surface as status 0
+        raise Unreachable(one_line(error.reason)) from None
+    text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
+    return Response(response.status, str(response.reason or ""), text)
+
+
+def one_line(reason: object) -> str:
+    """The innermost readable cause: `connection refused`, not urllib3's whole retry chain."""
+    if isinstance(reason, urllib3.exceptions.MaxRetryError) and reason.reason is not None:
+        reason = reason.reason
+    text = " ".join(str(reason).split())
+    found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
+    return found.group(1).strip().lower() if found else text[:300]
+
+
+def status_message(text: str) -> str:
+    """`message` of a Kubernetes Status body, or the body itself on one line (at most 300 characters)."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return " ".join(text.split())[:300]
+    return str(document.get("message") or "") if isinstance(document, dict) else ""
