@@ -1,20 +1,32 @@
-"""The main job on the local default: local API server + `pulumi up` of the local stack with the policy pack."""
+"""The main job on the local default: local cluster with simulated GPU nodes + `pulumi up` of the local stack.
+
+`local up` starts the loopback control plane with the workload controllers, kube-scheduler and kwok, writes
+the simulated hybrid GPU nodes the stack's cohorts select (plus one EKS Auto Mode node), and runs `pulumi
+up` with the policy pack: the stack awaits its DaemonSets and preflights the live nodes as on EKS. It then
+prints the ownership map and which pods run on which node, and fails when a pod runs off its cohort.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pulumi import automation as auto
 
 from components.cluster import local_state_dir
-from eks_hybrid_gpu import engine, localcluster
+from components.config import StackConfig
+from components.ownership import PROJECT
+from components.validation import load_stack_config
+from eks_hybrid_gpu import engine, kubeclient, localcluster, placement, simulate
 
 LOCAL_STACK = "local"
+NODES_READY_TIMEOUT_SECONDS = 60.0
 
 
 def engine_state_dir() -> Path:
@@ -52,19 +64,64 @@ def created_objects(deployment: Mapping[str, Any] | None) -> list[str]:
     return sorted(objects)
 
 
-def up(stack_name: str = LOCAL_STACK) -> int:
-    """Bring up the local cluster (if needed) and run `pulumi up` of the stack with the policy pack."""
-    cluster_dir = local_state_dir()
-    toolchain = engine.ensure_toolchain()
+def stack_config(stack_name: str, project_dir: Path = engine.ROOT) -> StackConfig:
+    """The validated config of `stacks/Pulumi.<stack_name>.yaml`, read without the engine."""
+    stack_file = f"stacks/Pulumi.{stack_name}.yaml"
+    document = yaml.safe_load((project_dir / stack_file).read_text()) or {}
+    prefix = f"{PROJECT}:"
+    raw = {k.removeprefix(prefix): v for k, v in (document.get("config") or {}).items() if k.startswith(prefix)}
+    return load_stack_config(raw, project_dir, stack_file=stack_file)
+
+
+def start_cluster(cluster_dir: Path, toolchain: engine.Toolchain) -> localcluster.LocalCluster:
+    """The running local cluster with kwok, or a new one: control plane, workload controllers, scheduler, kwok."""
+    _with_path(toolchain)
     try:
         cluster = localcluster.attach(cluster_dir)
-        _print(f"using the running local cluster at {cluster.server}")
     except localcluster.LocalClusterError:
-        _with_path(toolchain)
-        cluster = localcluster.start(cluster_dir)
+        return localcluster.start(cluster_dir, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
+    _print(f"using the running local cluster at {cluster.server}")
+    if "kwok" not in localcluster.running(cluster_dir):
+        localcluster.start_kwok(cluster)
+    return cluster
+
+
+def simulate_nodes(kube: kubeclient.Kube, config: StackConfig, timeout: float = NODES_READY_TIMEOUT_SECONDS) -> None:
+    """Write the stack's simulated fleet and wait until kwok reports every node Ready."""
+    fleet = simulate.fleet_for(config)
+    simulate.apply(kube, fleet)
+    wanted = {n.name for n in fleet.nodes}
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = kube.items("/api/v1/nodes", labelSelector=f"{simulate.SIMULATED_LABEL}=true")
+        ready = {n["metadata"]["name"] for n in nodes if _node_ready(n)}
+        if wanted <= ready:
+            return
+        if time.monotonic() > deadline:
+            msg = f"simulated nodes not Ready after {timeout:.0f} s: {', '.join(sorted(wanted - ready))}; see kwok.log"
+            raise localcluster.LocalClusterError(msg)
+        time.sleep(0.5)
+
+
+def _node_ready(node: Mapping[str, Any]) -> bool:
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def up(stack_name: str = LOCAL_STACK) -> int:
+    """Bring up the local cluster (if needed) and run `pulumi up` of the stack with the policy pack."""
+    started = time.monotonic()
+    config = stack_config(stack_name)
+    cluster_dir = local_state_dir()
+    toolchain = engine.ensure_toolchain()
+    cluster = start_cluster(cluster_dir, toolchain)
+    kube = kubeclient.connect(str(cluster.kubeconfig))
+    simulate_nodes(kube, config)
+    _print("\nSimulated nodes (kwok plays their kubelet; no GPU exists behind them):")
+    _print(placement.node_table(kube.items("/api/v1/nodes"), config.cohort_label_key, placement.slice_devices(kube)))
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig, toolchain)
     stack = engine.stack(env, stack_name)
-    _print(f"pulumi up of stack {stack_name} with the policy pack {engine.POLICY_PACK.relative_to(engine.ROOT)}")
+    _print(f"\npulumi up of stack {stack_name} with the policy pack {engine.POLICY_PACK.relative_to(engine.ROOT)}")
     try:
         result = stack.up(on_output=_print, color="never", policy_packs=engine.policy_packs())
     except auto.CommandError as error:
@@ -73,6 +130,10 @@ def up(stack_name: str = LOCAL_STACK) -> int:
     ownership = result.outputs["ownership"].value
     _print("\nOwnership map (also ConfigMap gpu-system/gpu-allocation-ledger):")
     _print(ownership_table(ownership))
+    nodes, rows = placement.read(kube)
+    _print("\nPods by node:")
+    _print(placement.pod_table(rows))
+    wrong = placement.problems(config, nodes, rows)
     objects = created_objects(stack.export_stack().deployment)
     counts = Counter(line.split(" ", 1)[0] for line in objects)
     _print(
@@ -82,6 +143,12 @@ def up(stack_name: str = LOCAL_STACK) -> int:
     for line in objects:
         _print(f"  {line}")
     _print(f"\nkubeconfig: {cluster.kubeconfig}\nstate: {engine_state_dir()}")
+    if wrong:
+        _print(f"\n{len(wrong)} pod(s) run where they must not:")
+        for line in wrong:
+            _print(f"  - {line}")
+        return 1
+    _print(f"every pod runs on its cohort's nodes; none on the Auto Mode node ({time.monotonic() - started:.0f} s)")
     return 0
 
 
@@ -116,6 +183,8 @@ def status() -> int:
 def _with_path(toolchain: engine.Toolchain) -> None:
     import os
 
+    if toolchain.path_entries and os.environ.get("PATH", "").startswith(toolchain.path_entries[0]):
+        return
     os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
 
 
