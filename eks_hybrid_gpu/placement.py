@@ -3,8 +3,9 @@
 `eks-hybrid-gpu local up` prints both tables after `pulumi up`, and refuses (exit 1) when a pod of a cohort's
 owner runs on a node its cohort does not select, or when anything at all runs on an EKS Auto Mode node. A
 pod belongs to the cohort stamped on its controller (`eks-hybrid-gpu.io/cohort` on the DaemonSet, Job or the
-Deployment above its ReplicaSet); pods of unstamped controllers (the GPU Operator's own Deployment) are
-listed but bound only by the Auto Mode rule.
+Deployment above its ReplicaSet). Per-node agents (DaemonSets) and smoke Jobs must stay on their cohort's
+nodes; a Deployment (a chart's controller) may run on any node but the Auto Mode one, as on EKS, and pods
+of unstamped controllers (the GPU Operator's hook Jobs) are bound only by the Auto Mode rule.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from components.preflight import matches
 from eks_hybrid_gpu.kubeclient import Kube
 
 COHORT_LABEL = f"{LABEL_PREFIX}/cohort"
+NODE_BOUND_KINDS = ("DaemonSet", "Job")
+"""Controllers whose pods must run on their cohort's nodes."""
 WORKLOAD_PATHS = (
     "/apis/apps/v1/daemonsets",
     "/apis/apps/v1/replicasets",
@@ -102,7 +105,8 @@ def problems(config: StackConfig, nodes: Sequence[Obj], rows: Sequence[PodRow]) 
         if _labels(node).get(COMPUTE_TYPE_LABEL) == AUTO_MODE:
             found.append(f"{where}, an EKS Auto Mode node; AWS owns its GPUs, nothing of this stack may run there")
         selector = selectors.get(row.cohort or "")
-        if selector is not None and not matches(selector, node):
+        bound = row.controller.split("/", 1)[0] in NODE_BOUND_KINDS
+        if bound and selector is not None and not matches(selector, node):
             found.append(f"{where}, which cohort {row.cohort} does not select ({selector})")
     return found
 

@@ -93,7 +93,9 @@ def test_the_cluster_runs_the_workload_controllers_and_kwok_default_stages() -> 
 # ---------------------------------------------------------------- placement
 
 
-def _workload(kind: str, name: str, uid: str, cohort: str | None, owner: dict[str, str] | None = None) -> dict[str, Any]:
+def _workload(
+    kind: str, name: str, uid: str, cohort: str | None, owner: dict[str, str] | None = None
+) -> dict[str, Any]:
     metadata: dict[str, Any] = {"name": name, "uid": uid, "labels": {placement.COHORT_LABEL: cohort} if cohort else {}}
     if owner:
         metadata["ownerReferences"] = [{**owner, "controller": True}]
