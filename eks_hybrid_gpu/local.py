@@ -23,7 +23,7 @@ from components.cluster import local_state_dir
 from components.config import StackConfig
 from components.ownership import PROJECT
 from components.validation import load_stack_config
-from eks_hybrid_gpu import engine, kubeclient, localcluster, placement, simulate
+from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, simulate
 
 LOCAL_STACK = "local"
 NODES_READY_TIMEOUT_SECONDS = 60.0
@@ -108,10 +108,17 @@ def _node_ready(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def up(stack_name: str = LOCAL_STACK) -> int:
+def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     """Bring up the local cluster (if needed) and run `pulumi up` of the stack with the policy pack."""
     started = time.monotonic()
     config = stack_config(stack_name)
+    try:
+        charts = chartmirror.choose(config, chart_mirror)
+    except chartmirror.ChartMirrorError as error:
+        print(f"local up: {error}", file=sys.stderr)
+        return 2
+    for notice in charts.notices:
+        _print(notice)
     cluster_dir = local_state_dir()
     toolchain = engine.ensure_toolchain()
     cluster = start_cluster(cluster_dir, toolchain)
@@ -120,7 +127,7 @@ def up(stack_name: str = LOCAL_STACK) -> int:
     _print("\nSimulated nodes (kwok plays their kubelet; no GPU exists behind them):")
     _print(placement.node_table(kube.items("/api/v1/nodes"), config.cohort_label_key, placement.slice_devices(kube)))
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig, toolchain)
-    stack = engine.stack(env, stack_name)
+    stack = engine.stack(env, stack_name, charts=charts.overrides)
     _print(f"\npulumi up of stack {stack_name} with the policy pack {engine.POLICY_PACK.relative_to(engine.ROOT)}")
     try:
         result = stack.up(on_output=_print, color="never", policy_packs=engine.policy_packs())
@@ -188,10 +195,15 @@ def _with_path(toolchain: engine.Toolchain) -> None:
     os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
 
 
+USAGE = "usage: eks-hybrid-gpu local up [--chart-mirror DIR] | down | status"
+
+
 def main(argv: list[str]) -> int:
-    """`eks-hybrid-gpu local up|down|status`."""
-    commands = {"up": up, "down": down, "status": status}
+    """`eks-hybrid-gpu local up [--chart-mirror DIR] | down | status`."""
+    if argv[:1] == ["up"] and len(argv) in (1, 3) and (len(argv) == 1 or argv[1] == "--chart-mirror"):
+        return up(chart_mirror=Path(argv[2]) if len(argv) == 3 else None)
+    commands = {"down": down, "status": status}
     if len(argv) != 1 or argv[0] not in commands:
-        print("usage: eks-hybrid-gpu local up|down|status", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
     return commands[argv[0]]()

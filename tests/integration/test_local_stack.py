@@ -13,7 +13,7 @@ from kubernetes import client
 from pulumi import automation as auto
 
 from eks_hybrid_gpu import engine, kubeclient, local, localcluster, placement, simulate
-from tests.integration.helpers import api, get_cluster_object, work_dir_with_stack
+from tests.integration.helpers import api, get_cluster_object, local_charts, work_dir_with_stack
 
 pytestmark = pytest.mark.integration
 DAEMONSETS = "/apis/apps/v1/namespaces/gpu-system/daemonsets"
@@ -32,7 +32,7 @@ def _nodes_of(kube: kubeclient.Kube, namespace: str, daemonset: str) -> list[str
 def test_local_stack_lifecycle(
     engine_env: engine.EngineEnv, cluster: localcluster.LocalCluster, kube: kubeclient.Kube
 ) -> None:
-    stack = engine.stack(engine_env, "local")
+    stack = engine.stack(engine_env, "local", charts=local_charts())
     lines: list[str] = []
 
     preview = stack.preview(on_output=lines.append, color="never", policy_packs=engine.policy_packs())
