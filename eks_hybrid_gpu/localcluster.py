@@ -319,6 +319,7 @@ def start_kwok(cluster: LocalCluster) -> None:
             f"--manage-nodes-with-annotation-selector={key}={value}",
             "--cidr=10.244.0.0/16",
             "--node-ip=127.0.0.1",
+            "--node-lease-duration-seconds=40",  # heartbeats through Leases in kube-node-lease, as kubelets do
         ],
     )
     time.sleep(0.5)

@@ -444,6 +444,7 @@ def node_status(node: SimNode, now: datetime) -> dict[str, Any]:
         }
 
     return {
+        "phase": "Running",  # what kwok's heartbeat stage selects (with Ready=True)
         "capacity": resources,
         "allocatable": dict(resources),
         "conditions": [
@@ -564,7 +565,9 @@ def _put_node(kube: Kube, node: SimNode, cohort_label_key: str) -> dict[str, Any
     path = f"/api/v1/nodes/{segment(node.name)}"
     existing = kube.get_or_none(path)
     if existing is None:
-        created = kube.create("/api/v1/nodes", desired)
+        # Created with its status, as a kubelet registers a node: kwok then sees a Ready node and only
+        # heartbeats it, instead of racing this write with its own default capacity (cpu 1k, memory 1Ti).
+        created = kube.create("/api/v1/nodes", {**desired, "status": node_status(node, datetime.now(UTC))})
     else:
         if not _is_simulated(existing):
             msg = f"node {node.name} exists and is not simulated; refusing to overwrite a real node"
