@@ -80,6 +80,13 @@ def start_cluster(cluster_dir: Path, toolchain: engine.Toolchain) -> localcluste
         cluster = localcluster.attach(cluster_dir)
     except localcluster.LocalClusterError:
         return localcluster.start(cluster_dir, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
+    missing = set(localcluster.WORKLOAD_CONTROLLERS) - set(localcluster.controllers_of(cluster_dir))
+    if missing or "kube-scheduler" not in localcluster.running(cluster_dir):
+        msg = (
+            f"the local cluster running from {cluster_dir} was started without the scheduler or the workload "
+            "controllers kwok's nodes need; run `scripts/local-up.sh down`, then `scripts/local-up.sh` again"
+        )
+        raise localcluster.LocalClusterError(msg)
     _print(f"using the running local cluster at {cluster.server}")
     if "kwok" not in localcluster.running(cluster_dir):
         localcluster.start_kwok(cluster)
@@ -121,7 +128,11 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
         _print(notice)
     cluster_dir = local_state_dir()
     toolchain = engine.ensure_toolchain()
-    cluster = start_cluster(cluster_dir, toolchain)
+    try:
+        cluster = start_cluster(cluster_dir, toolchain)
+    except localcluster.LocalClusterError as error:
+        print(f"local up: {error}", file=sys.stderr)
+        return 1
     kube = kubeclient.connect(str(cluster.kubeconfig))
     simulate_nodes(kube, config)
     _print("\nSimulated nodes (kwok plays their kubelet; no GPU exists behind them):")

@@ -329,6 +329,21 @@ def start_kwok(cluster: LocalCluster) -> None:
         raise LocalClusterError(msg)
 
 
+def controllers_of(state_dir: Path) -> tuple[str, ...]:
+    """The `--controllers` of the state directory's running kube-controller-manager (empty when not running)."""
+    pid = _pid(state_dir, "kube-controller-manager")
+    if pid is None or not _alive(state_dir, "kube-controller-manager"):
+        return ()
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return ()
+    for arg in argv:
+        if arg.startswith(b"--controllers="):
+            return tuple(arg.decode().removeprefix("--controllers=").split(","))
+    return ()
+
+
 def running(state_dir: Path) -> list[str]:
     """The processes of the state directory that are alive."""
     return [name for name in reversed(PROCESSES) if _alive(state_dir, name)]
