@@ -188,8 +188,22 @@ def _crds(kube: kubeclient.Kube) -> set[str]:
     return {n for n in names if n.endswith(("nvidia.com", "k8s-sigs.io"))}
 
 
-OPERATOR_CRDS = {"clusterpolicies.nvidia.com", "nvidiadrivers.nvidia.com", "gpuclusters.nvidia.com"}
-"""The CRDs in gpu-operator v26.7.0's crds/ folder: Helm installs them and never deletes them."""
+OPERATOR_CRDS = {
+    "clusterpolicies.nvidia.com",
+    "nvidiadrivers.nvidia.com",
+    "gpuclusters.nvidia.com",
+    "computedomains.resource.nvidia.com",
+    "computedomaincliques.resource.nvidia.com",
+}
+"""The CRDs in gpu-operator v26.7.0's crds/ folder: Helm installs them and never deletes them. (The NFD
+subchart's CRDs are not installed: the subchart is disabled.)"""
+
+
+def delete_crds(kube: kubeclient.Kube, names: set[str]) -> None:
+    """What a user does after uninstalling the Operator for good (`kubectl delete crd ...`)."""
+    for name in names:
+        kube.delete(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{name}")
+    wait_for(lambda: not (_crds(kube) & names), "the CRDs to go", 60)
 
 
 @pytest.mark.parametrize("mode", ["cluster-policy", "gpu-cluster"])
@@ -206,6 +220,7 @@ def test_operator_stack_up_no_change_preview_destroy_and_up_again(
     local.simulate_nodes(kube, config)  # operator cohort nodes instead of the local stack's
     crds_before = _crds(kube)
     stack = engine.stack(engine_env, f"op-{mode}", work_dir=work)
+    survivors: set[str] = set()
     try:
         timings: dict[str, float] = {}
         started = time.monotonic()
@@ -231,7 +246,7 @@ def test_operator_stack_up_no_change_preview_destroy_and_up_again(
         # What survives: the CRDs of the chart's crds/ folder (Helm never deletes them, and the simulated
         # cleanup hook does not run the Operator's real `manage-crds delete`). Nothing else of the stack.
         survivors = _crds(kube) - crds_before
-        assert survivors <= OPERATOR_CRDS, survivors
+        assert survivors == OPERATOR_CRDS - crds_before, survivors
         assert kube.get_or_none("/api/v1/namespaces/gpu-operator") is None or wait_for(
             lambda: kube.get_or_none("/api/v1/namespaces/gpu-operator") is None, "gpu-operator namespace to go", 60
         )
@@ -246,6 +261,8 @@ def test_operator_stack_up_no_change_preview_destroy_and_up_again(
         print(f"\nGPU Operator {mode}: " + ", ".join(f"{k} {v:.0f} s" for k, v in timings.items()))
     finally:
         stack.destroy(color="never")
+        # Leave the session's cluster as it was: without the CRDs Helm left, with the local stack's fleet.
+        delete_crds(kube, (_crds(kube) - crds_before) | survivors)
         local.simulate_nodes(kube, local.stack_config("local"))
 
 
