@@ -102,3 +102,17 @@ def test_local_up_refuses_before_starting_anything(
     err = capsys.readouterr().err
     assert err.startswith("local up: no chart source: ")
     assert err.count("\n") == 1
+
+
+def test_the_mirror_goes_into_the_engine_work_copy_only(tmp_path: Path) -> None:
+    from eks_hybrid_gpu import engine
+
+    env = engine.EngineEnv(tmp_path, engine.Toolchain((), tmp_path / "provider"), tmp_path / "kubeconfig")
+    archive = {"version": "0.4.1", "source": {"archive": "/m/dra-driver-nvidia-gpu-0.4.1.tgz"}}
+    work = engine._work_copy(env, "local", engine.ROOT, {"draDriver": archive})
+    import yaml
+
+    copied = yaml.safe_load((work / "stacks" / "Pulumi.local.yaml").read_text())
+    assert copied["config"]["eks-hybrid-gpu:charts"] == {"draDriver": archive}
+    repository = yaml.safe_load((engine.ROOT / "stacks" / "Pulumi.local.yaml").read_text())
+    assert "eks-hybrid-gpu:charts" not in repository["config"]
