@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
@@ -138,6 +139,8 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     _print("\nSimulated nodes (kwok plays their kubelet; no GPU exists behind them):")
     _print(placement.node_table(kube.items("/api/v1/nodes"), config.cohort_label_key, placement.slice_devices(kube)))
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig, toolchain)
+    # The in-process program's preflight reads the loopback server, whose certificate is self-signed at start.
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request is being made to host '127.0.0.1'")
     stack = engine.stack(env, stack_name, charts=charts.overrides)
     _print(f"\npulumi up of stack {stack_name} with the policy pack {engine.POLICY_PACK.relative_to(engine.ROOT)}")
     try:
