@@ -197,7 +197,12 @@ def status() -> int:
     except localcluster.LocalClusterError as error:
         _print(str(error))
         return 1
-    _print(json.dumps({"server": cluster.server, "kubeconfig": str(cluster.kubeconfig)}, indent=2))
+    document = {
+        "server": cluster.server,
+        "kubeconfig": str(cluster.kubeconfig),
+        "running": localcluster.running(local_state_dir()),
+    }
+    _print(json.dumps(document, indent=2))
     return 0
 
 
