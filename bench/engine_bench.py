@@ -23,7 +23,7 @@ from typing import Any
 import yaml
 
 from bench.proctree import TreeSampler
-from bench.synthetic import synthetic_document
+from bench.synthetic import local_document, synthetic_document
 from eks_hybrid_gpu import engine, localcluster
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -97,7 +97,8 @@ class EngineArea:
         engine.prepare(self.base / "engine", self.cluster.kubeconfig, self.toolchain)
         (self.work_dir / "stacks").mkdir(parents=True)
         shutil.copy(ROOT / "Pulumi.yaml", self.work_dir / "Pulumi.yaml")
-        shutil.copy(ROOT / "stacks" / "Pulumi.local.yaml", self.work_dir / "stacks" / "Pulumi.local.yaml")
+        # The local stack as the node-less benchmark server can take it (see bench.synthetic.local_document).
+        (self.work_dir / "stacks" / "Pulumi.local.yaml").write_text(yaml.safe_dump(local_document(), sort_keys=False))
         return self
 
     def __exit__(

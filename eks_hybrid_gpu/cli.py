@@ -7,7 +7,9 @@ import sys
 USAGE = """usage: eks-hybrid-gpu <command> [args]
 
 commands:
-  local up|down|status   run the main job on the local default (loopback API server + pulumi up)
+  local up [--chart-mirror DIR] | down | status
+                         run the main job on the local default (loopback cluster with simulated
+                         GPU nodes run by kwok + pulumi up)
   hostcheck [--owner ...] [--json]
                          check a GPU host before it joins a cohort (run on the host)
   simulate start|stop|apply|clear|show|finish|reap|preview|up|destroy [...]

@@ -12,9 +12,10 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 from pulumi import automation as auto
@@ -139,12 +140,13 @@ def prepare(state_dir: Path, kubeconfig: Path, toolchain: Toolchain | None = Non
     return engine
 
 
-def _work_copy(engine: EngineEnv, name: str, source_dir: Path) -> Path:
+def _work_copy(engine: EngineEnv, name: str, source_dir: Path, charts: Mapping[str, Any] | None = None) -> Path:
     """Copy Pulumi.yaml and the stack file into the engine's own work dir.
 
     The Automation API writes the stack's `encryptionsalt` into its stack file; working on a copy keeps
     the repository's stack files clean. The salt of an earlier run is kept, or the stack's secrets
-    could no longer be read.
+    could no longer be read. `charts` entries (a chart mirror's version + archive, from the command that
+    chose the mirror) replace the stack file's `charts.<key>` in the copy only.
     """
     work = engine.state_dir / "work"
     (work / "stacks").mkdir(parents=True, exist_ok=True)
@@ -155,11 +157,20 @@ def _work_copy(engine: EngineEnv, name: str, source_dir: Path) -> Path:
     previous = yaml.safe_load(target.read_text()) if target.exists() else None
     if isinstance(previous, dict) and "encryptionsalt" in previous:
         document["encryptionsalt"] = previous["encryptionsalt"]
+    if charts:
+        config = document.setdefault("config", {})
+        config[f"{PROJECT}:charts"] = {**(config.get(f"{PROJECT}:charts") or {}), **charts}
     target.write_text(yaml.safe_dump(document, sort_keys=False))
     return work
 
 
-def stack(engine: EngineEnv, name: str, work_dir: Path = ROOT, program: Callable[[], None] | None = None) -> auto.Stack:
+def stack(
+    engine: EngineEnv,
+    name: str,
+    work_dir: Path = ROOT,
+    program: Callable[[], None] | None = None,
+    charts: Mapping[str, Any] | None = None,
+) -> auto.Stack:
     """Select or create a stack whose config lives in `work_dir`/stacks, running the real program inline."""
 
     def default_program() -> None:
@@ -168,7 +179,7 @@ def stack(engine: EngineEnv, name: str, work_dir: Path = ROOT, program: Callable
         run(ROOT)
 
     workspace = auto.LocalWorkspaceOptions(
-        work_dir=str(_work_copy(engine, name, work_dir)),
+        work_dir=str(_work_copy(engine, name, work_dir, charts)),
         pulumi_home=str(engine.pulumi_home),
         env_vars=engine.variables,
         pulumi_command=auto.PulumiCommand(

@@ -1,20 +1,33 @@
-"""The main job on the local default: local API server + `pulumi up` of the local stack with the policy pack."""
+"""The main job on the local default: local cluster with simulated GPU nodes + `pulumi up` of the local stack.
+
+`local up` starts the loopback control plane with the workload controllers, kube-scheduler and kwok, writes
+the simulated hybrid GPU nodes the stack's cohorts select (plus one EKS Auto Mode node), and runs `pulumi
+up` with the policy pack: the stack awaits its DaemonSets and preflights the live nodes as on EKS. It then
+prints the ownership map and which pods run on which node, and fails when a pod runs off its cohort.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+import warnings
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pulumi import automation as auto
 
 from components.cluster import local_state_dir
-from eks_hybrid_gpu import engine, localcluster
+from components.config import StackConfig
+from components.validation import load_stack_config
+from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, simulate
+from policy.gpu_allocation.vocab.labels import PROJECT
 
 LOCAL_STACK = "local"
+NODES_READY_TIMEOUT_SECONDS = 60.0
 
 
 def engine_state_dir() -> Path:
@@ -52,19 +65,84 @@ def created_objects(deployment: Mapping[str, Any] | None) -> list[str]:
     return sorted(objects)
 
 
-def up(stack_name: str = LOCAL_STACK) -> int:
+def stack_config(stack_name: str, project_dir: Path = engine.ROOT) -> StackConfig:
+    """The validated config of `stacks/Pulumi.<stack_name>.yaml`, read without the engine."""
+    stack_file = f"stacks/Pulumi.{stack_name}.yaml"
+    document = yaml.safe_load((project_dir / stack_file).read_text()) or {}
+    prefix = f"{PROJECT}:"
+    raw = {k.removeprefix(prefix): v for k, v in (document.get("config") or {}).items() if k.startswith(prefix)}
+    return load_stack_config(raw, project_dir, stack_file=stack_file)
+
+
+def start_cluster(cluster_dir: Path, toolchain: engine.Toolchain) -> localcluster.LocalCluster:
+    """The running local cluster with kwok, or a new one: control plane, workload controllers, scheduler, kwok."""
+    _with_path(toolchain)
+    try:
+        cluster = localcluster.attach(cluster_dir)
+    except localcluster.LocalClusterError:
+        return localcluster.start(cluster_dir, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
+    missing = set(localcluster.WORKLOAD_CONTROLLERS) - set(localcluster.controllers_of(cluster_dir))
+    if missing or "kube-scheduler" not in localcluster.running(cluster_dir):
+        msg = (
+            f"the local cluster running from {cluster_dir} was started without the scheduler or the workload "
+            "controllers kwok's nodes need; run `scripts/local-up.sh down`, then `scripts/local-up.sh` again"
+        )
+        raise localcluster.LocalClusterError(msg)
+    _print(f"using the running local cluster at {cluster.server}")
+    if "kwok" not in localcluster.running(cluster_dir):
+        localcluster.start_kwok(cluster)
+    return cluster
+
+
+def simulate_nodes(kube: kubeclient.Kube, config: StackConfig, timeout: float = NODES_READY_TIMEOUT_SECONDS) -> None:
+    """Write the stack's simulated fleet and wait until kwok reports every node Ready."""
+    fleet = simulate.fleet_for(config)
+    simulate.apply(kube, fleet)
+    wanted = {n.name for n in fleet.nodes}
+    deadline = time.monotonic() + timeout
+    while True:
+        nodes = kube.items("/api/v1/nodes", labelSelector=f"{simulate.SIMULATED_LABEL}=true")
+        ready = {n["metadata"]["name"] for n in nodes if _node_ready(n)}
+        if wanted <= ready:
+            return
+        if time.monotonic() > deadline:
+            msg = f"simulated nodes not Ready after {timeout:.0f} s: {', '.join(sorted(wanted - ready))}; see kwok.log"
+            raise localcluster.LocalClusterError(msg)
+        time.sleep(0.5)
+
+
+def _node_ready(node: Mapping[str, Any]) -> bool:
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     """Bring up the local cluster (if needed) and run `pulumi up` of the stack with the policy pack."""
+    started = time.monotonic()
+    config = stack_config(stack_name)
+    try:
+        charts = chartmirror.choose(config, chart_mirror)
+    except chartmirror.ChartMirrorError as error:
+        print(f"local up: {error}", file=sys.stderr)
+        return 2
+    for notice in charts.notices:
+        _print(notice)
     cluster_dir = local_state_dir()
     toolchain = engine.ensure_toolchain()
     try:
-        cluster = localcluster.attach(cluster_dir)
-        _print(f"using the running local cluster at {cluster.server}")
-    except localcluster.LocalClusterError:
-        _with_path(toolchain)
-        cluster = localcluster.start(cluster_dir)
+        cluster = start_cluster(cluster_dir, toolchain)
+    except localcluster.LocalClusterError as error:
+        print(f"local up: {error}", file=sys.stderr)
+        return 1
+    kube = kubeclient.connect(str(cluster.kubeconfig))
+    simulate_nodes(kube, config)
+    _print("\nSimulated nodes (kwok plays their kubelet; no GPU exists behind them):")
+    _print(placement.node_table(kube.items("/api/v1/nodes"), config.cohort_label_key, placement.slice_devices(kube)))
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig, toolchain)
-    stack = engine.stack(env, stack_name)
-    _print(f"pulumi up of stack {stack_name} with the policy pack {engine.POLICY_PACK.relative_to(engine.ROOT)}")
+    # The in-process program's preflight reads the loopback server, whose certificate is self-signed at start.
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request is being made to host '127.0.0.1'")
+    stack = engine.stack(env, stack_name, charts=charts.overrides)
+    _print(f"\npulumi up of stack {stack_name} with the policy pack {engine.POLICY_PACK.relative_to(engine.ROOT)}")
     try:
         result = stack.up(on_output=_print, color="never", policy_packs=engine.policy_packs())
     except auto.CommandError as error:
@@ -73,6 +151,10 @@ def up(stack_name: str = LOCAL_STACK) -> int:
     ownership = result.outputs["ownership"].value
     _print("\nOwnership map (also ConfigMap gpu-system/gpu-allocation-ledger):")
     _print(ownership_table(ownership))
+    nodes, rows = placement.read(kube)
+    _print("\nPods by node:")
+    _print(placement.pod_table(rows))
+    wrong = placement.problems(config, nodes, rows)
     objects = created_objects(stack.export_stack().deployment)
     counts = Counter(line.split(" ", 1)[0] for line in objects)
     _print(
@@ -82,6 +164,12 @@ def up(stack_name: str = LOCAL_STACK) -> int:
     for line in objects:
         _print(f"  {line}")
     _print(f"\nkubeconfig: {cluster.kubeconfig}\nstate: {engine_state_dir()}")
+    if wrong:
+        _print(f"\n{len(wrong)} pod(s) run where they must not:")
+        for line in wrong:
+            _print(f"  - {line}")
+        return 1
+    _print(f"every pod runs on its cohort's nodes; none on the Auto Mode node ({time.monotonic() - started:.0f} s)")
     return 0
 
 
@@ -109,20 +197,32 @@ def status() -> int:
     except localcluster.LocalClusterError as error:
         _print(str(error))
         return 1
-    _print(json.dumps({"server": cluster.server, "kubeconfig": str(cluster.kubeconfig)}, indent=2))
+    document = {
+        "server": cluster.server,
+        "kubeconfig": str(cluster.kubeconfig),
+        "running": localcluster.running(local_state_dir()),
+    }
+    _print(json.dumps(document, indent=2))
     return 0
 
 
 def _with_path(toolchain: engine.Toolchain) -> None:
     import os
 
+    if toolchain.path_entries and os.environ.get("PATH", "").startswith(toolchain.path_entries[0]):
+        return
     os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
 
 
+USAGE = "usage: eks-hybrid-gpu local up [--chart-mirror DIR] | down | status"
+
+
 def main(argv: list[str]) -> int:
-    """`eks-hybrid-gpu local up|down|status`."""
-    commands = {"up": up, "down": down, "status": status}
+    """`eks-hybrid-gpu local up [--chart-mirror DIR] | down | status`."""
+    if argv[:1] == ["up"] and len(argv) in (1, 3) and (len(argv) == 1 or argv[1] == "--chart-mirror"):
+        return up(chart_mirror=Path(argv[2]) if len(argv) == 3 else None)
+    commands = {"down": down, "status": status}
     if len(argv) != 1 or argv[0] not in commands:
-        print("usage: eks-hybrid-gpu local up|down|status", file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
     return commands[argv[0]]()

@@ -1,8 +1,12 @@
 """A throw-away Kubernetes 1.34 control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager.
 
 It serves resource.k8s.io/v1 (DRA) like a real 1.34 cluster and runs the garbage-collector and namespace
-controllers, so Pulumi's foreground deletes and namespace deletes complete. It has no nodes and no
-kubelet. Everything listens on loopback only, lives in one state directory, and is stopped by pid.
+controllers, so Pulumi's foreground deletes and namespace deletes complete. By itself it has no nodes and
+no kubelet. With `kwok=True` (what `eks-hybrid-gpu local up` starts) it also runs kube-scheduler, the
+workload controllers of a real cluster (`WORKLOAD_CONTROLLERS`) and kwok, which plays the kubelet of
+simulated nodes: they turn Ready and keep heartbeating, their pods go Running/Ready, and Job pods
+Succeeded. Everything listens on loopback only (kwok serves nothing at all), lives in one state directory,
+and is stopped by pid.
 """
 
 from __future__ import annotations
@@ -22,6 +26,31 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
+WORKLOAD_CONTROLLERS = (
+    "garbage-collector-controller",
+    "namespace-controller",
+    "daemonset-controller",
+    "deployment-controller",
+    "replicaset-controller",
+    "job-controller",
+    "ttl-after-finished-controller",
+    "resourceclaim-controller",
+)
+"""What a real cluster runs for the objects the stacks create. No node-lifecycle or pod-GC controller: kwok
+keeps the simulated nodes Ready, and a pod on a non-kwok node (none exist) would never be evicted."""
+KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
+"""kwok manages exactly the nodes with this annotation (`--manage-nodes-with-annotation-selector`)."""
+KWOK_STAGES = (
+    "node/fast/node-initialize.yaml",
+    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "pod/fast/pod-ready.yaml",
+    "pod/fast/pod-complete.yaml",
+    "pod/fast/pod-delete.yaml",
+)
+"""kwok's own default stages (what `kwokctl` configures), copied from its module by scripts/toolchain.sh:
+nodes Ready with heartbeats and a Lease, pods Running/Ready at once, Job pods Succeeded, deleted pods gone."""
+PROCESSES = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+"""Every process a state directory may hold, in stop order."""
 READY_TIMEOUT_SECONDS = 120.0
 
 
@@ -140,11 +169,13 @@ def start(
     *,
     controllers: tuple[str, ...] = DEFAULT_CONTROLLERS,
     scheduler: bool = False,
+    kwok: bool = False,
     timeout: float = READY_TIMEOUT_SECONDS,
 ) -> LocalCluster:
     """Start etcd, the API server and the controller manager (and the scheduler when asked); wait for /readyz.
 
-    On any failure everything started so far is stopped and the state directory removed.
+    `kwok=True` also starts kwok for the annotated simulated nodes (and implies the scheduler). On any failure
+    everything started so far is stopped and the state directory removed.
     """
     if state_dir.exists() and any(_alive(state_dir, n) for n in ("etcd", "kube-apiserver")):
         msg = f"a local cluster is already running from {state_dir}; run `eks-hybrid-gpu local down` first"
@@ -152,7 +183,10 @@ def start(
     shutil.rmtree(state_dir, ignore_errors=True)
     state_dir.mkdir(parents=True, mode=0o700)
     try:
-        return _start_all(state_dir, controllers, scheduler, timeout)
+        cluster = _start_all(state_dir, controllers, scheduler or kwok, timeout)
+        if kwok:
+            start_kwok(cluster)
+        return cluster
     except BaseException:
         stop(state_dir)
         raise
@@ -256,6 +290,65 @@ def _start_all(state: Path, controllers: tuple[str, ...], scheduler: bool, timeo
     return cluster
 
 
+def kwok_stages(kwok_binary: str) -> list[Path]:
+    """The stage files scripts/toolchain.sh put beside the kwok binary (`<kwok dir>/stages/...`)."""
+    stages_dir = Path(kwok_binary).resolve().parent.parent / "stages"
+    found = [stages_dir / stage for stage in KWOK_STAGES]
+    missing = [str(p) for p in found if not p.exists()]
+    if missing:
+        msg = f"kwok's stage files are missing ({', '.join(missing)}); run `scripts/toolchain.sh kwok` again"
+        raise LocalClusterError(msg)
+    return found
+
+
+def start_kwok(cluster: LocalCluster) -> None:
+    """Run kwok out of cluster against the cluster's kubeconfig; it opens no port (no --server-address)."""
+    binary = _binary("kwok")
+    config = cluster.state_dir / "kwok.yaml"
+    config.write_text("\n---\n".join(p.read_text().strip() for p in kwok_stages(binary)) + "\n")
+    key, value = KWOK_NODE_ANNOTATION
+    _progress("starting kwok (simulated kubelets; no listening port)")
+    _start(
+        cluster.state_dir,
+        "kwok",
+        [
+            binary,
+            f"--kubeconfig={cluster.kubeconfig}",
+            f"--config={config}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={key}={value}",
+            "--cidr=10.244.0.0/16",
+            "--node-ip=127.0.0.1",
+            "--node-lease-duration-seconds=40",  # heartbeats through Leases in kube-node-lease, as kubelets do
+        ],
+    )
+    time.sleep(0.5)
+    if not _alive(cluster.state_dir, "kwok"):
+        tail = _tail(cluster.state_dir / "kwok.log")
+        msg = f"kwok exited at start; its log ends with:\n{tail}"
+        raise LocalClusterError(msg)
+
+
+def controllers_of(state_dir: Path) -> tuple[str, ...]:
+    """The `--controllers` of the state directory's running kube-controller-manager (empty when not running)."""
+    pid = _pid(state_dir, "kube-controller-manager")
+    if pid is None or not _alive(state_dir, "kube-controller-manager"):
+        return ()
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return ()
+    for arg in argv:
+        if arg.startswith(b"--controllers="):
+            return tuple(arg.decode().removeprefix("--controllers=").split(","))
+    return ()
+
+
+def running(state_dir: Path) -> list[str]:
+    """The processes of the state directory that are alive."""
+    return [name for name in reversed(PROCESSES) if _alive(state_dir, name)]
+
+
 def attach(state_dir: Path) -> LocalCluster:
     """The running cluster of a state directory."""
     kubeconfig = state_dir / "kubeconfig"
@@ -269,7 +362,7 @@ def attach(state_dir: Path) -> LocalCluster:
 def stop(state_dir: Path) -> list[str]:
     """Stop every process of the state directory (controllers first, etcd last) and remove the directory."""
     stopped = []
-    for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
+    for name in PROCESSES:
         pid = _pid(state_dir, name)
         if pid is None or not _alive(state_dir, name):
             continue

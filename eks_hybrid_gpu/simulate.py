@@ -30,6 +30,7 @@ from urllib.parse import urlparse
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from components.config import Mig, StackConfig, TimeSlicing
 from components.dra_objects import DRIVER
 from eks_hybrid_gpu.hostcheck.labels import label_value
 from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE, Kube, KubeAccessError, KubeApiError, connect, segment
@@ -40,6 +41,7 @@ from policy.gpu_allocation.vocab.labels import (
     DEFAULT_COHORT_LABEL_KEY,
     LABEL_PREFIX,
     MPS_CAPABLE_LABEL,
+    OPERANDS_OPT_OUT_LABEL,
 )
 
 SIMULATED_LABEL = f"{LABEL_PREFIX}/simulated"
@@ -61,6 +63,12 @@ KUBELET_MESSAGE = "simulated by eks-hybrid-gpu: no kubelet runs on this node"
 UUID_NAMESPACE = uuid.UUID("5b0c3c52-61c9-4f0e-9d8c-2f0a6a3e5d11")
 """Seed for deterministic device UUIDs: the same file always yields the same UUIDs."""
 SLICE_API = "/apis/resource.k8s.io/v1/resourceslices"
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+"""On every simulated Node: kwok (started by `local up`) manages exactly these nodes. Without kwok running it
+changes nothing."""
+NFD_NVIDIA_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+NODES_PER_COHORT = 2
+AUTO_NODE_NAME = "sim-auto-l4-0"
 
 
 @dataclass(frozen=True)
@@ -247,6 +255,67 @@ nodes:
 """
 
 
+def _cohort_nodes(config: StackConfig, index: int) -> list[SimNode]:
+    cohort = config.cohorts[index]
+    selector = cohort.selector(config.cohort_label_key)
+    labels = {k: v for k, v in selector.items() if k != COMPUTE_TYPE_LABEL}
+    labels[NFD_NVIDIA_PCI_LABEL] = "true"  # NFD's PCI vendor label, the first term of the charts' GPU affinity
+    compute_type = selector.get(COMPUTE_TYPE_LABEL, "hybrid")
+    if config.cohorts_of("gpu-operator") and cohort.owner != "gpu-operator":
+        labels[OPERANDS_OPT_OUT_LABEL] = "false"  # the preflight's rule: opt standalone nodes out of operands
+    allocation: Allocation = "dra" if cohort.owner == "dra" else "device-plugin"
+    replicas = cohort.sharing.replicas if isinstance(cohort.sharing, TimeSlicing) else None
+    if allocation == "dra":
+        gpus = (GpuGroup(model="H200", count=2),)
+    elif isinstance(cohort.sharing, Mig):
+        gpus = (GpuGroup(model="A100-40GB", mig=("3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb")),)
+    elif replicas is not None:
+        gpus = (GpuGroup(model="A10G"),)
+    else:
+        gpus = (GpuGroup(model="H100", count=4),)
+    return [
+        SimNode.model_validate(
+            {
+                "name": f"sim-{cohort.name}-{i}",
+                "computeType": compute_type,
+                "allocation": allocation,
+                "gpus": gpus,
+                "timeSlicingReplicas": replicas,
+                "mpsCapable": False,
+                "labels": labels,
+            }
+        )
+        for i in range(NODES_PER_COHORT)
+    ]
+
+
+def fleet_for(config: StackConfig) -> Simulation:
+    """The simulated fleet a stack wants: two nodes per cohort, carrying exactly its selector, plus one Auto Mode node.
+
+    Each cohort's nodes carry its node selector's labels (the cohort label included), GFD's discovery labels,
+    `nvidia.com/mps.capable=false`, and what the owner advertises: `nvidia.com/gpu` capacity (device plugin and
+    GPU Operator; `nvidia.com/gpu.shared` under time-slicing, MIG resources under MIG) or a ResourceSlice (DRA).
+    With a GPU Operator in the stack, the other cohorts' nodes opt out of its operands. The Auto Mode node has
+    a GPU and AWS's `nvidia.com/gpu` taint; no cohort may ever select it.
+    """
+    nodes: list[SimNode] = []
+    for index in range(len(config.cohorts)):
+        nodes.extend(_cohort_nodes(config, index))
+    nodes.append(
+        SimNode.model_validate(
+            {
+                "name": AUTO_NODE_NAME,
+                "computeType": AUTO_MODE,
+                "gpus": [{"model": "L4"}],
+                "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                "cpu": "8",
+                "memory": "32Gi",
+            }
+        )
+    )
+    return Simulation.model_validate({"cohortLabelKey": config.cohort_label_key, "nodes": nodes})
+
+
 class SimulationError(Exception):
     """The cohorts file is invalid or the cluster holds something the simulation must not overwrite."""
 
@@ -345,7 +414,11 @@ def node_object(node: SimNode, cohort_label_key: str) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": node.name, "labels": node_labels(node, cohort_label_key)},
+        "metadata": {
+            "name": node.name,
+            "labels": node_labels(node, cohort_label_key),
+            "annotations": dict(KWOK_ANNOTATION),
+        },
         "spec": {
             "taints": [
                 {k: v for k, v in {"key": t.key, "value": t.value, "effect": t.effect}.items() if v is not None}
@@ -371,6 +444,7 @@ def node_status(node: SimNode, now: datetime) -> dict[str, Any]:
         }
 
     return {
+        "phase": "Running",  # what kwok's heartbeat stage selects (with Ready=True)
         "capacity": resources,
         "allocatable": dict(resources),
         "conditions": [
@@ -491,7 +565,9 @@ def _put_node(kube: Kube, node: SimNode, cohort_label_key: str) -> dict[str, Any
     path = f"/api/v1/nodes/{segment(node.name)}"
     existing = kube.get_or_none(path)
     if existing is None:
-        created = kube.create("/api/v1/nodes", desired)
+        # Created with its status, as a kubelet registers a node: kwok then sees a Ready node and only
+        # heartbeats it, instead of racing this write with its own default capacity (cpu 1k, memory 1Ti).
+        created = kube.create("/api/v1/nodes", {**desired, "status": node_status(node, datetime.now(UTC))})
     else:
         if not _is_simulated(existing):
             msg = f"node {node.name} exists and is not simulated; refusing to overwrite a real node"

@@ -30,12 +30,18 @@ from eks_hybrid_gpu.kubeclient import (
     connect,
     segment,
 )
-from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION, COHORT_LABEL, SMOKE_JOB_LABEL
+from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION, COHORT_LABEL, LABEL_PREFIX, SMOKE_JOB_LABEL
 
 DEFAULT_NAMESPACE = "ai-workloads"
 DEFAULT_OUT = "smoke-results"
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+SIMULATED_MARKS = ((f"{LABEL_PREFIX}/simulated", "true", "labels"), ("kwok.x-k8s.io/node", "fake", "annotations"))
+"""How a node shows it is simulated (eks_hybrid_gpu.simulate writes both): a label, or kwok's annotation."""
+SIMULATED_NOTE = (
+    "ran on a simulated node (kwok plays its kubelet): there is no GPU and no container behind it, so there are "
+    "no logs to show; the phase and exit code above are kwok's, not a GPU result"
+)
 SMOKE_JOB_NAME = re.compile(r"^hybrid-gpu-[a-z0-9-]+-smoke$")
 """components.smoke_jobs.smoke_job_name: how a pod still tells which smoke Job it came from after the Job is gone."""
 
@@ -171,8 +177,51 @@ def _logs(kube: Kube, pod: Mapping[str, Any]) -> dict[str, dict[str, str | None]
     return logs
 
 
-def capture(kube: Kube, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]], out: Path, now: datetime) -> Path:
-    """Write a finished Job's status and its pods' status and logs to a private file."""
+def is_simulated(node: Mapping[str, Any] | None) -> bool:
+    """Whether a Node object is one of the simulation's (no kubelet, no GPU)."""
+    metadata = (node or {}).get("metadata", {})
+    return any((metadata.get(where) or {}).get(key) == value for key, value, where in SIMULATED_MARKS)
+
+
+def simulated_nodes(kube: Kube, pods: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The pods' nodes that are simulated; nodes this user may not read count as real."""
+    found = set()
+    for name in sorted({str(p["spec"]["nodeName"]) for p in pods if p.get("spec", {}).get("nodeName")}):
+        try:
+            node = kube.get_or_none(f"/api/v1/nodes/{segment(name)}")
+        except KubeApiError:
+            continue
+        if is_simulated(node):
+            found.add(name)
+    return found
+
+
+def removed_captures(out: Path, jobs: Sequence[Mapping[str, Any]]) -> list[tuple[str, Path]]:
+    """Captured results whose Job is gone from the cluster (its TTL removed it, or it was deleted)."""
+    present = {str(j["metadata"].get("uid")) for j in jobs}
+    gone = []
+    for path in sorted(out.glob("*.json")) if out.is_dir() else []:
+        try:
+            job = json.loads(path.read_text()).get("job") or {}
+        except (OSError, ValueError):
+            continue
+        if job.get("uid") and str(job["uid"]) not in present:
+            gone.append((str(job.get("name")), path))
+    return gone
+
+
+def capture(
+    kube: Kube,
+    job: Mapping[str, Any],
+    pods: Sequence[Mapping[str, Any]],
+    out: Path,
+    now: datetime,
+    simulated: set[str] | frozenset[str] = frozenset(),
+) -> Path:
+    """Write a finished Job's status and its pods' status and logs to a private file.
+
+    A pod on a simulated node gets `simulated: true` and the note instead of logs: kwok has none to give.
+    """
     document = {
         "capturedAt": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "job": {
@@ -190,7 +239,11 @@ def capture(kube: Kube, job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]
                 "phase": p.get("status", {}).get("phase"),
                 "containerStatuses": p.get("status", {}).get("containerStatuses") or [],
                 "resourceClaimStatuses": p.get("status", {}).get("resourceClaimStatuses") or [],
-                "logs": _logs(kube, p),
+                **(
+                    {"simulated": True, "note": SIMULATED_NOTE}
+                    if p["spec"].get("nodeName") in simulated
+                    else {"logs": _logs(kube, p)}
+                ),
             }
             for p in pods_of(job, pods)
         ],
@@ -268,7 +321,14 @@ def _ttl_text(seconds: int | None) -> str:
     return "-" if seconds is None else f"removed in {seconds // 60}m{seconds % 60:02d}s"
 
 
-def render(rows: Sequence[Mapping[str, Any]], captured: Sequence[str], cleanup: Cleanup | None, namespace: str) -> str:
+def render(
+    rows: Sequence[Mapping[str, Any]],
+    captured: Sequence[str],
+    cleanup: Cleanup | None,
+    namespace: str,
+    simulated: Sequence[str] = (),
+    removed: Sequence[tuple[str, Path]] = (),
+) -> str:
     """The human-readable report."""
     lines = [f"Smoke Jobs in {namespace}:"]
     table = [("job", "cohort", "approved", "state", "pods (phase@node)", "claims", "TTL")]
@@ -295,6 +355,12 @@ def render(rows: Sequence[Mapping[str, Any]], captured: Sequence[str], cleanup: 
         lines.append("  none")
     for path in captured:
         lines.append(f"captured: {path}")
+    for node in simulated:
+        lines.append(f"note: a pod on {node} {SIMULATED_NOTE}")
+    for name, result in removed:
+        lines.append(
+            f"removed: {name} is no longer in the cluster (its TTL ran out, or it was deleted); its result: {result}"
+        )
     if cleanup is not None:
         lines.append("\nCleanup check:")
         lines += [f"  in use: {line}" for line in cleanup.in_use]
@@ -329,7 +395,10 @@ def main(argv: Sequence[str]) -> int:
         by_name = {c["metadata"]["name"]: c for c in claims}
         jobs = sorted(jobs, key=lambda j: str(j["metadata"]["name"]))
         rows = [job_row(j, pods, by_name, now) for j in jobs]
-        captured = [str(capture(kube, j, pods, Path(args.out), now)) for j in jobs if finished(j)]
+        finished_pods = [p for j in jobs if finished(j) for p in pods_of(j, pods)]
+        simulated = simulated_nodes(kube, finished_pods)
+        captured = [str(capture(kube, j, pods, Path(args.out), now, simulated)) for j in jobs if finished(j)]
+        removed = removed_captures(Path(args.out), jobs)
     except KubeAccessError as error:
         print(f"smoke: {error}", file=sys.stderr)
         return ACCESS_EXIT_CODE
@@ -338,10 +407,16 @@ def main(argv: Sequence[str]) -> int:
         return 1
     cleanup = cleanup_findings(claims, pods) if args.verify_cleanup else None
     if args.json:
-        document: dict[str, Any] = {"namespace": args.namespace, "jobs": rows, "captured": captured}
+        document: dict[str, Any] = {
+            "namespace": args.namespace,
+            "jobs": rows,
+            "captured": captured,
+            "simulatedNodes": sorted(simulated),
+            "removed": [{"job": name, "capture": str(path)} for name, path in removed],
+        }
         if cleanup is not None:
             document["cleanup"] = {"findings": cleanup.findings, "inUse": cleanup.in_use}
         print(json.dumps(document, indent=2))
     else:
-        print(render(rows, captured, cleanup, args.namespace))
+        print(render(rows, captured, cleanup, args.namespace, sorted(simulated), removed))
     return 1 if cleanup is not None and cleanup.findings else 0

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Makes the engine toolchain available: the Pulumi CLI, the Kubernetes provider plugin, kube-apiserver,
-# kube-controller-manager, kube-scheduler and etcd, at the versions in toolchain-versions.env.
+# kube-controller-manager, kube-scheduler, etcd and kwok (the simulated kubelet of the local default's
+# GPU nodes), at the versions in toolchain-versions.env.
 #
 # Order of preference for each tool: already on PATH at the pinned version, then the official download
 # (only when the internet answers), then a build from the Go module proxy (the air-gapped path).
 # Built binaries are cached outside the repository, keyed by version, so a second run takes seconds.
 #
-# Usage: scripts/toolchain.sh [--print-env] [pulumi|provider|kube|etcd ...]
+# Usage: scripts/toolchain.sh [--print-env] [pulumi|provider|kube|etcd|kwok ...]
 #   --print-env   print the `export PATH=...` line for the toolchain and nothing else on stdout
 # Environment:
 #   EKS_HYBRID_GPU_CACHE  cache root (default: ${XDG_CACHE_HOME:-$HOME/.cache}/eks-hybrid-gpu)
@@ -24,6 +25,7 @@ PULUMI_DIR="$TOOLCHAIN/pulumi-$PULUMI_VERSION"
 PROVIDER_DIR="$TOOLCHAIN/kubernetes-provider-$K8S_PROVIDER_VERSION"
 KUBE_DIR="$TOOLCHAIN/kube-$KUBE_VERSION"
 ETCD_DIR="$TOOLCHAIN/etcd-$ETCD_VERSION"
+KWOK_DIR="$TOOLCHAIN/kwok-$KWOK_VERSION"
 
 log() { printf '[toolchain %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
@@ -207,9 +209,38 @@ ensure_etcd() {
   log "etcd: $("$ETCD_DIR/bin/etcd" --version | head -1)"
 }
 
+# ---------------------------------------------------------------- kwok
+# Out-of-cluster kwok plays the kubelet of the simulated nodes (status, heartbeats, pod phases). No
+# official binary download: releases live on GitHub, which the air-gapped path cannot assume; the Go
+# module proxy serves the module, and the build is small.
+ensure_kwok() {
+  if have_all "$KWOK_DIR/bin/kwok" && [ -d "$KWOK_DIR/stages/pod" ]; then log "kwok $KWOK_VERSION: cached"; return; fi
+  mkdir -p "$KWOK_DIR/bin"
+  go_build_env
+  if command -v kwok >/dev/null && kwok --version 2>/dev/null | grep -q "${KWOK_VERSION#v}"; then
+    log "kwok $KWOK_VERSION: found on PATH"; ln -sf "$(command -v kwok)" "$KWOK_DIR/bin/kwok"
+  else
+    log "kwok $KWOK_VERSION: building from the Go module proxy (about 3-6 min on 2 cores)"
+    fresh_module kwok-bin
+    go get -tool "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}"
+    go mod tidy
+    go build -ldflags "-s -w" -o "$KWOK_DIR/bin/kwok.partial" sigs.k8s.io/kwok/cmd/kwok
+    mv "$KWOK_DIR/bin/kwok.partial" "$KWOK_DIR/bin/kwok"
+  fi
+  # kwok's own default stages (node Ready + heartbeat, pod Ready, Job pod Succeeded, delete), exactly the
+  # pinned version's, for `local up`'s kwok config.
+  local src
+  src=$(go mod download -json "sigs.k8s.io/kwok@${KWOK_VERSION}" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+  rm -rf "$KWOK_DIR/stages.partial"; mkdir -p "$KWOK_DIR/stages.partial"
+  cp -r "$src/kustomize/stage/node" "$src/kustomize/stage/pod" "$KWOK_DIR/stages.partial/"
+  chmod -R u+w "$KWOK_DIR/stages.partial"
+  rm -rf "$KWOK_DIR/stages"; mv "$KWOK_DIR/stages.partial" "$KWOK_DIR/stages"
+  log "kwok: $("$KWOK_DIR/bin/kwok" --version 2>&1 | head -1)"
+}
+
 print_env() {
   # The provider is not put on PATH: it is registered into PULUMI_HOME with `pulumi plugin install --file`.
-  printf 'export PATH=%q:%q:%q:"$PATH"\n' "$PULUMI_DIR/bin" "$KUBE_DIR/bin" "$ETCD_DIR/bin"
+  printf 'export PATH=%q:%q:%q:%q:"$PATH"\n' "$PULUMI_DIR/bin" "$KUBE_DIR/bin" "$ETCD_DIR/bin" "$KWOK_DIR/bin"
   printf 'export EKS_HYBRID_GPU_PROVIDER_BIN=%q\n' "$PROVIDER_DIR/pulumi-resource-kubernetes"
 }
 
@@ -218,12 +249,12 @@ main() {
   for a in "$@"; do
     case "$a" in
       --print-env) print=1 ;;
-      pulumi|provider|kube|etcd) steps+=("$a") ;;
+      pulumi|provider|kube|etcd|kwok) steps+=("$a") ;;
       -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
       *) die "unknown argument '$a'; use --print-env and/or any of: pulumi provider kube etcd" ;;
     esac
   done
-  [ ${#steps[@]} -gt 0 ] || steps=(etcd kube pulumi provider)
+  [ ${#steps[@]} -gt 0 ] || steps=(etcd kube pulumi provider kwok)
   # One build at a time per cache: a second run waits here instead of wiping the first one's work dirs.
   mkdir -p "$CACHE_ROOT"
   exec 9>"$CACHE_ROOT/toolchain.lock"

@@ -43,6 +43,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.review.normalize import write_tree
 from eks_hybrid_gpu.review.render import (
     EMPTY,
@@ -129,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
         "--chart-mirror",
         type=Path,
         help="a Helm repository folder (index.yaml + archives) serving the pinned charts of stacks that name no "
-        "chart source, for rendering without internet access",
+        "chart source, for rendering without internet access (default: $EKS_HYBRID_GPU_CHART_MIRROR)",
     )
     parser.add_argument("--policy-config", type=Path, help="policy pack config (levels and settings) to review with")
     return parser
@@ -170,8 +171,10 @@ def main(argv: list[str]) -> int:
                 cleanup.callback(localcluster.stop, state)
                 kubeconfig = cluster.kubeconfig
             mirror_url, mirror_index = None, None
-            if args.chart_mirror is not None:
-                mirror_url, mirror_index = cleanup.enter_context(chart_mirror(args.chart_mirror.resolve()))
+            from_env = os.environ.get(CHART_MIRROR_ENV)
+            mirror = args.chart_mirror or (Path(from_env) if from_env else None)
+            if mirror is not None:
+                mirror_url, mirror_index = cleanup.enter_context(chart_mirror(mirror.resolve()))
             levels, policy_config = policy_setup(scratch, args.policy_config)
             env = make_env(
                 toolchain,

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from eks_hybrid_gpu import engine
+from eks_hybrid_gpu.chartmirror import ChartMirrorError, pick_version
 from eks_hybrid_gpu.review.normalize import normalize, read_render_dir, redact_text
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
@@ -146,21 +147,23 @@ def chart_overrides(stack_document: Mapping[str, Any], env: RenderEnv) -> dict[s
     config = stack_document.get("config") or {}
     charts = config.get("eks-hybrid-gpu:charts") or {}
     owners = {c.get("owner") for c in config.get("eks-hybrid-gpu:cohorts") or [] if isinstance(c, Mapping)}
+    source = (config.get("eks-hybrid-gpu:cluster") or {}).get("source", "local")
     entries = (env.chart_mirror_index or {}).get("entries") or {}
     overrides: dict[str, dict[str, str]] = {}
     for owner, (key, chart) in CHART_KEYS.items():
         pin = charts.get(key) or {}
         if owner not in owners or pin.get("source"):
             continue
-        version = str(pin.get("version") or defaults[key])
+        pinned = str(pin.get("version") or defaults[key])
         available = sorted(str(e.get("version")) for e in entries.get(chart) or [])
-        if version not in available:
-            msg = (
-                f"the chart mirror has no {chart} {version} (it has {', '.join(available) or 'no version'}); "
-                f"add the {chart}-{version}.tgz archive and its index entry to the mirror, or render with "
-                "access to the chart's upstream repository"
-            )
-            raise RenderError(msg)
+        # The same rule as `local up`: only a local stack may fall back to another version, with a notice.
+        try:
+            version, notice = pick_version(chart, pinned, available, local=source == "local")
+        except ChartMirrorError as error:
+            msg = f"{error} (and its index entry), or render with access to the chart's upstream repository"
+            raise RenderError(msg) from None
+        if notice:
+            print(notice, file=sys.stderr)
         overrides[key] = {"repo": env.chart_mirror, "version": version}
     return overrides
 

@@ -1,4 +1,8 @@
-"""The real engine against a real local API server: built (or cached) toolchain, one cluster per session."""
+"""The real engine against a real local cluster: built (or cached) toolchain, one cluster per session.
+
+`cluster` is what `eks-hybrid-gpu local up` starts: control plane, workload controllers, kube-scheduler and
+kwok, with the local stack's simulated fleet Ready. `sim_cluster` has no kwok: its tests play the kubelet.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from eks_hybrid_gpu import engine, kubeclient, localcluster, simulate
+from eks_hybrid_gpu import engine, kubeclient, local, localcluster, simulate
 
 
 @pytest.fixture(scope="session")
@@ -23,11 +27,20 @@ def toolchain() -> engine.Toolchain:
 def cluster(
     toolchain: engine.Toolchain, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[localcluster.LocalCluster]:
-    """A Kubernetes 1.34 control plane on 127.0.0.1, stopped and removed after the session."""
+    """The local default's cluster on 127.0.0.1 with the local stack's simulated nodes; removed after the session."""
     state = tmp_path_factory.mktemp("cluster") / "state"
-    started = localcluster.start(state)
-    yield started
-    localcluster.stop(state)
+    started = localcluster.start(state, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
+    try:
+        local.simulate_nodes(kubeclient.connect(str(started.kubeconfig)), local.stack_config("local"))
+        yield started
+    finally:
+        localcluster.stop(state)
+
+
+@pytest.fixture(scope="session")
+def kube(cluster: localcluster.LocalCluster) -> kubeclient.Kube:
+    """The kwok cluster's admin, as a JSON client."""
+    return kubeclient.connect(str(cluster.kubeconfig))
 
 
 @pytest.fixture(scope="session")

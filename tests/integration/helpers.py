@@ -9,16 +9,26 @@ from typing import Any
 import yaml
 from kubernetes import client, config
 
-from eks_hybrid_gpu import engine
+from eks_hybrid_gpu import chartmirror, engine, local
 
 LOCAL_STACK_FILE = engine.ROOT / "stacks" / "Pulumi.local.yaml"
+SHARED_CHARTS = chartmirror.SHARED_MIRROR
+
+
+def local_charts() -> dict[str, Any]:
+    """The local stack's `charts` from ../shared/charts (no internet here): what `local up` falls back to."""
+    return chartmirror.mirror_overrides(local.stack_config("local"), SHARED_CHARTS).overrides
 
 
 def work_dir_with_stack(tmp: Path, stack: str, overrides: dict[str, Any]) -> Path:
-    """A work dir holding Pulumi.yaml and stacks/Pulumi.<stack>.yaml: the local stack with `overrides` applied."""
+    """A work dir holding Pulumi.yaml and stacks/Pulumi.<stack>.yaml: the local stack with `overrides` applied.
+
+    Its charts come from ../shared/charts (`local_charts`) unless `overrides` sets `charts`.
+    """
     shutil.copy(engine.ROOT / "Pulumi.yaml", tmp / "Pulumi.yaml")
     (tmp / "stacks").mkdir(exist_ok=True)
     document = yaml.safe_load(LOCAL_STACK_FILE.read_text())
+    document["config"]["eks-hybrid-gpu:charts"] = local_charts()
     for key, value in overrides.items():
         document["config"][f"eks-hybrid-gpu:{key}"] = value
     (tmp / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))

@@ -1,4 +1,8 @@
-"""`pulumi preview` / `up` / no-change preview / refresh / `destroy` of the local stack, with the policy pack."""
+"""`pulumi preview` / `up` / no-change preview / refresh / `destroy` of the local stack, with the policy pack.
+
+The session cluster is the local default's: kwok plays the kubelet of the simulated fleet, so `up` awaits
+every DaemonSet and the preflight reads real Node objects, as on EKS.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,27 @@ import pytest
 from kubernetes import client
 from pulumi import automation as auto
 
-from eks_hybrid_gpu import engine, localcluster
-from tests.integration.helpers import api, get_cluster_object, work_dir_with_stack
+from eks_hybrid_gpu import engine, kubeclient, local, localcluster, placement, simulate
+from tests.integration.helpers import api, get_cluster_object, local_charts, work_dir_with_stack
 
 pytestmark = pytest.mark.integration
+DAEMONSETS = "/apis/apps/v1/namespaces/gpu-system/daemonsets"
 
 
-def test_local_stack_lifecycle(engine_env: engine.EngineEnv, cluster: localcluster.LocalCluster) -> None:
-    stack = engine.stack(engine_env, "local")
+def _nodes_of(kube: kubeclient.Kube, namespace: str, daemonset: str) -> list[str]:
+    pods = kube.items(f"/api/v1/namespaces/{namespace}/pods")
+    return sorted(
+        p["spec"]["nodeName"]
+        for p in pods
+        if any(r["name"] == daemonset for r in p["metadata"].get("ownerReferences") or [])
+        and p["status"].get("phase") == "Running"
+    )
+
+
+def test_local_stack_lifecycle(
+    engine_env: engine.EngineEnv, cluster: localcluster.LocalCluster, kube: kubeclient.Kube
+) -> None:
+    stack = engine.stack(engine_env, "local", charts=local_charts())
     lines: list[str] = []
 
     preview = stack.preview(on_output=lines.append, color="never", policy_packs=engine.policy_packs())
@@ -50,12 +67,29 @@ def test_local_stack_lifecycle(engine_env: engine.EngineEnv, cluster: localclust
         ("hybrid-gpu-plugin-smoke", True),
     ]
 
+    # `up` awaited the DaemonSets: each owner's agent is ready on exactly its cohort's nodes.
+    plugin_status = kube.get(f"{DAEMONSETS}/hybrid-gpu-plugin-nvidia-device-plugin")
+    assert plugin_status["status"]["numberReady"] == plugin_status["status"]["desiredNumberScheduled"] == 2
+    assert _nodes_of(kube, "gpu-system", "hybrid-gpu-plugin-nvidia-device-plugin") == ["sim-plugin-0", "sim-plugin-1"]
+    dra_daemonsets = kube.items("/apis/apps/v1/namespaces/gpu-dra-system/daemonsets")
+    kubelet_plugins = [d for d in dra_daemonsets if "kubelet-plugin" in d["metadata"]["name"]]
+    assert len(kubelet_plugins) == 1
+    assert kubelet_plugins[0]["status"]["numberReady"] == 2
+    assert _nodes_of(kube, "gpu-dra-system", kubelet_plugins[0]["metadata"]["name"]) == ["sim-dra-0", "sim-dra-1"]
+    # No node is MPS-capable, as on EKS without sharing.mps: the MPS control daemon has nowhere to run.
+    mps = kube.get(f"{DAEMONSETS}/hybrid-gpu-plugin-nvidia-device-plugin-mps-control-daemon")
+    assert mps["status"]["desiredNumberScheduled"] == 0
+    nodes, rows = placement.read(kube)
+    assert placement.problems(local.stack_config("local"), nodes, rows) == []
+    assert [r for r in rows if r.node == simulate.AUTO_NODE_NAME] == []
+
     stack.preview(expect_no_changes=True, color="never", policy_packs=engine.policy_packs())
     stack.refresh(expect_no_changes=True, color="never")
 
     stack.destroy(color="never")
     remaining = client.BatchV1Api(api(cluster.kubeconfig)).list_namespaced_job("ai-workloads").items
     assert remaining == []
+    assert [r for r in placement.read(kube)[1] if r.namespace in ("gpu-system", "gpu-dra-system")] == []
 
 
 def test_broken_cel_is_refused_at_preview(engine_env: engine.EngineEnv, tmp_path: Path) -> None:

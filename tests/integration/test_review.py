@@ -265,8 +265,12 @@ def test_secrets_never_reach_the_output_and_nothing_is_applied(
     assert "access" not in [c.metadata.name for c in core.list_namespaced_config_map("default").items]
 
 
-def test_command_against_a_git_ref(cluster: localcluster.LocalCluster, tmp_path: Path) -> None:
+def test_command_against_a_git_ref(
+    cluster: localcluster.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "out"
+    # The local stack takes its charts from upstream; offline, the mirror stands in (through the environment).
+    monkeypatch.setenv("EKS_HYBRID_GPU_CHART_MIRROR", str(SHARED_CHARTS))
 
     code = main(["--stack", "local", "--base", "HEAD", "--out", str(out), "--kubeconfig", str(cluster.kubeconfig)])
 

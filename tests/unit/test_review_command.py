@@ -144,9 +144,19 @@ def test_mirror_serves_charts_without_a_source_at_their_pinned_version(tmp_path:
     assert chart_overrides(_stack("device-plugin"), _env(tmp_path, mirror=None)) == {}
 
 
-def test_mirror_without_the_pinned_version_is_a_render_error(tmp_path: Path) -> None:
+def test_mirror_without_the_pinned_version_is_a_render_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    eks = _stack("dra")
+    eks["config"]["eks-hybrid-gpu:cluster"] = {"source": "eks"}  # type: ignore[index]
     with pytest.raises(RenderError, match=r"no dra-driver-nvidia-gpu 0\.5\.0 \(it has 0\.4\.1\)"):
-        chart_overrides(_stack("dra"), _env(tmp_path))
+        chart_overrides(eks, _env(tmp_path))
+    # Only a local stack falls back to the mirror's version, and says so naming both versions.
+    assert chart_overrides(_stack("dra"), _env(tmp_path))["draDriver"]["version"] == "0.4.1"
+    notice = capsys.readouterr().err
+    assert "no dra-driver-nvidia-gpu 0.5.0 (the pinned version); the local stack uses dra-driver-nvidia-gpu 0.4.1" in (
+        notice
+    )
     pinned = _stack("dra", charts={"draDriver": {"version": "0.4.1"}})
     assert chart_overrides(pinned, _env(tmp_path))["draDriver"]["version"] == "0.4.1"
 

@@ -122,14 +122,23 @@ def _graph(recorder: Recorder) -> Counter[tuple[str, str]]:
     return Counter((r.type_, r.name) for r in recorder.registrations)
 
 
+def _local_fleet() -> list[dict[str, Any]]:
+    """The nodes `local up` simulates for the local stack (kwok's), as the preflight lists them."""
+    from eks_hybrid_gpu import local, simulate
+
+    fleet = simulate.fleet_for(local.stack_config("local"))
+    return [simulate.node_object(n, fleet.cohort_label_key) for n in fleet.nodes]
+
+
 def test_local_stack_graph(run: RunProgram) -> None:
-    recorder = run(stack_config("local"), "local")
+    # The local stack preflights and awaits like an EKS stack: its nodes are the simulated fleet.
+    recorder = run(stack_config("local"), "local", nodes=_local_fleet())
 
     assert _graph(recorder) == Counter(GRAPHS["local"])
     assert len(recorder.registrations) == 22
     assert exported_outputs()["ownership"] == OWNERSHIP["local"]
     assert recorder.calls == []
-    assert [r.inputs["skipAwait"] for r in recorder.of_type("kubernetes:helm.sh/v4:Chart")] == [True, True]
+    assert [r.inputs.get("skipAwait") for r in recorder.of_type("kubernetes:helm.sh/v4:Chart")] == [False, False]
     assert recorder.named("cluster").inputs["kubeconfig"].endswith("kubeconfig")
 
 

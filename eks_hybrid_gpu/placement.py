@@ -1,0 +1,166 @@
+"""Where the stack's pods run: the node table, the pod table and the placement rules of the local default.
+
+`eks-hybrid-gpu local up` prints both tables after `pulumi up`, and refuses (exit 1) when a pod of a cohort's
+owner runs on a node its cohort does not select, or when anything at all runs on an EKS Auto Mode node. A
+pod belongs to the cohort stamped on its controller (`eks-hybrid-gpu.io/cohort` on the DaemonSet, Job or the
+Deployment above its ReplicaSet). Per-node agents (DaemonSets) and smoke Jobs must stay on their cohort's
+nodes; a Deployment (a chart's controller) may run on any node but the Auto Mode one, as on EKS, and pods
+of unstamped controllers (the GPU Operator's hook Jobs) are bound only by the Auto Mode rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.config import StackConfig
+from components.preflight import matches
+from eks_hybrid_gpu.kubeclient import Kube
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LABEL_PREFIX
+
+COHORT_LABEL = f"{LABEL_PREFIX}/cohort"
+NODE_BOUND_KINDS = ("DaemonSet", "Job")
+"""Controllers whose pods must run on their cohort's nodes."""
+WORKLOAD_PATHS = (
+    "/apis/apps/v1/daemonsets",
+    "/apis/apps/v1/replicasets",
+    "/apis/apps/v1/deployments",
+    "/apis/batch/v1/jobs",
+)
+
+Obj = Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class PodRow:
+    """One pod and where it runs."""
+
+    node: str
+    namespace: str
+    name: str
+    phase: str
+    ready: bool
+    controller: str
+    """`Kind/name` of the pod's top controller (the Deployment above a ReplicaSet), or '-'."""
+    cohort: str | None
+    """The cohort stamped on that controller, None when unstamped."""
+
+
+def _labels(obj: Obj) -> Mapping[str, str]:
+    return obj.get("metadata", {}).get("labels") or {}
+
+
+def _top_controller(obj: Obj, by_uid: Mapping[str, Obj]) -> tuple[str, Obj | None]:
+    """Follow controller ownerReferences (pod -> ReplicaSet -> Deployment) as far as the cluster holds them."""
+    current: Obj | None = None
+    reference = next((r for r in obj.get("metadata", {}).get("ownerReferences") or [] if r.get("controller")), None)
+    name = "-"
+    while reference is not None:
+        name = f"{reference['kind']}/{reference['name']}"
+        current = by_uid.get(reference["uid"])
+        if current is None:
+            break
+        owners = current.get("metadata", {}).get("ownerReferences") or []
+        reference = next((r for r in owners if r.get("controller")), None)
+    return name, current
+
+
+def _ready(pod: Obj) -> bool:
+    conditions = pod.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def pod_rows(pods: Sequence[Obj], workloads: Sequence[Obj]) -> list[PodRow]:
+    """Every bound pod with its node, phase, readiness, top controller and cohort; sorted by node then pod."""
+    by_uid = {w["metadata"]["uid"]: w for w in workloads}
+    rows = []
+    for pod in pods:
+        node = pod.get("spec", {}).get("nodeName")
+        if not node:
+            continue
+        controller, top = _top_controller(pod, by_uid)
+        rows.append(
+            PodRow(
+                node=node,
+                namespace=pod["metadata"]["namespace"],
+                name=pod["metadata"]["name"],
+                phase=pod.get("status", {}).get("phase", "Unknown"),
+                ready=_ready(pod),
+                controller=controller,
+                cohort=_labels(top).get(COHORT_LABEL) if top is not None else None,
+            )
+        )
+    return sorted(rows, key=lambda r: (r.node, r.namespace, r.name))
+
+
+def problems(config: StackConfig, nodes: Sequence[Obj], rows: Sequence[PodRow]) -> list[str]:
+    """Every pod that runs where it must not: off its cohort's nodes, or on an Auto Mode node."""
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    selectors = {c.name: c.selector(config.cohort_label_key) for c in config.cohorts}
+    found = []
+    for row in rows:
+        node = by_name.get(row.node, {})
+        where = f"pod {row.namespace}/{row.name} ({row.controller}) runs on {row.node}"
+        if _labels(node).get(COMPUTE_TYPE_LABEL) == AUTO_MODE:
+            found.append(f"{where}, an EKS Auto Mode node; AWS owns its GPUs, nothing of this stack may run there")
+        selector = selectors.get(row.cohort or "")
+        bound = row.controller.split("/", 1)[0] in NODE_BOUND_KINDS
+        if bound and selector is not None and not matches(selector, node):
+            found.append(f"{where}, which cohort {row.cohort} does not select ({selector})")
+    return found
+
+
+def read(kube: Kube) -> tuple[list[dict[str, Any]], list[PodRow]]:
+    """The cluster's nodes and pod rows."""
+    workloads = [w for path in WORKLOAD_PATHS for w in kube.items(path)]
+    return kube.items("/api/v1/nodes"), pod_rows(kube.items("/api/v1/pods"), workloads)
+
+
+def _table(rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows)
+
+
+def slice_devices(kube: Kube) -> dict[str, int]:
+    """DRA devices published per node (all ResourceSlices with a nodeName)."""
+    counts: dict[str, int] = {}
+    for item in kube.items("/apis/resource.k8s.io/v1/resourceslices"):
+        node = item.get("spec", {}).get("nodeName")
+        if node:
+            counts[node] = counts.get(node, 0) + len(item["spec"].get("devices") or [])
+    return counts
+
+
+def node_table(nodes: Sequence[Obj], cohort_label_key: str, devices: Mapping[str, int]) -> str:
+    """Name, compute type, cohort label, Ready, and the GPUs it advertises (capacity or DRA devices)."""
+    rows: list[Sequence[str]] = [("node", "compute-type", cohort_label_key, "ready", "gpu product", "advertises")]
+    for node in sorted(nodes, key=lambda n: str(n["metadata"]["name"])):
+        labels = _labels(node)
+        status = node.get("status", {})
+        ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+        gpus = [f"{k}={v}" for k, v in sorted((status.get("allocatable") or {}).items()) if k.startswith("nvidia.com/")]
+        name = node["metadata"]["name"]
+        if devices.get(name):
+            gpus.append(f"DRA devices={devices[name]}")
+        advertises = ",".join(gpus) or "-"
+        rows.append(
+            (
+                name,
+                labels.get(COMPUTE_TYPE_LABEL, "-"),
+                labels.get(cohort_label_key, "-"),
+                "Ready" if ready else "NotReady",
+                labels.get("nvidia.com/gpu.product", "-"),
+                advertises,
+            )
+        )
+    return _table(rows)
+
+
+def pod_table(rows: Sequence[PodRow]) -> str:
+    """Node, pod, phase/readiness, controller and cohort of every bound pod."""
+    table: list[Sequence[str]] = [("node", "pod", "status", "controller", "cohort")]
+    for row in rows:
+        status = f"{row.phase}{'/Ready' if row.ready else ''}"
+        table.append((row.node, f"{row.namespace}/{row.name}", status, row.controller, row.cohort or "-"))
+    return _table(table)
