@@ -1,0 +1,186 @@
+"""`eks-hybrid-gpu simulate`: start, stop, apply, clear, show, finish, reap, and the rehearsal commands."""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from components.dra_objects import DRIVER
+from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE, Kube, KubeAccessError, KubeApiError, connect
+from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
+from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
+from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
+from eks_hybrid_gpu.simulate.rehearse import run_pulumi
+from policy.gpu_allocation.vocab.labels import (
+    COMPUTE_TYPE_LABEL,
+    DEFAULT_COHORT_LABEL_KEY,
+)
+
+
+def _loopback_only(kube: Kube) -> None:
+    host = urlparse(kube.server).hostname or ""
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        msg = (
+            f"simulate writes fake Node objects and only targets a loopback API server; {kube.where} is not one. "
+            "Start the simulated cluster with `eks-hybrid-gpu simulate start`"
+        )
+        raise KubeAccessError(msg)
+
+
+def _default_kubeconfig() -> str:
+    from components.cluster import local_kubeconfig
+
+    return str(local_kubeconfig())
+
+
+def _start(_: argparse.Namespace) -> int:
+    from components.cluster import local_state_dir
+    from eks_hybrid_gpu import engine, localcluster
+
+    state = local_state_dir()
+    toolchain = engine.ensure_toolchain()
+    os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
+    try:
+        cluster = localcluster.start(state, controllers=SIMULATION_CONTROLLERS, scheduler=True)
+    except localcluster.LocalClusterError as error:
+        print(f"simulate start: {error}", file=sys.stderr)
+        return 1
+    print(f"simulated cluster at {cluster.server} (kube-scheduler, {', '.join(SIMULATION_CONTROLLERS)})")
+    print(f"kubeconfig: {cluster.kubeconfig}")
+    return 0
+
+
+def _stop(_: argparse.Namespace) -> int:
+    from components.cluster import local_state_dir
+    from eks_hybrid_gpu import localcluster
+
+    stopped = localcluster.stop(local_state_dir())
+    print(f"stopped {', '.join(stopped) or 'nothing'}")
+    return 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    simulation = load(Path(args.file).read_text(), args.file) if args.file else default_simulation()
+    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    _loopback_only(kube)
+    result = apply(kube, simulation)
+    print(f"simulated nodes: {', '.join(result.nodes)}")
+    print(f"ResourceSlices ({DRIVER}): {', '.join(result.slices) or 'none'}")
+    if result.pruned:
+        print(f"removed simulated nodes no longer in the file: {', '.join(result.pruned)}")
+    _print_table(describe(kube))
+    return 0
+
+
+def _clear(args: argparse.Namespace) -> int:
+    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    _loopback_only(kube)
+    removed = clear(kube)
+    print(f"removed simulated nodes: {', '.join(removed) or 'none'}")
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    rows = describe(kube)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        _print_table(rows)
+    return 0
+
+
+def _finish(args: argparse.Namespace) -> int:
+    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    _loopback_only(kube)
+    done = finish_pods(kube, args.namespace, succeeded=not args.failed)
+    print(f"reported {'failed' if args.failed else 'succeeded'}: {', '.join(done) or 'no bound, unfinished pods'}")
+    return 0
+
+
+def _reap(args: argparse.Namespace) -> int:
+    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    _loopback_only(kube)
+    reaped = reap_pods(kube, args.namespace)
+    print(f"removed terminating pods: {', '.join(reaped) or 'none'}")
+    return 0
+
+
+def _print_table(rows: Sequence[dict[str, Any]]) -> None:
+    table = [("node", "compute-type", "cohort label", "GPU resources", "DRA devices")]
+    for row in rows:
+        labels = row["labels"]
+        cohort = next((v for k, v in labels.items() if k == DEFAULT_COHORT_LABEL_KEY), "-")
+        resources = ",".join(f"{k}={v}" for k, v in row["gpuResources"].items()) or "-"
+        table.append(
+            (row["name"], labels.get(COMPUTE_TYPE_LABEL, "-"), cohort, resources, ",".join(row["draDevices"]) or "-")
+        )
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    for r in table:
+        print("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+
+
+def parser() -> argparse.ArgumentParser:
+    """`eks-hybrid-gpu simulate ...`."""
+    root = argparse.ArgumentParser(prog="eks-hybrid-gpu simulate", description=__doc__.splitlines()[0])
+    sub = root.add_subparsers(dest="command", required=True)
+
+    def with_cluster(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        p.add_argument("--kubeconfig", help="default: the local cluster's kubeconfig")
+        p.add_argument("--context")
+        return p
+
+    sub.add_parser("start", help="start the local cluster with kube-scheduler and the Job/claim controllers")
+    sub.add_parser("stop", help="stop the local cluster and remove its state")
+    apply_p = with_cluster(sub.add_parser("apply", help="create/update/prune the simulated nodes and slices"))
+    apply_p.add_argument("--file", help="cohorts YAML; default: the built-in fleet (see DEFAULT_COHORTS)")
+    with_cluster(sub.add_parser("clear", help="delete every simulated node and ResourceSlice"))
+    show_p = with_cluster(sub.add_parser("show", help="list the simulated nodes"))
+    show_p.add_argument("--json", action="store_true")
+    finish_p = with_cluster(sub.add_parser("finish", help="report bound pods as exited (the kubelet's part)"))
+    finish_p.add_argument("--namespace", default="ai-workloads")
+    finish_p.add_argument("--failed", action="store_true", help="exit code 1 instead of 0")
+    reap_p = with_cluster(sub.add_parser("reap", help="remove terminating pods (the kubelet's part)"))
+    reap_p.add_argument("--namespace", default=None, help="default: all namespaces")
+    for action in ("preview", "up", "destroy"):
+        p = sub.add_parser(action, help=f"pulumi {action} of a stack file against the simulated cluster")
+        p.add_argument("--stack", default="local", help="stacks/Pulumi.<stack>.yaml of the repository")
+        p.add_argument("--stack-file", help="any stack file, e.g. a rehearsal copy; the stack is named after it")
+        p.set_defaults(action=action)
+    return root
+
+
+def main(argv: Sequence[str]) -> int:
+    """Run one simulate command; access problems exit 2 with one line, file problems exit 1."""
+    args = parser().parse_args(list(argv))
+    handlers = {
+        "start": _start,
+        "stop": _stop,
+        "apply": _apply,
+        "clear": _clear,
+        "show": _show,
+        "finish": _finish,
+        "reap": _reap,
+        "preview": run_pulumi,
+        "up": run_pulumi,
+        "destroy": run_pulumi,
+    }
+    try:
+        return handlers[args.command](args)
+    except KubeAccessError as error:
+        print(f"simulate {args.command}: {error}", file=sys.stderr)
+        return ACCESS_EXIT_CODE
+    except (SimulationError, KubeApiError, OSError) as error:
+        print(f"simulate {args.command}: {error}", file=sys.stderr)
+        return 1

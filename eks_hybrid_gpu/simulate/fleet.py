@@ -1,0 +1,80 @@
+"""The fleet a stack gets: two simulated nodes per cohort and one EKS Auto Mode node, derived from the config."""
+
+from __future__ import annotations
+
+from components.config import Mig, StackConfig, TimeSlicing
+from eks_hybrid_gpu.simulate.model import (
+    AUTO_NODE_NAME,
+    NFD_NVIDIA_PCI_LABEL,
+    NODES_PER_COHORT,
+    Allocation,
+    GpuGroup,
+    SimNode,
+    Simulation,
+)
+from policy.gpu_allocation.vocab.labels import (
+    AUTO_MODE,
+    COMPUTE_TYPE_LABEL,
+    OPERANDS_OPT_OUT_LABEL,
+)
+
+
+def _cohort_nodes(config: StackConfig, index: int) -> list[SimNode]:
+    cohort = config.cohorts[index]
+    selector = cohort.selector(config.cohort_label_key)
+    labels = {k: v for k, v in selector.items() if k != COMPUTE_TYPE_LABEL}
+    labels[NFD_NVIDIA_PCI_LABEL] = "true"  # NFD's PCI vendor label, the first term of the charts' GPU affinity
+    compute_type = selector.get(COMPUTE_TYPE_LABEL, "hybrid")
+    if config.cohorts_of("gpu-operator") and cohort.owner != "gpu-operator":
+        labels[OPERANDS_OPT_OUT_LABEL] = "false"  # the preflight's rule: opt standalone nodes out of operands
+    allocation: Allocation = "dra" if cohort.owner == "dra" else "device-plugin"
+    replicas = cohort.sharing.replicas if isinstance(cohort.sharing, TimeSlicing) else None
+    if allocation == "dra":
+        gpus = (GpuGroup(model="H200", count=2),)
+    elif isinstance(cohort.sharing, Mig):
+        gpus = (GpuGroup(model="A100-40GB", mig=("3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb")),)
+    elif replicas is not None:
+        gpus = (GpuGroup(model="A10G"),)
+    else:
+        gpus = (GpuGroup(model="H100", count=4),)
+    return [
+        SimNode.model_validate(
+            {
+                "name": f"sim-{cohort.name}-{i}",
+                "computeType": compute_type,
+                "allocation": allocation,
+                "gpus": gpus,
+                "timeSlicingReplicas": replicas,
+                "mpsCapable": False,
+                "labels": labels,
+            }
+        )
+        for i in range(NODES_PER_COHORT)
+    ]
+
+
+def fleet_for(config: StackConfig) -> Simulation:
+    """The simulated fleet a stack wants: two nodes per cohort, carrying exactly its selector, plus one Auto Mode node.
+
+    Each cohort's nodes carry its node selector's labels (the cohort label included), GFD's discovery labels,
+    `nvidia.com/mps.capable=false`, and what the owner advertises: `nvidia.com/gpu` capacity (device plugin and
+    GPU Operator; `nvidia.com/gpu.shared` under time-slicing, MIG resources under MIG) or a ResourceSlice (DRA).
+    With a GPU Operator in the stack, the other cohorts' nodes opt out of its operands. The Auto Mode node has
+    a GPU and AWS's `nvidia.com/gpu` taint; no cohort may ever select it.
+    """
+    nodes: list[SimNode] = []
+    for index in range(len(config.cohorts)):
+        nodes.extend(_cohort_nodes(config, index))
+    nodes.append(
+        SimNode.model_validate(
+            {
+                "name": AUTO_NODE_NAME,
+                "computeType": AUTO_MODE,
+                "gpus": [{"model": "L4"}],
+                "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
+                "cpu": "8",
+                "memory": "32Gi",
+            }
+        )
+    )
+    return Simulation.model_validate({"cohortLabelKey": config.cohort_label_key, "nodes": nodes})

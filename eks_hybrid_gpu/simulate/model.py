@@ -1,0 +1,254 @@
+"""The simulated fleet's model: GPU models, node and cohort shapes, and the cohorts-file loader."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from eks_hybrid_gpu.hostcheck.labels import label_value
+from policy.gpu_allocation.vocab.gpu_models import known_profiles
+from policy.gpu_allocation.vocab.labels import (
+    AUTO_MODE,
+    DEFAULT_COHORT_LABEL_KEY,
+    LABEL_PREFIX,
+)
+
+SIMULATED_LABEL = f"{LABEL_PREFIX}/simulated"
+"""Label "true" on every object the simulation writes; `clear` and pruning touch nothing else."""
+SIMULATION_CONTROLLERS: tuple[str, ...] = (
+    "garbage-collector-controller",
+    "namespace-controller",
+    "job-controller",
+    "resourceclaim-controller",
+    "ttl-after-finished-controller",
+)
+"""kube-controller-manager 1.34 controllers a simulated cluster runs: Jobs create pods, claim templates
+create claims (and release them when pods finish), TTLs remove finished Jobs, deletes cascade. No node
+lifecycle, daemonset or pod-GC controller runs: they would evict or place pods on nodes with no kubelet."""
+NOT_READY_TAINT = "node.kubernetes.io/not-ready"
+"""Added to every new Node by the TaintNodesByCondition admission plugin; the node lifecycle controller
+removes it once the kubelet reports Ready. The simulation is that kubelet, so it removes the taint."""
+KUBELET_MESSAGE = "simulated by eks-hybrid-gpu: no kubelet runs on this node"
+UUID_NAMESPACE = uuid.UUID("5b0c3c52-61c9-4f0e-9d8c-2f0a6a3e5d11")
+"""Seed for deterministic device UUIDs: the same file always yields the same UUIDs."""
+SLICE_API = "/apis/resource.k8s.io/v1/resourceslices"
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+"""On every simulated Node: kwok (started by `local up`) manages exactly these nodes. Without kwok running it
+changes nothing."""
+NFD_NVIDIA_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+NODES_PER_COHORT = 2
+AUTO_NODE_NAME = "sim-auto-l4-0"
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    """What a host of one GPU model shows: GFD labels, the DRA attributes NVML reports, MIG profiles."""
+
+    product_name: str
+    """NVML name; the DRA `productName` attribute. GFD's label is derived from it."""
+    memory: str
+    """Advertised memory, the DRA `memory` capacity."""
+    memory_mib: int
+    """nvidia.com/gpu.memory as GFD writes it (MiB, from NVML)."""
+    architecture: str
+    mig_table: str | None
+    """Key of policy.gpu_allocation.vocab.gpu_models.MIG_PROFILES, None where the model has no MIG."""
+
+    @property
+    def gfd_product(self) -> str:
+        """nvidia.com/gpu.product: the NVML name as a label value, like GFD and `hostcheck` make it."""
+        return label_value(self.product_name)
+
+
+GPU_MODELS: dict[str, GpuModel] = {
+    "H200": GpuModel("NVIDIA H200", "141Gi", 143771, "Hopper", "H200-141GB"),
+    "H100": GpuModel("NVIDIA H100 80GB HBM3", "80Gi", 81559, "Hopper", "H100-80GB"),
+    "A100-40GB": GpuModel("NVIDIA A100-SXM4-40GB", "40Gi", 40960, "Ampere", "A100-40GB"),
+    "A10G": GpuModel("NVIDIA A10G", "24Gi", 23028, "Ampere", None),
+    "L4": GpuModel("NVIDIA L4", "24Gi", 23034, "Ada Lovelace", None),
+}
+"""Illustrative values for the simulation, not measurements; the H200 row matches tests/fixtures/h200."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class GpuGroup(_Strict):
+    """`count` GPUs of one model; with `mig`, each is in MIG mode and publishes only those instances."""
+
+    model: str
+    count: int = Field(default=1, ge=1, le=16)
+    mig: tuple[str, ...] | None = Field(
+        default=None, description="MIG instances per GPU by profile name, e.g. [3g.71gb, 1g.18gb]."
+    )
+
+    @field_validator("model")
+    @classmethod
+    def _known_model(cls, value: str) -> str:
+        if value not in GPU_MODELS:
+            msg = f"'{value}' is not a simulated GPU model; use one of {', '.join(GPU_MODELS)}"
+            raise ValueError(msg)
+        return value
+
+    @model_validator(mode="after")
+    def _mig_profiles_exist(self) -> GpuGroup:
+        if self.mig is None:
+            return self
+        table = GPU_MODELS[self.model].mig_table
+        profiles = known_profiles(table) if table else None
+        if profiles is None:
+            msg = f"{self.model} has no MIG support in the simulation; drop `mig` or pick H200, H100 or A100-40GB"
+            raise ValueError(msg)
+        for profile in sorted(set(self.mig)):
+            if profile not in profiles:
+                msg = f"MIG profile '{profile}' does not exist on {self.model}; known: {', '.join(profiles)}"
+                raise ValueError(msg)
+            if self.mig.count(profile) > profiles[profile]:
+                msg = f"{self.model} allows at most {profiles[profile]} instance(s) of {profile}"
+                raise ValueError(msg)
+        return self
+
+    @property
+    def gpu(self) -> GpuModel:
+        """The model's facts."""
+        return GPU_MODELS[self.model]
+
+
+class TaintSpec(_Strict):
+    """A node taint, e.g. nvidia.com/gpu:NoSchedule."""
+
+    key: str
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+
+
+Allocation = Literal["device-plugin", "dra", "none"]
+
+
+class SimNode(_Strict):
+    """One simulated host: its cohort, its GPUs and who advertises them."""
+
+    name: str
+    compute_type: Literal["hybrid", "auto"] = Field(default="hybrid", alias="computeType")
+    cohort: str | None = Field(default=None, description="Value of the cohort label; absent: no cohort label.")
+    allocation: Allocation | None = Field(
+        default=None,
+        description="Who advertises the GPUs: device-plugin (node capacity), dra (ResourceSlices) or none. "
+        "Default: the cohort value when it is device-plugin or dra; device-plugin on an Auto Mode node "
+        "(its AWS-managed plugin); none otherwise.",
+    )
+    gpus: tuple[GpuGroup, ...] = ()
+    time_slicing_replicas: int | None = Field(default=None, alias="timeSlicingReplicas", ge=2, le=64)
+    mps_capable: bool | None = Field(default=None, alias="mpsCapable")
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: tuple[TaintSpec, ...] = ()
+    cpu: str = "64"
+    memory: str = "512Gi"
+    pods: int = Field(default=110, ge=1)
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        if not value or len(value) > 40 or not all(c.isdigit() or c == "-" or ("a" <= c <= "z") for c in value):
+            msg = f"'{value}' is not a DNS label of at most 40 characters"
+            raise ValueError(msg)
+        return value
+
+    @model_validator(mode="after")
+    def _sharing_fits_allocation(self) -> SimNode:
+        if self.time_slicing_replicas is not None and self.advertiser != "device-plugin":
+            msg = "timeSlicingReplicas needs allocation device-plugin (time-slicing is a device-plugin setting)"
+            raise ValueError(msg)
+        if self.time_slicing_replicas is not None and any(g.mig for g in self.gpus):
+            msg = "timeSlicingReplicas and MIG GPUs on one node are not simulated; use separate nodes"
+            raise ValueError(msg)
+        return self
+
+    @property
+    def advertiser(self) -> Allocation:
+        """The effective allocation owner of this node's GPUs."""
+        if self.allocation is not None:
+            return self.allocation
+        if self.compute_type == AUTO_MODE:
+            return "device-plugin"
+        if self.cohort in ("device-plugin", "dra"):
+            return self.cohort  # type: ignore[return-value]
+        return "none"
+
+
+class Simulation(_Strict):
+    """A whole simulated fleet: the cohorts file."""
+
+    cohort_label_key: str = Field(default=DEFAULT_COHORT_LABEL_KEY, alias="cohortLabelKey")
+    nodes: tuple[SimNode, ...]
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Simulation:
+        names = [n.name for n in self.nodes]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            msg = f"node names must be unique; repeated: {', '.join(duplicates)}"
+            raise ValueError(msg)
+        return self
+
+
+DEFAULT_COHORTS = """\
+# The default simulated fleet: two device-plugin hosts, three DRA hosts, one EKS Auto Mode node.
+cohortLabelKey: workload.example.com/gpu-allocation
+nodes:
+  - name: sim-plugin-h100-0          # exclusive GPUs: nvidia.com/gpu 4
+    cohort: device-plugin
+    gpus: [{model: H100, count: 4}]
+  - name: sim-plugin-a10g-ts-0       # time-slicing x4: nvidia.com/gpu.shared 4
+    cohort: device-plugin
+    gpus: [{model: A10G}]
+    timeSlicingReplicas: 4
+  - name: sim-dra-h200-0             # DRA: one full H200 (141Gi), one H200 in MIG mode
+    cohort: dra
+    gpus:
+      - {model: H200}
+      - {model: H200, mig: [3g.71gb, 1g.18gb, 1g.18gb]}
+  - name: sim-dra-h100-0             # DRA: one H100 (80Gi)
+    cohort: dra
+    gpus: [{model: H100}]
+  - name: sim-dra-a10g-0             # DRA: two A10G (24Gi): below hybrid-large-gpu's 40Gi floor
+    cohort: dra
+    gpus: [{model: A10G, count: 2}]
+  - name: sim-auto-l4-0              # EKS Auto Mode: AWS manages its device plugin
+    computeType: auto
+    gpus: [{model: L4}]
+    taints: [{key: nvidia.com/gpu, effect: NoSchedule}]
+    cpu: "8"
+    memory: 32Gi
+"""
+
+
+class SimulationError(Exception):
+    """The cohorts file is invalid or the cluster holds something the simulation must not overwrite."""
+
+
+def load(text: str, source: str = "cohorts file") -> Simulation:
+    """Parse and validate a cohorts file; every problem is listed with its path."""
+    try:
+        document = yaml.safe_load(text)
+        return Simulation.model_validate(document)
+    except yaml.YAMLError as error:
+        msg = f"{source} is not YAML: {error}"
+        raise SimulationError(msg) from None
+    except ValidationError as error:
+        problems = [
+            f"  - {'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in error.errors()
+        ]
+        msg = f"{source} has {len(problems)} problem(s); nothing was changed:\n" + "\n".join(problems)
+        raise SimulationError(msg) from None
+
+
+def default_simulation() -> Simulation:
+    """The fleet the tests and `simulate apply` without --file use."""
+    return load(DEFAULT_COHORTS, "the default cohorts")

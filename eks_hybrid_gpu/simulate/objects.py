@@ -1,0 +1,220 @@
+"""Node and ResourceSlice objects of a simulated node, shaped as a kubelet and the NVIDIA DRA driver write them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from components.dra_objects import DRIVER
+from eks_hybrid_gpu.simulate.model import (
+    KUBELET_MESSAGE,
+    KWOK_ANNOTATION,
+    SIMULATED_LABEL,
+    UUID_NAMESPACE,
+    GpuGroup,
+    SimNode,
+)
+from policy.gpu_allocation.vocab.labels import (
+    COMPUTE_TYPE_LABEL,
+    MPS_CAPABLE_LABEL,
+)
+
+
+def device_uuid(node: str, index: int, mig: str | None = None) -> str:
+    """A stable GPU-/MIG- UUID per node, GPU index and MIG instance."""
+    value = uuid.uuid5(UUID_NAMESPACE, f"{node}/{index}/{mig or ''}")
+    return f"{'MIG' if mig else 'GPU'}-{value}"
+
+
+def _gpu_indices(node: SimNode) -> list[tuple[int, GpuGroup]]:
+    indices, index = [], 0
+    for group in node.gpus:
+        for _ in range(group.count):
+            indices.append((index, group))
+            index += 1
+    return indices
+
+
+def extended_resources(node: SimNode) -> dict[str, str]:
+    """What a device plugin would advertise: nvidia.com/gpu, nvidia.com/gpu.shared × replicas, MIG resources."""
+    if node.advertiser != "device-plugin":
+        return {}
+    counts: dict[str, int] = {}
+    for _, group in _gpu_indices(node):
+        if group.mig:
+            for profile in group.mig:
+                counts[f"nvidia.com/mig-{profile}"] = counts.get(f"nvidia.com/mig-{profile}", 0) + 1
+        elif node.time_slicing_replicas:
+            counts["nvidia.com/gpu.shared"] = counts.get("nvidia.com/gpu.shared", 0) + node.time_slicing_replicas
+        else:
+            counts["nvidia.com/gpu"] = counts.get("nvidia.com/gpu", 0) + 1
+    return {name: str(count) for name, count in sorted(counts.items())}
+
+
+def node_labels(node: SimNode, cohort_label_key: str) -> dict[str, str]:
+    """Compute type, cohort label, GFD discovery labels and the simulation marker."""
+    labels = {
+        SIMULATED_LABEL: "true",
+        "kubernetes.io/hostname": node.name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        COMPUTE_TYPE_LABEL: node.compute_type,
+    }
+    if node.cohort is not None:
+        labels[cohort_label_key] = node.cohort
+    if node.gpus:
+        first = node.gpus[0].gpu
+        product = first.gfd_product
+        labels.update(
+            {
+                "nvidia.com/gpu.present": "true",
+                "nvidia.com/gpu.memory": str(first.memory_mib),
+                "nvidia.com/gpu.count": str(sum(g.count for g in node.gpus)),
+            }
+        )
+        if node.time_slicing_replicas:
+            # GFD's time-slicing labels; renameByDefault also suffixes the product.
+            product = f"{product}-SHARED"
+            labels["nvidia.com/gpu.replicas"] = str(node.time_slicing_replicas)
+            labels["nvidia.com/gpu.sharing-strategy"] = "time-slicing"
+        labels["nvidia.com/gpu.product"] = product
+    if node.mps_capable is not None:
+        labels[MPS_CAPABLE_LABEL] = "true" if node.mps_capable else "false"
+    labels.update(node.labels)
+    return labels
+
+
+def node_object(node: SimNode, cohort_label_key: str) -> dict[str, Any]:
+    """The Node as created: labels and taints; status is written separately through /status."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": node.name,
+            "labels": node_labels(node, cohort_label_key),
+            "annotations": dict(KWOK_ANNOTATION),
+        },
+        "spec": {
+            "taints": [
+                {k: v for k, v in {"key": t.key, "value": t.value, "effect": t.effect}.items() if v is not None}
+                for t in node.taints
+            ]
+        },
+    }
+
+
+def node_status(node: SimNode, now: datetime) -> dict[str, Any]:
+    """Ready, no pressure, and capacity = allocatable including the device plugin's extended resources."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    resources = {"cpu": node.cpu, "memory": node.memory, "pods": str(node.pods), **extended_resources(node)}
+
+    def condition(kind: str, status: str, reason: str) -> dict[str, str]:
+        return {
+            "type": kind,
+            "status": status,
+            "reason": reason,
+            "message": KUBELET_MESSAGE,
+            "lastHeartbeatTime": stamp,
+            "lastTransitionTime": stamp,
+        }
+
+    return {
+        "phase": "Running",  # what kwok's heartbeat stage selects (with Ready=True)
+        "capacity": resources,
+        "allocatable": dict(resources),
+        "conditions": [
+            condition("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+            condition("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+            condition("PIDPressure", "False", "KubeletHasSufficientPID"),
+            condition("Ready", "True", "KubeletReady"),
+        ],
+        "nodeInfo": {
+            "machineID": "",
+            "systemUUID": "",
+            "bootID": "",
+            "kernelVersion": "",
+            "osImage": "simulated",
+            "containerRuntimeVersion": "containerd://simulated",
+            "kubeletVersion": "v1.34.4",
+            "kubeProxyVersion": "",
+            "operatingSystem": "linux",
+            "architecture": "amd64",
+        },
+    }
+
+
+def _mig_memory(profile: str) -> str:
+    """A profile's nominal memory as a quantity (3g.71gb -> 71Gi); nominal, not a usable-memory guarantee."""
+    return f"{profile.split('.')[1].removesuffix('+me').removesuffix('gb')}Gi"
+
+
+def slice_devices(node: SimNode) -> list[dict[str, Any]]:
+    """Devices as the NVIDIA DRA driver publishes them: type gpu or mig, productName, uuid, memory capacity."""
+    devices: list[dict[str, Any]] = []
+    for index, group in _gpu_indices(node):
+        gpu = group.gpu
+        parent_uuid = device_uuid(node.name, index)
+        if not group.mig:
+            devices.append(
+                {
+                    "name": f"gpu-{index}",
+                    "attributes": {
+                        "type": {"string": "gpu"},
+                        "productName": {"string": gpu.product_name},
+                        "uuid": {"string": parent_uuid},
+                        "index": {"int": index},
+                        "architecture": {"string": gpu.architecture},
+                        "brand": {"string": "Nvidia"},
+                    },
+                    "capacity": {"memory": {"value": gpu.memory}},
+                }
+            )
+            continue
+        for instance, profile in enumerate(group.mig):
+            slug = profile.replace(".", "").replace("+", "")
+            devices.append(
+                {
+                    "name": f"gpu-{index}-mig-{slug}-{instance}",
+                    "attributes": {
+                        "type": {"string": "mig"},
+                        "productName": {"string": gpu.product_name},
+                        "uuid": {"string": device_uuid(node.name, index, f"{profile}/{instance}")},
+                        "parentUUID": {"string": parent_uuid},
+                        "parentIndex": {"int": index},
+                        "profile": {"string": profile},
+                        "architecture": {"string": gpu.architecture},
+                        "brand": {"string": "Nvidia"},
+                    },
+                    "capacity": {"memory": {"value": _mig_memory(profile)}},
+                }
+            )
+    return devices
+
+
+def slice_name(node_name: str) -> str:
+    """One slice per node and driver."""
+    return f"{node_name}-{DRIVER}"
+
+
+def resource_slice(node: SimNode, node_uid: str | None, generation: int = 1) -> dict[str, Any] | None:
+    """The node's ResourceSlice (pool = node name, nodeName set), or None when DRA does not own the node."""
+    if node.advertiser != "dra" or not node.gpus:
+        return None
+    metadata: dict[str, Any] = {"name": slice_name(node.name), "labels": {SIMULATED_LABEL: "true"}}
+    if node_uid:
+        # The driver's kubelet plugin owns its slices through the Node, so deleting the node removes them.
+        metadata["ownerReferences"] = [
+            {"apiVersion": "v1", "kind": "Node", "name": node.name, "uid": node_uid, "controller": True}
+        ]
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": metadata,
+        "spec": {
+            "driver": DRIVER,
+            "nodeName": node.name,
+            "pool": {"name": node.name, "generation": generation, "resourceSliceCount": 1},
+            "devices": slice_devices(node),
+        },
+    }

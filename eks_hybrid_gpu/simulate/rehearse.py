@@ -1,0 +1,73 @@
+"""Rehearsing a cohort change: a work copy of the project and a Pulumi run against the simulated fleet."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+import yaml
+
+from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE
+
+
+def rehearsal_work_dir(stack_file: Path, name: str, root: Path) -> Path:
+    """A private work dir holding Pulumi.yaml and a copy of the stack file, so the repository is never written.
+
+    Pulumi stores the passphrase salt in the stack file on the first run; the copy keeps it across runs.
+    """
+    work = root / "rehearse" / name
+    (work / "stacks").mkdir(parents=True, exist_ok=True)
+    from eks_hybrid_gpu.engine import ROOT
+
+    shutil.copy(ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
+    document = yaml.safe_load(stack_file.read_text()) or {}
+    target = work / "stacks" / f"Pulumi.{name}.yaml"
+    if target.exists() and "encryptionsalt" not in document:
+        salt = (yaml.safe_load(target.read_text()) or {}).get("encryptionsalt")
+        if salt:
+            document["encryptionsalt"] = salt
+    target.write_text(yaml.safe_dump(document, sort_keys=False))
+    return work
+
+
+def stack_name_of(stack_file: Path) -> str:
+    """`Pulumi.rehearse.yaml` -> rehearse; any other file name -> its stem."""
+    name = stack_file.name
+    if name.startswith("Pulumi.") and name.endswith((".yaml", ".yml")):
+        return name.removeprefix("Pulumi.").rsplit(".", 1)[0]
+    return stack_file.stem
+
+
+def run_pulumi(args: argparse.Namespace) -> int:
+    """`simulate preview|up|destroy`: the stack file's program in a work copy, against the simulated fleet."""
+    from pulumi import automation as auto
+
+    from components.cluster import local_state_dir
+    from eks_hybrid_gpu import engine, localcluster
+    from eks_hybrid_gpu.local import engine_state_dir
+
+    try:
+        cluster = localcluster.attach(local_state_dir())
+    except localcluster.LocalClusterError as error:
+        print(f"simulate {args.action}: {error}; start it with `eks-hybrid-gpu simulate start`", file=sys.stderr)
+        return ACCESS_EXIT_CODE
+    stack_file = Path(args.stack_file) if args.stack_file else engine.ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
+    name = stack_name_of(stack_file) if args.stack_file else args.stack
+    env = engine.prepare(engine_state_dir(), cluster.kubeconfig)
+    stack = engine.stack(env, name, work_dir=rehearsal_work_dir(stack_file, name, engine_state_dir()))
+    try:
+        if args.action == "preview":
+            stack.preview(on_output=print, color="never", policy_packs=engine.policy_packs())
+        elif args.action == "up":
+            stack.up(on_output=print, color="never", policy_packs=engine.policy_packs())
+        else:
+            stack.destroy(on_output=print, color="never")
+    except auto.CommandError:
+        print(
+            f"simulate {args.action}: pulumi {args.action} of stack {name} failed; its output above says why",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
