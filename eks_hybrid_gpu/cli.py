@@ -1,58 +1,55 @@
-"""`eks-hybrid-gpu`: the project's commands."""
+"""`eks-hybrid-gpu`: one argparse command line with a subcommand per tool.
+
+Each command module defines `add_arguments(parser)` and `run(args) -> int`. Only the chosen command's module is
+imported (the host check runs on GPU hosts with the standard library alone; `local` and `review` load the
+Pulumi engine), so the top-level help lists the commands from the table below without importing them.
+"""
 
 from __future__ import annotations
 
+import argparse
+import importlib
 import sys
+from collections.abc import Sequence
+from typing import Final
 
-USAGE = """usage: eks-hybrid-gpu <command> [args]
-
-commands:
-  local up [--chart-mirror DIR] | down | status
-                         run the main job on the local default (loopback cluster with simulated
-                         GPU nodes run by kwok + pulumi up)
-  hostcheck [--owner ...] [--json]
-                         check a GPU host before it joins a cohort (run on the host)
-  simulate start|stop|apply|clear|show|finish|reap|preview|up|destroy [...]
-                         simulated GPU cohorts on the local cluster, to rehearse a cohort change
-  inspect [--kubeconfig PATH] [--context C] [--namespace NS] [--json]
-                         DRA ResourceSlices and ResourceClaims, and which owner serves each GPU node
-  smoke [--kubeconfig PATH] [--context C] [--out DIR] [--verify-cleanup] [--json]
-                         smoke Job state, results captured before their TTL, claim release check
-  review [--stack NAME] [--base REF] [--out DIR] [--chart-mirror DIR]
-                         render the stack at the working tree and at REF: sorted object tree, diff, summary.md
-"""
+COMMANDS: Final[dict[str, tuple[str, str]]] = {
+    "local": ("eks_hybrid_gpu.local", "run the main job on the local default (control plane, kwok nodes, pulumi up)"),
+    "hostcheck": ("eks_hybrid_gpu.hostcheck.cli", "check a GPU host before it joins a cohort (run on the host)"),
+    "simulate": ("eks_hybrid_gpu.simulate.cli", "simulated GPU cohorts on the local cluster, to rehearse a change"),
+    "inspect": ("eks_hybrid_gpu.inspection", "who owns and who really publishes each GPU node; DRA slices and claims"),
+    "smoke": ("eks_hybrid_gpu.smoke", "smoke Job state, results captured before their TTL, claim release check"),
+    "review": ("eks_hybrid_gpu.review", "render the stack at the working tree and at a git ref: tree, diff, summary"),
+}
+"""Subcommand -> (module defining add_arguments and run, one-line help)."""
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Dispatch to a command; each command module is imported only when used."""
-    args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0 if args else 2
-    command, rest = args[0], args[1:]
-    if command == "local":
-        from eks_hybrid_gpu import local
+def parser(chosen: str | None = None) -> argparse.ArgumentParser:
+    """The command line; the arguments of `chosen` (the only module imported) are filled in."""
+    root = argparse.ArgumentParser(
+        prog="eks-hybrid-gpu",
+        description="One NVIDIA GPU allocation owner per node cohort on EKS Hybrid Nodes: the day-2 commands.",
+    )
+    sub = root.add_subparsers(dest="command", required=True, metavar="<command>")
+    for name, (module, summary) in COMMANDS.items():
+        command = sub.add_parser(name, help=summary, description=summary)
+        if name == chosen:
+            importlib.import_module(module).add_arguments(command)
+    return root
 
-        return local.main(rest)
-    if command == "hostcheck":
-        from eks_hybrid_gpu.hostcheck import main as hostcheck
 
-        return hostcheck(rest)
-    if command == "simulate":
-        from eks_hybrid_gpu import simulate
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse, then run the chosen command; a usage error exits 2 and --help 0, as argparse does."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    chosen = next((a for a in args_list[:1] if a in COMMANDS), None)
+    try:
+        args = parser(chosen).parse_args(args_list)
+    except SystemExit as stop:
+        return stop.code if isinstance(stop.code, int) else 2
+    code: int = importlib.import_module(COMMANDS[args.command][0]).run(args)
+    return code
 
-        return simulate.main(rest)
-    if command == "inspect":
-        from eks_hybrid_gpu import inspect
 
-        return inspect.main(rest)
-    if command == "smoke":
-        from eks_hybrid_gpu import smoke
-
-        return smoke.main(rest)
-    if command == "review":
-        from eks_hybrid_gpu.review import main as review
-
-        return review(rest)
-    print(f"unknown command '{command}'\n\n{USAGE}", file=sys.stderr)
-    return 2
+def run_command(name: str, argv: Sequence[str]) -> int:
+    """`eks-hybrid-gpu NAME ARGV...`: what each command module's own `main(argv)` does."""
+    return main([name, *argv])

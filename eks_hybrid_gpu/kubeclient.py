@@ -8,6 +8,7 @@ not getting an answer — no kubeconfig, an unreachable server, rejected credent
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 from collections.abc import Mapping
@@ -19,6 +20,7 @@ from urllib.parse import quote
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from components.config import NamespacesConfig
 from components.kube_http import Unreachable, send
 
 ACCESS_EXIT_CODE = 2
@@ -36,6 +38,28 @@ class KubeApiError(Exception):
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+
+
+def add_cluster_options(
+    parser: argparse.ArgumentParser, kubeconfig_help: str = "default: $KUBECONFIG or ~/.kube/config"
+) -> None:
+    """--kubeconfig and --context, the same for every command that reads a cluster."""
+    parser.add_argument("--kubeconfig", help=kubeconfig_help)
+    parser.add_argument("--context", help="default: the kubeconfig's current context")
+
+
+WORKLOADS_NAMESPACE: str = NamespacesConfig.model_fields["workloads"].default
+"""The stack config's default workloads namespace: where the smoke Jobs and the claim template live."""
+
+
+def add_namespace_option(parser: argparse.ArgumentParser, holds: str) -> None:
+    """--namespace, defaulting to the stack config's workloads namespace; `holds` says what is read there."""
+    parser.add_argument("--namespace", default=WORKLOADS_NAMESPACE, help=f"namespace of {holds}")
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    """--json: one JSON document instead of tables."""
+    parser.add_argument("--json", action="store_true", help="one JSON document instead of tables")
 
 
 def default_kubeconfig() -> str:

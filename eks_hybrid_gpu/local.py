@@ -8,6 +8,7 @@ prints the ownership map and which pods run on which node, and fails when a pod 
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -24,6 +25,7 @@ from components.cluster import local_state_dir
 from components.config import StackConfig
 from components.validation import load_stack_config
 from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, simulate
+from eks_hybrid_gpu.cli import run_command
 from policy.gpu_allocation.vocab.labels import PROJECT
 
 LOCAL_STACK = "local"
@@ -214,15 +216,26 @@ def _with_path(toolchain: engine.Toolchain) -> None:
     os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
 
 
-USAGE = "usage: eks-hybrid-gpu local up [--chart-mirror DIR] | down | status"
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`eks-hybrid-gpu local up [--chart-mirror DIR] | down | status`."""
+    sub = parser.add_subparsers(dest="local_command", required=True)
+    start = sub.add_parser("up", help="start the local cluster and its simulated nodes, then pulumi up the local stack")
+    start.add_argument(
+        "--chart-mirror",
+        type=Path,
+        help="a folder of chart archives (index.yaml + .tgz) to install from instead of the upstream repositories",
+    )
+    sub.add_parser("down", help="destroy the local stack and stop the local cluster")
+    sub.add_parser("status", help="where the local cluster is and which of its processes run")
 
 
 def main(argv: list[str]) -> int:
-    """`eks-hybrid-gpu local up [--chart-mirror DIR] | down | status`."""
-    if argv[:1] == ["up"] and len(argv) in (1, 3) and (len(argv) == 1 or argv[1] == "--chart-mirror"):
-        return up(chart_mirror=Path(argv[2]) if len(argv) == 3 else None)
-    commands = {"down": down, "status": status}
-    if len(argv) != 1 or argv[0] not in commands:
-        print(USAGE, file=sys.stderr)
-        return 2
-    return commands[argv[0]]()
+    """`eks-hybrid-gpu local ARGV...`."""
+    return run_command("local", argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run `local up`, `down` or `status`."""
+    if args.local_command == "up":
+        return up(chart_mirror=args.chart_mirror)
+    return down() if args.local_command == "down" else status()

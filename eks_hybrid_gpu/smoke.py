@@ -22,17 +22,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.kubeclient import (
     ACCESS_EXIT_CODE,
     Kube,
     KubeAccessError,
     KubeApiError,
+    add_cluster_options,
+    add_json_option,
+    add_namespace_option,
     connect,
     segment,
 )
 from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION, COHORT_LABEL, LABEL_PREFIX, SMOKE_JOB_LABEL
 
-DEFAULT_NAMESPACE = "ai-workloads"
 DEFAULT_OUT = "smoke-results"
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -370,21 +373,22 @@ def render(
     return "\n".join(lines)
 
 
-def parser() -> argparse.ArgumentParser:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """`eks-hybrid-gpu smoke` options."""
-    p = argparse.ArgumentParser(prog="eks-hybrid-gpu smoke", description=__doc__.splitlines()[0])
-    p.add_argument("--kubeconfig", help="default: $KUBECONFIG or ~/.kube/config")
-    p.add_argument("--context", help="default: the kubeconfig's current context")
-    p.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="namespace of the smoke Jobs")
+    add_cluster_options(p)
+    add_namespace_option(p, "the smoke Jobs")
     p.add_argument("--out", default=DEFAULT_OUT, help="directory for the captured results (created 0700)")
     p.add_argument("--verify-cleanup", action="store_true", help="after deleting the Jobs: check claim release")
-    p.add_argument("--json", action="store_true", help="one JSON document instead of tables")
-    return p
+    add_json_option(p)
 
 
 def main(argv: Sequence[str]) -> int:
+    """`eks-hybrid-gpu smoke ARGV...`."""
+    return run_command("smoke", argv)
+
+
+def run(args: argparse.Namespace) -> int:
     """0 when all is well; 1 when the cleanup check finds something; 2 when the cluster cannot be read."""
-    args = parser().parse_args(list(argv))
     now = datetime.now(UTC)
     ns = segment(args.namespace)
     try:

@@ -10,17 +10,22 @@ from typing import TextIO, cast
 
 from eks_hybrid_gpu.hostcheck import collect, floors, labels, report
 
+DESCRIPTION = (
+    "Check a prepared NVIDIA GPU host against the compatibility floors of one allocation owner "
+    "and print its inventory and node labels. The floors are compatibility floors, not "
+    "recommendations. Exit 0 pass, 1 a floor not met, 2 cannot inspect."
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
-    """Describe the command line."""
-    parser = argparse.ArgumentParser(
-        prog="eks-hybrid-gpu hostcheck",
-        description=(
-            "Check a prepared NVIDIA GPU host against the compatibility floors of one allocation owner "
-            "and print its inventory and node labels. The floors are compatibility floors, not "
-            "recommendations. Exit 0 pass, 1 a floor not met, 2 cannot inspect."
-        ),
-    )
+    """The command line on its own, for `python -m eks_hybrid_gpu.hostcheck` on a host."""
+    parser = argparse.ArgumentParser(prog="eks-hybrid-gpu hostcheck", description=DESCRIPTION)
+    add_arguments(parser)
+    return parser
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`eks-hybrid-gpu hostcheck` options."""
     parser.add_argument("--owner", required=True, choices=floors.OWNERS, help="the cohort's allocation owner")
     parser.add_argument("--json", action="store_true", help="print the inventory document as JSON")
     parser.add_argument(
@@ -42,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
         dest="cdi_dirs",
         help=("CDI spec directory (repeatable; default: containerd's cdi_spec_dirs, else /etc/cdi and /var/run/cdi)"),
     )
-    return parser
 
 
 def check(
@@ -74,7 +78,11 @@ def main(
     stdout: TextIO | None = None,
 ) -> int:
     """Run the host check; `sources` replaces the host for tests (its runner and root are kept)."""
-    args = build_parser().parse_args(argv)
+    return run(build_parser().parse_args(argv), sources, stdout)
+
+
+def run(args: argparse.Namespace, sources: collect.Sources | None = None, stdout: TextIO | None = None) -> int:
+    """Check this host against the owner's floors and print the table or the JSON inventory."""
     base = sources or collect.Sources()
     sources = collect.Sources(
         runner=base.runner,

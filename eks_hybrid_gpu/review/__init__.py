@@ -44,6 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
+from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.review.normalize import write_tree
 from eks_hybrid_gpu.review.render import (
     EMPTY,
@@ -113,11 +114,8 @@ def write_review(result: Review, out: Path, policy_names: list[str]) -> None:
     (out / "result.json").write_text(result_json(result))
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="eks-hybrid-gpu review",
-        description="Render a stack at the working tree and at a base git ref; write the diff and a Markdown summary.",
-    )
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """`eks-hybrid-gpu review` options."""
     parser.add_argument("--stack", default="local", help="stack name: stacks/Pulumi.<NAME>.yaml (default: local)")
     parser.add_argument("--base", default="main", help="git ref to compare with (default: main)")
     parser.add_argument("--out", default="out/review", type=Path, help="output folder (default: out/review)")
@@ -133,7 +131,6 @@ def _parser() -> argparse.ArgumentParser:
         "chart source, for rendering without internet access (default: $EKS_HYBRID_GPU_CHART_MIRROR)",
     )
     parser.add_argument("--policy-config", type=Path, help="policy pack config (levels and settings) to review with")
-    return parser
 
 
 def _fail(message: str) -> int:
@@ -142,11 +139,12 @@ def _fail(message: str) -> int:
 
 
 def main(argv: list[str]) -> int:
+    """`eks-hybrid-gpu review ARGV...`; a usage error exits 2."""
+    return run_command("review", argv)
+
+
+def run(args: argparse.Namespace) -> int:
     """`eks-hybrid-gpu review [--stack NAME] [--base REF] [--out DIR] ...`."""
-    try:
-        args = _parser().parse_args(argv)
-    except SystemExit as stop:
-        return 0 if stop.code in (0, None) else 2
     from eks_hybrid_gpu import engine, localcluster
     from eks_hybrid_gpu.review import gitref
     from eks_hybrid_gpu.review.render import chart_mirror, policy_setup

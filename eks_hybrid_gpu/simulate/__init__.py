@@ -16,7 +16,7 @@ nodes a stack gets), `objects` (Node and ResourceSlice builders), `cluster` (wri
 public interface.
 """
 
-from eks_hybrid_gpu.simulate.cli import main, parser
+from eks_hybrid_gpu.simulate.cli import main
 from eks_hybrid_gpu.simulate.cluster import ApplyResult, apply, clear, describe
 from eks_hybrid_gpu.simulate.fleet import fleet_for
 from eks_hybrid_gpu.simulate.kubelet import advertise, daemon_pod, finish_pods, finished_status, reap_pods
@@ -74,7 +74,6 @@ __all__ = [
     "node_labels",
     "node_object",
     "node_status",
-    "parser",
     "reap_pods",
     "rehearsal_work_dir",
     "resource_slice",

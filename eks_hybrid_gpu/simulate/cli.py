@@ -13,7 +13,17 @@ from typing import Any
 from urllib.parse import urlparse
 
 from components.dra_objects import DRIVER
-from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE, Kube, KubeAccessError, KubeApiError, connect
+from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.kubeclient import (
+    ACCESS_EXIT_CODE,
+    Kube,
+    KubeAccessError,
+    KubeApiError,
+    add_cluster_options,
+    add_json_option,
+    add_namespace_option,
+    connect,
+)
 from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
 from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
@@ -131,14 +141,12 @@ def _print_table(rows: Sequence[dict[str, Any]]) -> None:
         print("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
 
 
-def parser() -> argparse.ArgumentParser:
-    """`eks-hybrid-gpu simulate ...`."""
-    root = argparse.ArgumentParser(prog="eks-hybrid-gpu simulate", description=__doc__.splitlines()[0])
-    sub = root.add_subparsers(dest="command", required=True)
+def add_arguments(root: argparse.ArgumentParser) -> None:
+    """`eks-hybrid-gpu simulate ...` subcommands and their options."""
+    sub = root.add_subparsers(dest="simulate_command", required=True)
 
     def with_cluster(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        p.add_argument("--kubeconfig", help="default: the local cluster's kubeconfig")
-        p.add_argument("--context")
+        add_cluster_options(p, kubeconfig_help="default: the local cluster's kubeconfig")
         return p
 
     sub.add_parser("start", help="start the local cluster with kube-scheduler and the Job/claim controllers")
@@ -147,9 +155,9 @@ def parser() -> argparse.ArgumentParser:
     apply_p.add_argument("--file", help="cohorts YAML; default: the built-in fleet (see DEFAULT_COHORTS)")
     with_cluster(sub.add_parser("clear", help="delete every simulated node and ResourceSlice"))
     show_p = with_cluster(sub.add_parser("show", help="list the simulated nodes"))
-    show_p.add_argument("--json", action="store_true")
+    add_json_option(show_p)
     finish_p = with_cluster(sub.add_parser("finish", help="report bound pods as exited (the kubelet's part)"))
-    finish_p.add_argument("--namespace", default="ai-workloads")
+    add_namespace_option(finish_p, "the pods to finish")
     finish_p.add_argument("--failed", action="store_true", help="exit code 1 instead of 0")
     reap_p = with_cluster(sub.add_parser("reap", help="remove terminating pods (the kubelet's part)"))
     reap_p.add_argument("--namespace", default=None, help="default: all namespaces")
@@ -158,12 +166,15 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--stack", default="local", help="stacks/Pulumi.<stack>.yaml of the repository")
         p.add_argument("--stack-file", help="any stack file, e.g. a rehearsal copy; the stack is named after it")
         p.set_defaults(action=action)
-    return root
 
 
 def main(argv: Sequence[str]) -> int:
+    """`eks-hybrid-gpu simulate ARGV...`."""
+    return run_command("simulate", argv)
+
+
+def run(args: argparse.Namespace) -> int:
     """Run one simulate command; access problems exit 2 with one line, file problems exit 1."""
-    args = parser().parse_args(list(argv))
     handlers = {
         "start": _start,
         "stop": _stop,
@@ -177,10 +188,10 @@ def main(argv: Sequence[str]) -> int:
         "destroy": run_pulumi,
     }
     try:
-        return handlers[args.command](args)
+        return handlers[args.simulate_command](args)
     except KubeAccessError as error:
-        print(f"simulate {args.command}: {error}", file=sys.stderr)
+        print(f"simulate {args.simulate_command}: {error}", file=sys.stderr)
         return ACCESS_EXIT_CODE
     except (SimulationError, KubeApiError, OSError) as error:
-        print(f"simulate {args.command}: {error}", file=sys.stderr)
+        print(f"simulate {args.simulate_command}: {error}", file=sys.stderr)
         return 1

@@ -21,7 +21,7 @@ from components.config import SmokeJobsConfig, StackConfig
 from components.dra_objects import API_VERSION, CLAIM_TEMPLATE, large_gpu_expression
 from components.ledger import ownership_map
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
-from eks_hybrid_gpu import inspect, kubeclient, localcluster, simulate, smoke
+from eks_hybrid_gpu import inspection, kubeclient, localcluster, simulate, smoke
 from policy.gpu_allocation.vocab.labels import (
     APPROVED_ANNOTATION,
     COHORT_LABEL,
@@ -204,7 +204,7 @@ def test_inspect_json_reports_slices_claims_and_owners(
     namespace, pod, claim = running_dra_job
     argv = ["--kubeconfig", str(sim_cluster.kubeconfig), "--namespace", namespace, "--ledger", LEDGER, "--json"]
 
-    code, out, err = run(inspect.main, argv, capsys)
+    code, out, err = run(inspection.main, argv, capsys)
 
     assert (code, err) == (0, "")
     document = json.loads(out)
@@ -265,7 +265,7 @@ def test_inspect_table(
     namespace, pod, claim = running_dra_job
     argv = ["--kubeconfig", str(sim_cluster.kubeconfig), "--namespace", namespace, "--ledger", LEDGER]
 
-    code, out, _ = run(inspect.main, argv, capsys)
+    code, out, _ = run(inspection.main, argv, capsys)
 
     assert code == 0
     assert out.splitlines()[0] == f"GPU nodes (owners from ConfigMap {LEDGER}):"
@@ -484,7 +484,9 @@ def test_verify_cleanup_reports_a_claim_held_by_finalizers_and_leaves_it(
     after = day2.get(path)["metadata"]
     assert (after["finalizers"], after["deletionTimestamp"]) == ([FINALIZER], before["deletionTimestamp"])
 
-    code, out, _ = run(inspect.main, ["--kubeconfig", kubeconfig, "--namespace", namespace, "--ledger", LEDGER], capsys)
+    code, out, _ = run(
+        inspection.main, ["--kubeconfig", kubeconfig, "--namespace", namespace, "--ledger", LEDGER], capsys
+    )
     assert code == 0
     assert columns(out, "retained-gpu") == ["retained-gpu", "-", "-", "-", f"deleting (finalizers: {FINALIZER})"]
     assert day2.get(path)["metadata"]["finalizers"] == [FINALIZER]
@@ -514,7 +516,7 @@ def _closed_port() -> int:
 
 
 @pytest.mark.parametrize(
-    ("main", "name"), [(inspect.main, "inspect"), (smoke.main, "smoke"), (simulate.main, "simulate apply")]
+    ("main", "name"), [(inspection.main, "inspect"), (smoke.main, "smoke"), (simulate.main, "simulate apply")]
 )
 def test_unreachable_cluster_is_refused_in_one_line(
     main: Callable[[list[str]], int], name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -550,7 +552,7 @@ def no_access_kubeconfig(day2: kubeclient.Kube, tmp_path_factory: pytest.TempPat
     ("main", "name", "refused"),
     [
         (
-            inspect.main,
+            inspection.main,
             "inspect",
             'resourceslices.resource.k8s.io is forbidden: User "system:serviceaccount:day2-rbac:no-access" cannot '
             'list resource "resourceslices" in API group "resource.k8s.io" at the cluster scope',
@@ -641,7 +643,7 @@ def test_rejected_credentials_are_refused_in_one_line(
 ) -> None:
     kubeconfig = _kubeconfig(tmp_path / "kubeconfig", day2.server, "stale", "expired-token")
 
-    code, out, err = run(inspect.main, ["--kubeconfig", str(kubeconfig)], capsys)
+    code, out, err = run(inspection.main, ["--kubeconfig", str(kubeconfig)], capsys)
 
     assert (code, out) == (2, "")
     assert err == (

@@ -23,7 +23,7 @@ from components.cluster import LOCAL_KUBECONFIG_ENV
 from components.config import SmokeJobsConfig, StackConfig
 from components.preflight import check_nodes, read_nodes
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
-from eks_hybrid_gpu import engine, inspect, kubeclient, localcluster, simulate
+from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
 from tests.integration.helpers import work_dir_with_stack
 
@@ -264,7 +264,7 @@ def test_approved_dra_smoke_job_gets_a_large_gpu_on_the_dra_cohort(
 
     # `inspect` reads the stack's own ledger and reports the same allocation.
     capsys.readouterr()
-    assert inspect.main(["--kubeconfig", str(sim_cluster.kubeconfig), "--json"]) == 0
+    assert inspection.main(["--kubeconfig", str(sim_cluster.kubeconfig), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     owners = {n["name"]: (n["cohort"], n["owner"]) for n in document["nodes"]}
     assert owners == {

@@ -24,7 +24,7 @@ from components.ledger import ownership_map
 from components.live import LiveReadError
 from components.preflight import check, read_cluster
 from components.validation import ClusterFacts
-from eks_hybrid_gpu import engine, inspect, kubeclient, localcluster, simulate
+from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
 from tests.integration.helpers import work_dir_with_stack
@@ -89,7 +89,7 @@ def refused_preview(stack: auto.Stack) -> str:
 
 def inspect_json(kubeconfig: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:
     capsys.readouterr()
-    code = inspect.main(["--kubeconfig", str(kubeconfig), "--json"])
+    code = inspection.main(["--kubeconfig", str(kubeconfig), "--json"])
     document: dict[str, Any] = json.loads(capsys.readouterr().out)
     return code, document
 
@@ -222,13 +222,13 @@ def test_inspect_lists_a_second_plugin_daemonset_on_the_dra_cohort(
 ) -> None:
     argv = ["--kubeconfig", str(sim_cluster.kubeconfig), "--ledger", ledger]
     capsys.readouterr()
-    before = inspect.main([*argv, "--json"])
+    before = inspection.main([*argv, "--json"])
     clean = json.loads(capsys.readouterr().out)
     simulate.daemon_pod(sim_kube, addon, NODE)
 
-    code = inspect.main([*argv, "--json"])
+    code = inspection.main([*argv, "--json"])
     document = json.loads(capsys.readouterr().out)
-    table_code = inspect.main(argv)
+    table_code = inspection.main(argv)
     table = capsys.readouterr().out
 
     assert (before, clean["findings"]) == (0, [])
@@ -347,7 +347,7 @@ def test_our_own_allocator_is_no_conflict_and_a_second_plugin_daemonset_is(
     pods.append(simulate.daemon_pod(sim_kube, addon, NODE))
     code, conflicted = inspect_json(sim_cluster.kubeconfig, capsys)
     capsys.readouterr()
-    table_code = inspect.main(["--kubeconfig", str(sim_cluster.kubeconfig)])
+    table_code = inspection.main(["--kubeconfig", str(sim_cluster.kubeconfig)])
     table = capsys.readouterr().out
     output = refused_preview(stack)
 

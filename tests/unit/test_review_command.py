@@ -110,12 +110,12 @@ def test_a_missing_base_ref_exits_2_before_any_engine_work(capsys: pytest.Captur
 
 
 def test_the_cli_dispatches_review(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[list[str]] = []
-    monkeypatch.setattr("eks_hybrid_gpu.review.main", lambda argv: seen.append(argv) or 7)
+    seen: list[tuple[str, str]] = []
+    monkeypatch.setattr("eks_hybrid_gpu.review.run", lambda args: seen.append((args.stack, args.base)) or 7)
 
     assert cli.main(["review", "--stack", "mixed"]) == 7
-    assert seen == [["--stack", "mixed"]]
-    assert "review [--stack NAME]" in cli.USAGE
+    assert seen == [("mixed", "main")]
+    assert "review" in cli.parser().format_help()
 
 
 def _env(tmp_path: Path, mirror: str | None = "http://127.0.0.1:1") -> RenderEnv:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from eks_hybrid_gpu import inspect
+from eks_hybrid_gpu import inspection
 from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 
 pytestmark = pytest.mark.unit
@@ -34,7 +34,7 @@ def node(name: str, labels: dict[str, str], allocatable: dict[str, str] | None =
 
 
 def test_owner_of_a_cohort_node() -> None:
-    assert inspect.node_owner({HYBRID: "hybrid", COHORT: "device-plugin", "x": "y"}, LEDGER) == {
+    assert inspection.node_owner({HYBRID: "hybrid", COHORT: "device-plugin", "x": "y"}, LEDGER) == {
         "cohort": "plugin",
         "owner": "device-plugin",
         "sharing": "time-slicing",
@@ -45,7 +45,7 @@ def test_owner_of_a_cohort_node() -> None:
 def test_a_node_selected_by_two_cohorts_is_a_conflict() -> None:
     ledger = {"cohorts": {**LEDGER["cohorts"], "wide": {"owner": "gpu-operator", "nodeSelector": {HYBRID: "hybrid"}}}}
 
-    assert inspect.node_owner({HYBRID: "hybrid", COHORT: "dra"}, ledger) == {
+    assert inspection.node_owner({HYBRID: "hybrid", COHORT: "dra"}, ledger) == {
         "cohort": None,
         "owner": None,
         "sharing": None,
@@ -62,10 +62,10 @@ def test_a_node_selected_by_two_cohorts_is_a_conflict() -> None:
     ],
 )
 def test_unowned_nodes_say_why(labels: dict[str, str], ledger: dict[str, Any] | None, note: str) -> None:
-    assert inspect.node_owner(labels, ledger)["note"] == note
+    assert inspection.node_owner(labels, ledger)["note"] == note
 
 
-def snapshot(claims: list[dict[str, Any]] | None = None) -> inspect.Snapshot:
+def snapshot(claims: list[dict[str, Any]] | None = None) -> inspection.Snapshot:
     nodes = [
         node("cpu-0", {HYBRID: "hybrid"}),
         node("gpu-b", {HYBRID: "hybrid", COHORT: "dra"}),
@@ -89,7 +89,7 @@ def snapshot(claims: list[dict[str, Any]] | None = None) -> inspect.Snapshot:
             },
         }
     ]
-    return inspect.Snapshot(nodes, slices, claims or [], LEDGER, "gpu-system/gpu-allocation-ledger", "ai-workloads")
+    return inspection.Snapshot(nodes, slices, claims or [], LEDGER, "gpu-system/gpu-allocation-ledger", "ai-workloads")
 
 
 CLAIM = {
@@ -109,7 +109,7 @@ CLAIM = {
 
 
 def test_report_keeps_gpu_nodes_only_and_projects_like_the_seed() -> None:
-    document = inspect.report(snapshot([CLAIM]))
+    document = inspection.report(snapshot([CLAIM]))
 
     assert document["cluster"] is None
     assert document["ledger"] == {"configMap": "gpu-system/gpu-allocation-ledger", "found": True, "operatorMode": None}
@@ -158,11 +158,11 @@ def test_report_keeps_gpu_nodes_only_and_projects_like_the_seed() -> None:
     ],
 )
 def test_claim_state(claim: dict[str, Any], state: str) -> None:
-    assert inspect.claim_state(claim) == state
+    assert inspection.claim_state(claim) == state
 
 
 def test_render_tables() -> None:
-    text = inspect.render(inspect.report(snapshot([CLAIM])))
+    text = inspection.render(inspection.report(snapshot([CLAIM])))
 
     lines = text.splitlines()
     assert [re.split(r"\s{2,}", line.strip()) for line in lines[1:5]] == [
@@ -204,9 +204,9 @@ def test_render_tables() -> None:
 
 
 def test_render_without_ledger_slices_or_claims() -> None:
-    empty = inspect.Snapshot([], [], [], None, "gpu-system/gpu-allocation-ledger", "ai-workloads")
+    empty = inspection.Snapshot([], [], [], None, "gpu-system/gpu-allocation-ledger", "ai-workloads")
 
-    assert inspect.render(inspect.report(empty)).splitlines() == [
+    assert inspection.render(inspection.report(empty)).splitlines() == [
         "GPU nodes (owners from ConfigMap gpu-system/gpu-allocation-ledger (not found)):",
         "  none",
         "",
@@ -224,7 +224,7 @@ def test_render_without_ledger_slices_or_claims() -> None:
 def test_missing_kubeconfig_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "nope"
 
-    assert inspect.main(["--kubeconfig", str(missing)]) == 2
+    assert inspection.main(["--kubeconfig", str(missing)]) == 2
     assert capsys.readouterr().err == (
         f"inspect: kubeconfig {missing} does not exist; pass --kubeconfig PATH (and --context) of the cluster to "
         "inspect\n"
@@ -246,7 +246,7 @@ def test_unknown_context_is_refused_in_one_line(tmp_path: Path, capsys: pytest.C
         )
     )
 
-    assert inspect.main(["--kubeconfig", str(kubeconfig), "--context", "prod"]) == 2
+    assert inspection.main(["--kubeconfig", str(kubeconfig), "--context", "prod"]) == 2
     assert capsys.readouterr().err == f"inspect: kubeconfig {kubeconfig} has no context prod; pick one of: admin\n"
 
 
@@ -256,12 +256,12 @@ RECORDED = Path(__file__).parents[1] / "fixtures" / "publishers" / "cluster.json
 ADDON = "pod kube-system/nvidia-device-plugin-daemonset-9zj4f"
 
 
-def recorded_snapshot(ledger: dict[str, Any] | None = LEDGER, **keep: list[str]) -> inspect.Snapshot:
+def recorded_snapshot(ledger: dict[str, Any] | None = LEDGER, **keep: list[str]) -> inspection.Snapshot:
     """The recorded cluster (tests/fixtures/publishers); `nodes=[...]` keeps only those nodes."""
     lists = {key: value["items"] for key, value in json.loads(RECORDED.read_text()).items()}
     nodes = [n for n in lists["nodes"] if "nodes" not in keep or n["metadata"]["name"] in keep["nodes"]]
     slices = [s for s in lists["resourceSlices"] if s["spec"]["driver"] == "gpu.nvidia.com"]
-    return inspect.Snapshot(
+    return inspection.Snapshot(
         nodes,
         slices,
         [],
@@ -274,7 +274,7 @@ def recorded_snapshot(ledger: dict[str, Any] | None = LEDGER, **keep: list[str])
 
 
 def test_report_compares_declared_owners_with_observed_publishers() -> None:
-    document = inspect.report(recorded_snapshot())
+    document = inspection.report(recorded_snapshot())
 
     assert [(n["name"], n["owner"], n["observedPublishers"]) for n in document["nodes"]] == [
         ("auto-0", None, ["device-plugin (nvidia.com/gpu=1; no pod)"]),
@@ -332,7 +332,7 @@ def test_report_compares_declared_owners_with_observed_publishers() -> None:
 
 
 def test_findings_are_rendered_with_their_severity() -> None:
-    text = inspect.render(inspect.report(recorded_snapshot(nodes=["dra-addon", "dp-stopped"])))
+    text = inspection.render(inspection.report(recorded_snapshot(nodes=["dra-addon", "dp-stopped"])))
     lines = text.splitlines()
     findings = lines[lines.index("Findings:") + 1 : lines.index("ResourceSlices of gpu.nvidia.com:") - 1]
 
@@ -350,7 +350,7 @@ def test_findings_are_rendered_with_their_severity() -> None:
 def test_a_node_two_cohorts_select_is_a_conflict_finding() -> None:
     wide = {"cohorts": {**LEDGER["cohorts"], "wide": {"owner": "gpu-operator", "nodeSelector": {HYBRID: "hybrid"}}}}
 
-    document = inspect.report(recorded_snapshot(wide, nodes=["dra-ours"]))
+    document = inspection.report(recorded_snapshot(wide, nodes=["dra-ours"]))
 
     assert document["findings"] == [
         {
@@ -364,7 +364,7 @@ def test_a_node_two_cohorts_select_is_a_conflict_finding() -> None:
 
 
 def test_without_a_ledger_only_two_publishers_count() -> None:
-    document = inspect.report(recorded_snapshot(None, nodes=["dra-addon", "dp-operator", "dp-stopped"]))
+    document = inspection.report(recorded_snapshot(None, nodes=["dra-addon", "dp-operator", "dp-stopped"]))
 
     assert [(f["node"], f["kind"]) for f in document["findings"]] == [("dra-addon", "two-publishers")]
 
@@ -384,12 +384,12 @@ class _Kube:
 def test_exit_code_follows_conflicts_in_tables_and_json(
     nodes: list[str], code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(inspect, "connect", lambda *_args: _Kube())
-    monkeypatch.setattr(inspect, "gather", lambda *_args: recorded_snapshot(nodes=nodes))
+    monkeypatch.setattr(inspection, "connect", lambda *_args: _Kube())
+    monkeypatch.setattr(inspection, "gather", lambda *_args: recorded_snapshot(nodes=nodes))
 
-    assert inspect.main([]) == code
+    assert inspection.main([]) == code
     table = capsys.readouterr().out
-    assert inspect.main(["--json"]) == code
+    assert inspection.main(["--json"]) == code
     document = json.loads(capsys.readouterr().out)
 
     assert document["conflict"] is bool(code)
@@ -406,7 +406,7 @@ def test_forbidden_resource_slices_are_refused_not_guessed(
     handler.served = {"/api/v1/nodes": []}
     handler.forbidden = ("/apis/resource.k8s.io/v1/resourceslices",)
 
-    assert inspect.main(["--kubeconfig", kubeconfig]) == 2
+    assert inspection.main(["--kubeconfig", kubeconfig]) == 2
     assert capsys.readouterr() == (
         "",
         f"inspect: cannot list ResourceSlices: permission denied (kubeconfig {kubeconfig}, context dev, server "

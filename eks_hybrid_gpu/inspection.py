@@ -21,10 +21,20 @@ from typing import Any
 from components.dra_objects import DRIVER
 from components.preflight import matches
 from components.publishers import Finding, NodePublishers, findings, observe
-from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE, Kube, KubeAccessError, KubeApiError, connect, segment
+from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.kubeclient import (
+    ACCESS_EXIT_CODE,
+    Kube,
+    KubeAccessError,
+    KubeApiError,
+    add_cluster_options,
+    add_json_option,
+    add_namespace_option,
+    connect,
+    segment,
+)
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME
 
-DEFAULT_NAMESPACE = "ai-workloads"
 DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 PODS = "/api/v1/pods"
@@ -289,20 +299,21 @@ def render(document: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def parser() -> argparse.ArgumentParser:
+def add_arguments(p: argparse.ArgumentParser) -> None:
     """`eks-hybrid-gpu inspect` options."""
-    p = argparse.ArgumentParser(prog="eks-hybrid-gpu inspect", description=__doc__.splitlines()[0])
-    p.add_argument("--kubeconfig", help="default: $KUBECONFIG or ~/.kube/config")
-    p.add_argument("--context", help="default: the kubeconfig's current context")
-    p.add_argument("--namespace", default=DEFAULT_NAMESPACE, help="namespace of the ResourceClaims")
+    add_cluster_options(p)
+    add_namespace_option(p, "the ResourceClaims")
     p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
-    p.add_argument("--json", action="store_true", help="one JSON document instead of tables")
-    return p
+    add_json_option(p)
 
 
 def main(argv: Sequence[str]) -> int:
+    """`eks-hybrid-gpu inspect ARGV...`."""
+    return run_command("inspect", argv)
+
+
+def run(args: argparse.Namespace) -> int:
     """0 with the report; 1 when a finding is a conflict; 2 with one line when the cluster cannot be read."""
-    args = parser().parse_args(list(argv))
     if "/" not in args.ledger:
         print(f"inspect: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
         return ACCESS_EXIT_CODE
