@@ -33,6 +33,7 @@ from eks_hybrid_gpu.kubeclient import (
     connect,
     segment,
 )
+from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME
 
 DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
@@ -238,11 +239,6 @@ def claim_state(claim: Mapping[str, Any]) -> str:
     return "pending"
 
 
-def _table(rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return ["  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip() for r in rows]
-
-
 def render(document: Mapping[str, Any]) -> str:
     """The human-readable tables."""
     ledger = document["ledger"]
@@ -264,7 +260,7 @@ def render(document: Mapping[str, Any]) -> str:
                 str(n["draDevices"]),
             )
         )
-    lines += [f"  {line}" for line in _table(rows)] if document["nodes"] else ["  none"]
+    lines += [f"  {line}" for line in table_lines(rows)] if document["nodes"] else ["  none"]
     lines.append("\nFindings:")
     for f in document["findings"]:
         lines.append(f"  {'CONFLICT' if f['conflict'] else 'warning'} {f['node']}: {f['message']}")
@@ -286,7 +282,7 @@ def render(document: Mapping[str, Any]) -> str:
                     _attribute(attributes.get("uuid")),
                 )
             )
-    lines += [f"  {line}" for line in _table(rows)] if len(rows) > 1 else ["  none"]
+    lines += [f"  {line}" for line in table_lines(rows)] if len(rows) > 1 else ["  none"]
     lines.append(f"\nResourceClaims in {document['namespace']}:")
     rows = [("claim", "pod", "allocation", "reserved for", "state")]
     for c in document["resourceClaims"]:
@@ -295,7 +291,7 @@ def render(document: Mapping[str, Any]) -> str:
         )
         reserved = ", ".join(f"{r.get('resource')}/{r.get('name')}" for r in c["reservedFor"] or [])
         rows.append((c["name"], c["pod"] or "-", allocation or "-", reserved or "-", claim_state(c)))
-    lines += [f"  {line}" for line in _table(rows)] if len(rows) > 1 else ["  none"]
+    lines += [f"  {line}" for line in table_lines(rows)] if len(rows) > 1 else ["  none"]
     return "\n".join(lines)
 
 

@@ -26,6 +26,7 @@ from components.config import StackConfig
 from components.validation import load_stack_config
 from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, simulate
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import PROJECT
 
 LOCAL_STACK = "local"
@@ -47,8 +48,7 @@ def ownership_table(ownership: dict[str, Any]) -> str:
     for name, entry in sorted(ownership.get("cohorts", {}).items()):
         selector = ",".join(f"{k}={v}" for k, v in sorted(entry["nodeSelector"].items()))
         rows.append((name, entry["owner"], entry["sharing"], entry["namespace"], selector))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines = table_lines(rows)
     mode = ownership.get("operatorMode")
     lines.append(f"GPU Operator: {mode or 'none'}")
     return "\n".join(lines)

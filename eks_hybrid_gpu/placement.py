@@ -17,6 +17,7 @@ from typing import Any
 from components.config import StackConfig
 from components.preflight import matches
 from eks_hybrid_gpu.kubeclient import Kube
+from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LABEL_PREFIX
 
 COHORT_LABEL = f"{LABEL_PREFIX}/cohort"
@@ -117,11 +118,6 @@ def read(kube: Kube) -> tuple[list[dict[str, Any]], list[PodRow]]:
     return kube.items("/api/v1/nodes"), pod_rows(kube.items("/api/v1/pods"), workloads)
 
 
-def _table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows)
-
-
 def slice_devices(kube: Kube) -> dict[str, int]:
     """DRA devices published per node (all ResourceSlices with a nodeName)."""
     counts: dict[str, int] = {}
@@ -154,7 +150,7 @@ def node_table(nodes: Sequence[Obj], cohort_label_key: str, devices: Mapping[str
                 advertises,
             )
         )
-    return _table(rows)
+    return "\n".join(table_lines(rows))
 
 
 def pod_table(rows: Sequence[PodRow]) -> str:
@@ -163,4 +159,4 @@ def pod_table(rows: Sequence[PodRow]) -> str:
     for row in rows:
         status = f"{row.phase}{'/Ready' if row.ready else ''}"
         table.append((row.node, f"{row.namespace}/{row.name}", status, row.controller, row.cohort or "-"))
-    return _table(table)
+    return "\n".join(table_lines(table))

@@ -34,6 +34,7 @@ from eks_hybrid_gpu.kubeclient import (
     connect,
     segment,
 )
+from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION, COHORT_LABEL, LABEL_PREFIX, SMOKE_JOB_LABEL
 
 DEFAULT_OUT = "smoke-results"
@@ -352,8 +353,7 @@ def render(
             )
         )
     if rows:
-        widths = [max(len(t[i]) for t in table) for i in range(len(table[0]))]
-        lines += ["  " + "  ".join(c.ljust(widths[i]) for i, c in enumerate(t)).rstrip() for t in table]
+        lines += [f"  {line}" for line in table_lines(table)]
     else:
         lines.append("  none")
     for path in captured:

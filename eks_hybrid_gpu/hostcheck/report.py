@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from eks_hybrid_gpu.hostcheck import floors, labels
 from eks_hybrid_gpu.hostcheck.collect import HostFacts
+from eks_hybrid_gpu.tables import table_lines
 
 API_VERSION: Final = "eks-hybrid-gpu.io/v1alpha1"
 KIND: Final = "GpuHostInventory"
@@ -117,11 +118,6 @@ def inventory(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def _columns(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
-
-
 def _yaml_scalar(value: str) -> str:
     """Quote values that YAML would otherwise read as a number or a boolean."""
     return f'"{value}"' if value.isdigit() or value.lower() in {"true", "false"} else value
@@ -143,10 +139,10 @@ def table(outcome: Outcome) -> str:
         [str(g.index), g.model, str(g.memory_mib), g.driver_version, g.mig_mode or "n/a", g.uuid]
         for g in outcome.facts.gpu.gpus
     ]
-    lines += [*_columns(gpu_rows), ""]
+    lines += [*table_lines(gpu_rows), ""]
     check_rows = [["CHECK", "RESULT", "DETAIL"]]
     check_rows += [[check.name, check.status.upper(), check.detail] for check in outcome.checks]
-    lines += _columns(check_rows)
+    lines += table_lines(check_rows)
     fixes = [check for check in outcome.checks if check.fix and check.status in ("fail", "warn")]
     if fixes:
         lines += ["", "To fix:"] + [f"  {check.name}: {check.fix}" for check in fixes]

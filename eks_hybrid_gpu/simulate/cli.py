@@ -28,6 +28,7 @@ from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
 from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
 from eks_hybrid_gpu.simulate.rehearse import run_pulumi
+from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
     DEFAULT_COHORT_LABEL_KEY,
@@ -136,9 +137,7 @@ def _print_table(rows: Sequence[dict[str, Any]]) -> None:
         table.append(
             (row["name"], labels.get(COMPUTE_TYPE_LABEL, "-"), cohort, resources, ",".join(row["draDevices"]) or "-")
         )
-    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
-    for r in table:
-        print("  ".join(c.ljust(widths[i]) for i, c in enumerate(r)).rstrip())
+    print("\n".join(table_lines(table)))
 
 
 def add_arguments(root: argparse.ArgumentParser) -> None:

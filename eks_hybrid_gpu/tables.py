@@ -1,0 +1,13 @@
+"""The one plain-text table layout of every command: left-aligned columns, two spaces apart. Standard library only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+
+def table_lines(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Each row as one line, every column as wide as its widest cell, trailing spaces removed."""
+    if not rows:
+        return []
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
