@@ -17,7 +17,7 @@ from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
 from components.live import NODES, LiveCluster, Reader, Source, read_live
 from components.publishers import foreign, observe
-from components.validation import Problem
+from components.refusals import Problem
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL, OPERANDS_OPT_OUT_LABEL
 
 Node = Mapping[str, Any]

@@ -10,8 +10,9 @@ import pulumi
 from components.cluster import make_provider, resolve_target
 from components.live import LiveReadError
 from components.preflight import check, read_cluster
+from components.refusals import StackConfigError, redact
 from components.stack import HybridGpuCluster
-from components.validation import StackConfigError, load_stack_config, redact
+from components.validation import load_stack_config
 from policy.gpu_allocation.vocab.labels import PROJECT
 
 

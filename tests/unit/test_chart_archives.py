@@ -11,7 +11,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.validation import StackConfigError, load_stack_config
+from components.refusals import StackConfigError
+from components.validation import load_stack_config
 from tests.support.configs import Recorder, RunProgram, _base_config
 
 pytestmark = pytest.mark.unit

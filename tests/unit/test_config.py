@@ -9,7 +9,8 @@ import pytest
 
 from components import versions
 from components.config import CONFIG_KEYS, ChartPin, Mig, NoSharing, StackConfig, TimeSlicing
-from components.validation import ClusterFacts, StackConfigError, load_stack_config
+from components.refusals import StackConfigError
+from components.validation import ClusterFacts, load_stack_config
 from eks_hybrid_gpu.mocks import ROOT, stack_config
 from tests.support.configs import (
     AUTO_MODE_OPERATOR,

@@ -9,7 +9,8 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.validation import StackConfigError, load_stack_config
+from components.refusals import StackConfigError
+from components.validation import load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
 from tests.support.configs import (
     DIGEST_IMAGE,
