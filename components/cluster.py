@@ -1,4 +1,9 @@
-"""The stack's Kubernetes target: facts about the cluster and the provider that talks to it."""
+"""The stack's Kubernetes target: facts about the cluster and the provider that talks to it.
+
+Render mode (`eks-hybrid-gpu review`) is an explicit argument here, never read from the environment: the caller
+(`components.program.run(..., render_dir=...)`) passes the folder to `make_provider` and `render_only` to
+`resolve_target`.
+"""
 
 from __future__ import annotations
 
@@ -14,18 +19,6 @@ from components.config import ClusterConfig
 from components.validation import ClusterFacts
 
 LOCAL_KUBECONFIG_ENV = "EKS_HYBRID_GPU_KUBECONFIG"
-RENDER_DIR_ENV = "EKS_HYBRID_GPU_RENDER_DIR"
-"""Render mode (`eks-hybrid-gpu review`): the folder the provider writes every object into as YAML."""
-
-
-def render_dir() -> str | None:
-    """The render folder when the program runs in render mode, else None.
-
-    Render mode exists for `eks-hybrid-gpu review` only. Nothing reaches a cluster: the provider writes each
-    object into this folder instead of applying it, the EKS describe is skipped (the declared facts stand in),
-    and the GPU Operator renders through Chart v4 (a Helm Release cannot render). Never set it for `pulumi up`.
-    """
-    return os.environ.get(RENDER_DIR_ENV) or None
 
 
 def local_state_dir() -> Path:
@@ -77,9 +70,12 @@ def eks_kubeconfig(name: str, region: str, endpoint: str, ca_data: str) -> str:
     return json.dumps(document)
 
 
-def resolve_target(cluster: ClusterConfig) -> ClusterTarget:
-    """Read the facts the cluster source can tell (an EKS describe for source eks)."""
-    if cluster.source == "eks" and render_dir() is not None:
+def resolve_target(cluster: ClusterConfig, *, render_only: bool = False) -> ClusterTarget:
+    """Read the facts the cluster source can tell (an EKS describe for source eks).
+
+    `render_only` (the review's render mode): nothing is read from AWS, so the EKS describe is skipped.
+    """
+    if cluster.source == "eks" and render_only:
         # Render mode reads nothing from AWS: validation uses the declared kubernetesVersion/autoMode.
         return ClusterTarget(ClusterFacts(), None, None, None)
     if cluster.source == "eks":
@@ -102,22 +98,22 @@ def resolve_target(cluster: ClusterConfig) -> ClusterTarget:
     return ClusterTarget(ClusterFacts(), str(local_kubeconfig()), None, None)
 
 
-def make_provider(target: ClusterTarget, *, secret: bool = False) -> k8s.Provider:
+def make_provider(target: ClusterTarget, *, secret: bool = False, render_dir: str | None = None) -> k8s.Provider:
     """The Kubernetes provider every component inherits through parentage.
 
     Server-side apply is the provider default; preview is a server-side dry run, so the API server's
     admission and validation (DRA CEL included) run at preview.
 
-    In render mode the provider gets `renderYamlToDirectory` and no kubeconfig or context (the provider refuses
-    them together); Helm's capabilities then come from the ambient KUBECONFIG, which `review` points at a local
-    API server.
+    `render_dir` (render mode, `eks-hybrid-gpu review` only): the provider gets `renderYamlToDirectory` and no
+    kubeconfig or context (the provider refuses them together), so it writes each object into that folder
+    instead of applying it; Helm's capabilities then come from the ambient KUBECONFIG, which `review` points at
+    a local API server. Never set it for `pulumi up`.
 
     `secret` (the `cluster` config key was set as a secret) passes the kubeconfig and context as secrets, so
     they are encrypted in the state and masked in the engine's output.
     """
-    rendered = render_dir()
-    if rendered is not None:
-        return k8s.Provider("cluster", render_yaml_to_directory=rendered)
+    if render_dir is not None:
+        return k8s.Provider("cluster", render_yaml_to_directory=render_dir)
     chosen = target.kubeconfig_content if target.kubeconfig_content is not None else target.kubeconfig_path
     kubeconfig: pulumi.Input[str] | None = chosen
     context: pulumi.Input[str] | None = target.context

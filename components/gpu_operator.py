@@ -3,9 +3,10 @@
 A Release, not Chart v4: the Operator's pre-delete and pre-upgrade hooks (GPUCluster cleanup, CRD
 upgrade) and its finalizers must run, and Chart v4 drops hooks. No hook is ever bypassed here.
 
-Render mode (`eks-hybrid-gpu review`, see `components.cluster.render_dir`) is the one exception: a Release
-cannot render to files, so the same chart, version, release name and values go through Chart v4, which
-renders the hook objects as plain manifests. Render mode never applies anything.
+Render mode (`render_only=True`, passed down from `components.program.run(..., render_dir=...)` by
+`eks-hybrid-gpu review`) is the one exception: a Release cannot render to files, so the same chart, version,
+release name and values go through Chart v4, which renders the hook objects as plain manifests. Render mode
+never applies anything.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import pulumi_kubernetes as k8s
 
 from components import versions
 from components.chart_source import resolve
-from components.cluster import render_dir
 from components.config import ChartPin, CohortConfig, Mig, OperatorConfig
 from components.owner_chart import Upstream, owner_chart
 
@@ -72,11 +72,13 @@ class GpuOperator(pulumi.ComponentResource):
         namespace: pulumi.Input[str],
         skip_await: bool,
         project_dir: Path,
+        render_only: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`render_only`: the review's render mode; the chart goes through Chart v4 instead of a Release."""
         super().__init__("eks-hybrid-gpu:owners:GpuOperator", name, None, opts)
         self.mode = pulumi.Output.from_input(operator.mode)
-        if render_dir() is not None:
+        if render_only:
             owner_chart(
                 f"{name}-chart",
                 upstream=UPSTREAM,

@@ -50,14 +50,22 @@ def secret_config_keys() -> frozenset[str]:
     )
 
 
-def run(project_dir: Path) -> HybridGpuCluster:
-    """Everything `__main__.py` does; a function so tests and the local runner can call it."""
+def run(project_dir: Path, *, render_dir: str | None = None) -> HybridGpuCluster:
+    """Everything `__main__.py` does; a function so tests and the local runner can call it.
+
+    `render_dir` turns on render mode, for `eks-hybrid-gpu review` only (its worker passes it): nothing reaches a
+    cluster. The provider writes each object into that folder as YAML instead of applying it, the EKS describe
+    is skipped (the declared facts stand in), and the GPU Operator renders through Chart v4 (a Helm Release
+    cannot render). `__main__.py`, and so `pulumi up`, never passes it; None or an empty string is the normal program.
+    """
+    render_dir = render_dir or None  # an empty folder name is no render mode
+    render_only = render_dir is not None
     stack_file = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
     raw = read_raw_config()
     secret_keys = secret_config_keys()
     try:
         precheck = load_stack_config(raw, project_dir, stack_file=stack_file, secret_keys=secret_keys)
-        target = resolve_target(precheck.cluster)
+        target = resolve_target(precheck.cluster, render_only=render_only)
         config = load_stack_config(raw, project_dir, target.facts, stack_file=stack_file, secret_keys=secret_keys)
     except StackConfigError as error:
         raise pulumi.RunError(str(error)) from None
@@ -73,12 +81,13 @@ def run(project_dir: Path) -> HybridGpuCluster:
             raise pulumi.RunError(
                 str(StackConfigError(redact(problems, raw, secret_keys), stack_file, subject="The live nodes"))
             )
-    provider = make_provider(target, secret="cluster" in secret_keys)
+    provider = make_provider(target, secret="cluster" in secret_keys, render_dir=render_dir)
     cluster = HybridGpuCluster(
         "gpu",
         config=config,
         project_dir=project_dir,
         secret_inputs=bool(secret_keys),
+        render_only=render_only,
         opts=pulumi.ResourceOptions(provider=provider),
     )
     pulumi.export("ownership", cluster.ownership)

@@ -75,9 +75,14 @@ class HybridGpuCluster(pulumi.ComponentResource):
         config: StackConfig,
         project_dir: Path,
         secret_inputs: bool = False,
+        render_only: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        """`secret_inputs`: some stack config was set as a secret, so the ownership map and ledger are secret."""
+        """`secret_inputs`: some stack config was set as a secret, so the ownership map and ledger are secret.
+
+        `render_only`: the review's render mode (`components.program.run(..., render_dir=...)`); the GPU
+        Operator then renders through Chart v4, since a Helm Release cannot render to files.
+        """
         super().__init__("eks-hybrid-gpu:index:HybridGpuCluster", name, None, opts)
         ns_cfg = config.namespaces
         wanted: dict[str, tuple[str, str]] = {
@@ -156,6 +161,7 @@ class HybridGpuCluster(pulumi.ComponentResource):
                     namespace=ns("gpu-operator"),
                     skip_await=skip_await,
                     project_dir=project_dir,
+                    render_only=render_only,
                     opts=pulumi.ResourceOptions(parent=self),
                 ).release_name
 

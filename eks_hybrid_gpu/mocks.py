@@ -100,8 +100,17 @@ def stack_config(stack: str) -> dict[str, Any]:
     return {key.split(":", 1)[1]: value for key, value in document["config"].items()}
 
 
-def run_program(config: Mapping[str, Any], stack: str = "test", mocks: RecordingMocks | None = None) -> RecordingMocks:
-    """Run components.program.run under fresh mocks with `config`; return the recorder."""
+def run_program(
+    config: Mapping[str, Any],
+    stack: str = "test",
+    mocks: RecordingMocks | None = None,
+    *,
+    render_dir: str | None = None,
+) -> RecordingMocks:
+    """Run components.program.run under fresh mocks with `config`; return the recorder.
+
+    `render_dir` runs the program in the review's render mode (`components.program.run(..., render_dir=...)`).
+    """
     from components.program import run
 
     recorder = mocks or RecordingMocks()
@@ -114,7 +123,7 @@ def run_program(config: Mapping[str, Any], stack: str = "test", mocks: Recording
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> pulumi.Output[Any]:
-        return run(ROOT).ownership
+        return run(ROOT, render_dir=render_dir).ownership
 
     program()
     return recorder

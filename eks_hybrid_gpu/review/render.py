@@ -52,7 +52,7 @@ class RenderError(RuntimeError):
 
 
 class RenderModeMissingError(RenderError):
-    """The checkout's program predates render mode (`components.cluster.render_dir`)."""
+    """The checkout's program predates render mode (neither `run(render_dir=…)` nor `components.cluster.render_dir`)."""
 
 
 @dataclass(frozen=True)

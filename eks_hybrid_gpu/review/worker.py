@@ -3,9 +3,11 @@
 The review renders the head (the working tree) and the base (a `git archive` of a ref) with the same
 renderer, but each with its *own* program code. So this file imports nothing from `eks_hybrid_gpu` (a base
 checkout may not have the review package): it puts the checkout first on `sys.path`, imports that checkout's
-`components.program`, and runs it inline through the Automation API with `EKS_HYBRID_GPU_RENDER_DIR` set,
+`components.program`, and runs it inline through the Automation API as `run(project_dir, render_dir=...)`,
 which turns the program's provider into a `renderYamlToDirectory` provider. `pulumi up` against a throw-away
-file backend then writes every object, charts included, as YAML; nothing reaches a cluster.
+file backend then writes every object, charts included, as YAML; nothing reaches a cluster. A base checkout
+older than that argument gets the render folder through `EKS_HYBRID_GPU_RENDER_DIR` instead (see
+`render_mode`).
 
 The request (JSON) names: project_dir, stack, stack_file, render_dir, work_dir, pulumi_home, pulumi_root,
 env (extra environment), policy_packs, policy_pack_configs, result (where the result JSON goes).
@@ -14,18 +16,53 @@ The result: {"ok": bool, "error": str, "policy": [violations], "ownership": ...,
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 
 LOG_TAIL = 60
 SECRET_FILE = re.compile(r"rendered file (?P<path>\S+\.yaml) contains a secret value in plaintext")
+RENDER_DIR_ENV = "EKS_HYBRID_GPU_RENDER_DIR"
+"""How programs older than `run(project_dir, *, render_dir=...)` learnt the render folder (read by their
+`components.cluster.render_dir`). Only the worker sets it, and only for such a program."""
+
+RenderMode = Literal["argument", "environment"]
+
+
+def _parameters(function: Callable[..., Any]) -> frozenset[str]:
+    try:
+        return frozenset(inspect.signature(function).parameters)
+    except (TypeError, ValueError):  # no signature to read: treat it as the oldest kind
+        return frozenset()
+
+
+def render_mode(run: Callable[..., Any] | None, cluster: Any) -> RenderMode | None:
+    """How this checkout's program is told to render, or None when it cannot render.
+
+    The worker renders the base ref with the base's own program, which may predate the explicit argument, so
+    both generations must keep working:
+    - "argument": `components.program.run` takes `render_dir` (the current program; nothing in `components/`
+      reads the environment any more);
+    - "environment": an older program, whose `components.cluster.render_dir()` reads `EKS_HYBRID_GPU_RENDER_DIR`;
+    - None: a program from before render mode; the review renders that base's stack file with the head's
+      program instead and says so.
+
+    `run` is the checkout's `components.program.run` (None when it could not be imported); `cluster` its
+    `components.cluster` module.
+    """
+    if run is not None and "render_dir" in _parameters(run):
+        return "argument"
+    if hasattr(cluster, "render_dir"):
+        return "environment"
+    return None
 
 
 def _stack_document(stack_file: Path) -> dict[str, Any]:
@@ -83,23 +120,43 @@ def render(request: dict[str, Any]) -> dict[str, Any]:
     # discovery); this process must not, or the SDK would pass it to the render provider as `kubeconfig`.
     os.environ.update({k: v for k, v in request["env"].items() if k != "KUBECONFIG"})
     os.environ.pop("KUBECONFIG", None)
-    os.environ["EKS_HYBRID_GPU_RENDER_DIR"] = request["render_dir"]
     os.environ["EKS_HYBRID_GPU_KUBECONFIG"] = os.devnull  # the local source's kubeconfig: never a real cluster
+    render_dir = request["render_dir"]
+    # Set before the checkout's modules are imported, exactly as for the programs that predate the explicit
+    # argument (their components read it); dropped again below when the program takes the argument.
+    os.environ[RENDER_DIR_ENV] = render_dir
 
     import pulumi
     from pulumi import automation as auto
 
     import components.cluster
 
-    if not hasattr(components.cluster, "render_dir"):
+    try:
+        import components.program
+
+        program_run: Callable[..., Any] | None = components.program.run
+    except Exception:
+        # A checkout from before render mode may not even import any more; one with render mode must.
+        if hasattr(components.cluster, "render_dir"):
+            raise
+        program_run = None
+    mode = render_mode(program_run, components.cluster)
+    if mode is None or program_run is None:
         return {
             "ok": False,
             "unsupported": True,
-            "error": f"the program in {project_dir} has no render mode (components.cluster.render_dir)",
+            "error": f"the program in {project_dir} has no render mode (components.program.run(render_dir=...) "
+            "or components.cluster.render_dir)",
             "policy": [],
             "log": [],
         }
-    render_dir = request["render_dir"]
+    run = program_run
+    # The current program is told through `run(..., render_dir=...)` only. A base checkout older than that
+    # argument reads the folder from the environment (its components.cluster.render_dir()), in this process
+    # (the inline program) and in the CLI's, so for such a base the variable stays set in both.
+    render_env: dict[str, str] = {RENDER_DIR_ENV: render_dir} if mode == "environment" else {}
+    if mode == "argument":
+        os.environ.pop(RENDER_DIR_ENV, None)
 
     work_dir = Path(request["work_dir"])
     (work_dir / "stacks").mkdir(parents=True, exist_ok=True)
@@ -117,15 +174,16 @@ def render(request: dict[str, Any]) -> dict[str, Any]:
         return pulumi.ResourceTransformResult(props={**props, "renderYamlToDirectory": render_dir}, opts=args.opts)
 
     def program() -> None:
-        from components.program import run
-
         pulumi.runtime.register_resource_transform(render_only)
-        run(project_dir)
+        if mode == "argument":
+            run(project_dir, render_dir=render_dir)
+        else:
+            run(project_dir)
 
     workspace = auto.LocalWorkspaceOptions(
         work_dir=str(work_dir),
         pulumi_home=request["pulumi_home"],
-        env_vars={**request["env"], "EKS_HYBRID_GPU_RENDER_DIR": render_dir},
+        env_vars={**request["env"], **render_env},
         pulumi_command=auto.PulumiCommand(root=request["pulumi_root"], skip_version_check=True),
     )
     stack = auto.create_or_select_stack(request["stack"], project_name=project["name"], program=program, opts=workspace)

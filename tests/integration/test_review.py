@@ -21,9 +21,11 @@ from eks_hybrid_gpu.review.render import (
     RENDER_MODE_NOTE,
     RenderEnv,
     RenderError,
+    RenderModeMissingError,
     chart_mirror,
     make_env,
     policy_setup,
+    render_stack,
 )
 from eks_hybrid_gpu.review.report import Review, summary
 from tests.integration.helpers import api, work_dir_with_stack
@@ -238,6 +240,8 @@ def test_secrets_never_reach_the_output_and_nothing_is_applied(
     (checkout / "stacks").mkdir()
     (checkout / "Pulumi.yaml").write_text("name: eks-hybrid-gpu\nruntime: python\nstackConfigDir: stacks\n")
     (checkout / "components" / "__init__.py").write_text("")
+    # A program from before `run(..., render_dir=...)`: `components.cluster.render_dir` marks it, and the worker
+    # tells it to render through EKS_HYBRID_GPU_RENDER_DIR (it ignores that; the safety net must catch it).
     (checkout / "components" / "cluster.py").write_text("def render_dir():\n    return None\n")
     (checkout / "components" / "program.py").write_text(FAKE_PROGRAM % cluster.token)
     (checkout / "stacks" / "Pulumi.fake.yaml").write_text("config: {}\n")
@@ -263,6 +267,32 @@ def test_secrets_never_reach_the_output_and_nothing_is_applied(
     core = client.CoreV1Api(api(cluster.kubeconfig))
     assert [s.metadata.name for s in core.list_namespaced_secret("default").items] == []
     assert "access" not in [c.metadata.name for c in core.list_namespaced_config_map("default").items]
+
+
+@pytest.mark.parametrize(
+    "program",
+    [
+        "def run(project_dir):\n    raise AssertionError('a program without render mode must not run')\n",
+        "raise ImportError('a program from long ago that no longer imports')\n",
+    ],
+    ids=["no-render-mode", "import-fails"],
+)
+def test_a_program_without_any_render_mode_is_reported_not_run(
+    render_env: RenderEnv, tmp_path: Path, program: str
+) -> None:
+    # Neither `run(..., render_dir=...)` nor `components.cluster.render_dir`: the review renders such a base's
+    # stack file with the head's program and says so (BASE_WITHOUT_RENDER_MODE).
+    checkout = tmp_path / "checkout"
+    (checkout / "components").mkdir(parents=True)
+    (checkout / "stacks").mkdir()
+    (checkout / "Pulumi.yaml").write_text("name: eks-hybrid-gpu\nruntime: python\nstackConfigDir: stacks\n")
+    (checkout / "components" / "__init__.py").write_text("")
+    (checkout / "components" / "cluster.py").write_text("")
+    (checkout / "components" / "program.py").write_text(program)
+    (checkout / "stacks" / "Pulumi.fake.yaml").write_text("config: {}\n")
+
+    with pytest.raises(RenderModeMissingError, match="has no render mode"):
+        render_stack(checkout, "fake", checkout / "stacks" / "Pulumi.fake.yaml", render_env, label="base", policy=False)
 
 
 def test_command_against_a_git_ref(

@@ -27,7 +27,10 @@ from tests.support.configs import (
 
 @pytest.fixture
 def run(monkeypatch: pytest.MonkeyPatch) -> RunProgram:
-    """Run the real program under fresh mocks; `nodes` replaces the live node list for the preflight."""
+    """Run the real program under fresh mocks; `nodes` replaces the live node list for the preflight.
+
+    `render_dir` runs it in the review's render mode (`components.program.run(..., render_dir=...)`).
+    """
     monkeypatch.setattr(mocks_module, "ParentRecordingMonitor", ReadRecordingMonitor)
 
     def _run(
@@ -36,12 +39,13 @@ def run(monkeypatch: pytest.MonkeyPatch) -> RunProgram:
         *,
         recorder: Recorder | None = None,
         nodes: Iterable[Mapping[str, Any]] | None = None,
+        render_dir: str | None = None,
     ) -> Recorder:
         if nodes is not None:
             listed = [dict(n) for n in nodes]
             monkeypatch.setattr("components.program.read_cluster", lambda *_args: LiveCluster(listed))
         chosen = recorder if recorder is not None else Recorder()
-        run_program(config, stack, chosen)
+        run_program(config, stack, chosen, render_dir=render_dir)
         return chosen
 
     return _run

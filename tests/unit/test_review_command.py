@@ -1,11 +1,13 @@
 """The review command's plumbing: usage errors, the git base export, chart mirror pins, policy levels, the worker's
-stack-file overrides."""
+stack-file overrides and how it tells each program generation to render."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import yaml
@@ -211,3 +213,33 @@ def test_worker_stack_overrides(tmp_path: Path) -> None:
 
     stack_file.write_text("config:\n  eks-hybrid-gpu:token:\n    secure: AAAA\nencryptionsalt: v1:abc\n")
     assert worker._stack_document(stack_file)["encryptionsalt"] == "v1:abc"
+
+
+def _current_run(project_dir: Path, *, render_dir: str | None = None) -> Any:
+    return None
+
+
+def _old_run(project_dir: Path) -> Any:
+    return None
+
+
+def _old_render_dir() -> str | None:
+    return None
+
+
+@pytest.mark.parametrize(
+    ("run", "cluster", "expected"),
+    [
+        # The current program: the explicit argument wins, whatever components.cluster still has.
+        (_current_run, SimpleNamespace(), "argument"),
+        (_current_run, SimpleNamespace(render_dir=_old_render_dir), "argument"),
+        # A base from before the argument: components.cluster.render_dir() reads the environment variable.
+        (_old_run, SimpleNamespace(render_dir=_old_render_dir), "environment"),
+        (None, SimpleNamespace(render_dir=_old_render_dir), "environment"),
+        # A base from before render mode: rendered with the head's program, and the summary says so.
+        (_old_run, SimpleNamespace(), None),
+        (None, SimpleNamespace(), None),
+    ],
+)
+def test_worker_render_mode_per_program_generation(run: Any, cluster: Any, expected: str | None) -> None:
+    assert worker.render_mode(run, cluster) == expected
