@@ -193,8 +193,11 @@ class HybridGpuCluster(pulumi.ComponentResource):
 
         self.ownership = pulumi.Output.secret(mapping) if secret_inputs else pulumi.Output.from_input(mapping)
         self.namespaces = namespaces.names
-        self.smoke_jobs = pulumi.Output.all(**jobs).apply(lambda d: dict(d))  # type: ignore[arg-type]
-        self.releases = pulumi.Output.all(**releases).apply(lambda d: dict(d))  # type: ignore[arg-type]
+        # Both maps are keyed by cohort name: as secret as the ownership map when any config was a secret.
+        smoke_jobs = pulumi.Output.all(**jobs).apply(lambda d: dict(d))  # type: ignore[arg-type]
+        releases_by_cohort = pulumi.Output.all(**releases).apply(lambda d: dict(d))  # type: ignore[arg-type]
+        self.smoke_jobs = pulumi.Output.secret(smoke_jobs) if secret_inputs else smoke_jobs
+        self.releases = pulumi.Output.secret(releases_by_cohort) if secret_inputs else releases_by_cohort
         self.register_outputs(
             {
                 "ownership": self.ownership,

@@ -108,6 +108,8 @@ def test_secret_cluster_cohorts_and_repo_credentials_stay_secret() -> None:
     ledger = monitor.wire["gpu-ledger-configmap"]
     assert _secret(ledger["data"]["ownership.json"])
     assert _exported_is_secret("ownership")
+    assert _exported_is_secret("smokeJobs")
+    assert _exported_is_secret("releases")
     every_string = [s for inputs in monitor.wire.values() for s in _strings(inputs)]
     assert not any("s3cr3t-t0ken" in s or "token-config" in s or "ops@prod" in s for s in every_string)
 
@@ -118,6 +120,8 @@ def test_plain_config_stays_plain_but_repo_credentials_never_do() -> None:
     assert monitor.wire["cluster"]["kubeconfig"] == CLUSTER["kubeconfig"]
     assert monitor.wire["cluster"]["context"] == CLUSTER["context"]
     assert not _exported_is_secret("ownership")
+    assert not _exported_is_secret("smokeJobs")
+    assert not _exported_is_secret("releases")
     assert not _secret(monitor.wire["gpu-ledger-configmap"]["data"]["ownership.json"])
     assert _secret(monitor.wire["gpu-plugin-chart"]["repositoryOpts"]["repo"])
 
