@@ -15,16 +15,12 @@ from typing import Any
 
 from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
-from components.live import NODES, LiveCluster, Reader, Source, read_live
-from components.publishers import foreign, observe
+from components.live import LiveCluster, Source, read_live
+from components.publishers import foreign, labels_of, observe
 from components.refusals import Problem
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL, OPERANDS_OPT_OUT_LABEL
 
 Node = Mapping[str, Any]
-
-
-def _labels(node: Node) -> Mapping[str, str]:
-    return node.get("metadata", {}).get("labels") or {}
 
 
 def _name(node: Node) -> str:
@@ -33,7 +29,7 @@ def _name(node: Node) -> str:
 
 def matches(selector: Mapping[str, str], node: Node) -> bool:
     """Whether an equality selector selects the node."""
-    labels = _labels(node)
+    labels = labels_of(node)
     return all(labels.get(key) == value for key, value in selector.items())
 
 
@@ -54,7 +50,7 @@ def check_nodes(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
                 )
             )
         for node in selected:
-            labels = _labels(node)
+            labels = labels_of(node)
             if labels.get(COMPUTE_TYPE_LABEL) == AUTO_MODE:
                 problems.append(
                     Problem(
@@ -149,9 +145,3 @@ def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
 def read_cluster(cluster: ClusterConfig, target: ClusterTarget) -> LiveCluster:
     """Nodes, pods, DaemonSets and ResourceSlices of the target; a LiveReadError when they cannot be read."""
     return read_live(source_of(cluster, target))
-
-
-def read_nodes(kubeconfig_path: str | None, kubeconfig_content: str | None, context: str | None) -> list[Node]:
-    """List the cluster's nodes as plain dicts (the label checks alone need nothing else)."""
-    source = Source(kubeconfig_path, kubeconfig_content, context, f"kubeconfig {kubeconfig_path}", "fix the kubeconfig")
-    return list(Reader(source).items(NODES, "nodes") or [])

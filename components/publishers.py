@@ -177,7 +177,8 @@ def _meta(item: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _labels(item: Mapping[str, Any]) -> Mapping[str, str]:
+def labels_of(item: Mapping[str, Any]) -> Mapping[str, str]:
+    """An object's labels, empty when absent or malformed."""
     labels = _meta(item).get("labels")
     return labels if isinstance(labels, Mapping) else {}
 
@@ -214,7 +215,7 @@ def pod_publisher(pod: Mapping[str, Any], daemonsets: Mapping[str, Mapping[str, 
     status = pod.get("status") or {}
     if not isinstance(spec, Mapping) or not spec.get("nodeName") or status.get("phase") in ("Succeeded", "Failed"):
         return None
-    found = pod_owner(spec, _labels(pod))
+    found = pod_owner(spec, labels_of(pod))
     if found is None or found[1] != "allocator":
         return None
     runs = found[0]
@@ -225,7 +226,7 @@ def pod_publisher(pod: Mapping[str, Any], daemonsets: Mapping[str, Mapping[str, 
     if daemonset is not None:
         controller = f"DaemonSet {_meta(daemonset).get('namespace')}/{_meta(daemonset).get('name')}"
     owner: Owner = GPU_OPERATOR if _operator_managed(daemonset) else runs
-    stamp = _stamp(_labels(pod)) or (_stamp(_labels(daemonset)) if daemonset is not None else None)
+    stamp = _stamp(labels_of(pod)) or (_stamp(labels_of(daemonset)) if daemonset is not None else None)
     return Publisher("pod", owner, channel, f"pod {meta.get('namespace')}/{meta.get('name')}", stamp, controller)
 
 
@@ -250,7 +251,7 @@ def observe(
     observed = []
     for node in sorted(nodes, key=lambda n: str(_meta(n).get("name", ""))):
         name = str(_meta(node).get("name", ""))
-        labels = _labels(node)
+        labels = labels_of(node)
         allocatable = (node.get("status") or {}).get("allocatable") or {}
         found = [
             Publisher("resource", DEVICE_PLUGIN, "resources", f"{key}={value}")

@@ -21,7 +21,8 @@ from pulumi import automation as auto
 
 from components.cluster import LOCAL_KUBECONFIG_ENV
 from components.config import SmokeJobsConfig, StackConfig
-from components.preflight import check_nodes, read_nodes
+from components.live import Source, read_live
+from components.preflight import check_nodes
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
@@ -175,8 +176,9 @@ def test_a_cohort_selecting_the_auto_mode_node_is_refused(
         valid = StackConfig.model_validate({"cohorts": local_cohorts()[:1]})
         cohort = valid.cohorts[0].model_copy(update={"node_selector": auto_selector})
         unchecked = valid.model_copy(update={"cohorts": (cohort,)})  # model_copy skips validation
-        live = read_nodes(str(sim_engine_env.kubeconfig), None, None)
-        preflight = [str(p) for p in check_nodes(unchecked, live)]
+        kubeconfig = str(sim_engine_env.kubeconfig)
+        live = read_live(Source(kubeconfig, None, None, f"kubeconfig {kubeconfig}", "fix the kubeconfig"))
+        preflight = [str(p) for p in check_nodes(unchecked, live.nodes)]
     finally:
         rehearse(sim_kube)
 
