@@ -89,7 +89,7 @@ class EngineArea:
 
         self._environ = dict(os.environ)  # engine.prepare points this process's environment into the area
         self.toolchain = engine.ensure_toolchain()
-        os.environ["PATH"] = os.pathsep.join([*self.toolchain.path_entries, os.environ.get("PATH", "")])
+        self.toolchain.activate()
         started = time.perf_counter()
         self.cluster = localcluster.start(self.base / "cluster")
         self.cluster_start_s = time.perf_counter() - started

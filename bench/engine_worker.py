@@ -75,7 +75,7 @@ def _cpu_seconds() -> tuple[float, float]:
 def run(request: dict[str, Any], setup_started: float) -> dict[str, Any]:
     """Perform the requested operation; the measurements."""
     toolchain = engine.Toolchain(tuple(request["path_entries"]), Path(request["provider_binary"]))
-    os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
+    toolchain.activate()
     if request.get("record"):
         os.environ["BENCH_POLICY_RECORD"] = request["record"]
     env = engine.prepare(Path(request["state_dir"]), Path(request["kubeconfig"]), toolchain)

@@ -49,6 +49,12 @@ class Toolchain:
     path_entries: tuple[str, ...]
     provider_binary: Path
 
+    def activate(self) -> None:
+        """Put the tools first on this process's PATH (once), for the CLI and the subprocesses it starts."""
+        if self.path_entries and os.environ.get("PATH", "").startswith(self.path_entries[0]):
+            return
+        os.environ["PATH"] = os.pathsep.join([*self.path_entries, os.environ.get("PATH", "")])
+
 
 def ensure_toolchain() -> Toolchain:
     """Build (or find in the cache) every tool; progress goes to stderr, so long builds are visible."""

@@ -78,7 +78,7 @@ def stack_config(stack_name: str, project_dir: Path = engine.ROOT) -> StackConfi
 
 def start_cluster(cluster_dir: Path, toolchain: engine.Toolchain) -> localcluster.LocalCluster:
     """The running local cluster with kwok, or a new one: control plane, workload controllers, scheduler, kwok."""
-    _with_path(toolchain)
+    toolchain.activate()
     try:
         cluster = localcluster.attach(cluster_dir)
     except localcluster.LocalClusterError:
@@ -206,14 +206,6 @@ def status() -> int:
     }
     _print(json.dumps(document, indent=2))
     return 0
-
-
-def _with_path(toolchain: engine.Toolchain) -> None:
-    import os
-
-    if toolchain.path_entries and os.environ.get("PATH", "").startswith(toolchain.path_entries[0]):
-        return
-    os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -162,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
             scratch = Path(tmp)
             base = gitref.export(engine.ROOT, args.base, scratch / "base-checkout")
             toolchain = engine.ensure_toolchain()
-            os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
+            toolchain.activate()
             kubeconfig = args.kubeconfig
             if kubeconfig is None:
                 state = scratch / "cluster"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import json
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -61,7 +60,7 @@ def _start(_: argparse.Namespace) -> int:
 
     state = local_state_dir()
     toolchain = engine.ensure_toolchain()
-    os.environ["PATH"] = os.pathsep.join([*toolchain.path_entries, os.environ.get("PATH", "")])
+    toolchain.activate()
     try:
         cluster = localcluster.start(state, controllers=SIMULATION_CONTROLLERS, scheduler=True)
     except localcluster.LocalClusterError as error:

@@ -19,7 +19,7 @@ from eks_hybrid_gpu import engine, kubeclient, local, localcluster, simulate
 def toolchain() -> engine.Toolchain:
     """Every tool, built from the Go module proxy on a cold machine, from the cache afterwards."""
     built = engine.ensure_toolchain()
-    os.environ["PATH"] = os.pathsep.join([*built.path_entries, os.environ.get("PATH", "")])
+    built.activate()
     return built
 
 
