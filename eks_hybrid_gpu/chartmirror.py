@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from components import versions
-from components.config import StackConfig
+from components.config import StackConfig, show
 
 CHART_MIRROR_ENV = "EKS_HYBRID_GPU_CHART_MIRROR"
 SHARED_MIRROR = Path(__file__).resolve().parents[1].parent / "shared" / "charts"
@@ -151,6 +151,14 @@ def reachable(url: str, timeout: float = REACH_TIMEOUT_SECONDS) -> bool:
         return False
 
 
+def _is_folder(path: Path) -> bool:
+    """An existing folder; a name the OS refuses (too long, a NUL) is no folder, not a crash."""
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
 def choose(
     config: StackConfig,
     explicit: Path | None = None,
@@ -165,8 +173,8 @@ def choose(
     shared = SHARED_MIRROR if shared is None else shared
     charts = needed(config)
     if given is not None:
-        if not given.is_dir():
-            msg = f"the chart mirror {given} is not a folder; it holds <chart>-<version>.tgz archives"
+        if not _is_folder(given):
+            msg = f"the chart mirror {show(str(given))} is not a folder; it holds <chart>-<version>.tgz archives"
             raise ChartMirrorError(msg)
         return mirror_overrides(config, given)
     unreachable = [c for c in charts if not reachable(c.upstream)]

@@ -91,6 +91,16 @@ def test_offline_without_any_mirror_is_refused_in_one_line(config: StackConfig, 
     assert chartmirror.CHART_MIRROR_ENV in message
 
 
+@pytest.mark.parametrize("given", ["x" * 300, "mirror\n", "a\0b", "/etc/hostname"])
+def test_a_mirror_that_is_no_folder_is_refused_in_one_line(config: StackConfig, given: str) -> None:
+    with pytest.raises(chartmirror.ChartMirrorError) as refused:
+        chartmirror.choose(config, Path(given), environ={})
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "\0" not in message
+    assert message.endswith("is not a folder; it holds <chart>-<version>.tgz archives")
+
+
 def test_local_up_refuses_before_starting_anything(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
