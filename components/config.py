@@ -509,6 +509,12 @@ class StackConfig(_Strict):
     dra: DraConfig = Field(default_factory=DraConfig)
     runtime_class: RuntimeClassConfig = Field(default_factory=RuntimeClassConfig, alias="runtimeClass")
     smoke_jobs: SmokeJobsConfig = Field(default_factory=SmokeJobsConfig, alias="smokeJobs")
+    cohort_label_guard: bool = Field(
+        default=True,
+        alias="cohortLabelGuard",
+        description="Install a ValidatingAdmissionPolicy that refuses changing a schedulable Node's cohort label "
+        "(components.node_guard); false leaves relabelling unguarded, for clusters that guard it otherwise.",
+    )
 
     @field_validator("cohort_label_key")
     @classmethod

@@ -52,6 +52,8 @@ class LiveCluster:
     slices: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    claims: list[dict[str, Any]] = field(default_factory=list)
+    """ResourceClaims of every namespace: which pods hold DRA devices on which node (`components.consumers`)."""
 
 
 class Reader:
@@ -103,8 +105,8 @@ class Reader:
             msg = (
                 f"preflight: permission denied listing {what} ({self.where}): {status_message(text)}; the preflight "
                 "must see every node's GPU publishers and does not guess what it cannot read: grant this identity "
-                "list on nodes, pods, daemonsets (apps) and resourceslices (resource.k8s.io), or use an "
-                "administrator kubeconfig"
+                "list on nodes, pods, daemonsets (apps), resourceslices and resourceclaims (resource.k8s.io), "
+                "or use an administrator kubeconfig"
             )
             raise LiveReadError(msg)
         if not 200 <= response.status <= 299:
@@ -115,15 +117,20 @@ class Reader:
 
 
 def read_live(source: Source) -> LiveCluster:
-    """Nodes, unfinished pods and DaemonSets of every namespace, and the ResourceSlices the cluster serves."""
+    """Nodes, unfinished pods and DaemonSets of every namespace, and the ResourceSlices and ResourceClaims served.
+
+    Each kind is listed once per preview; the DRA lists come from the first resource.k8s.io version served.
+    """
     reader = Reader(source)
     nodes = reader.items(NODES, "nodes") or []
     pods = reader.items(PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed") or []
     daemonsets = reader.items(DAEMONSETS, "DaemonSets") or []
     slices: list[dict[str, Any]] = []
+    claims: list[dict[str, Any]] = []
     for version in SLICE_VERSIONS:
         found = reader.items(f"/apis/resource.k8s.io/{version}/resourceslices", "ResourceSlices")
         if found is not None:
             slices = found
+            claims = reader.items(f"/apis/resource.k8s.io/{version}/resourceclaims", "ResourceClaims") or []
             break
-    return LiveCluster(nodes, slices, pods, daemonsets)
+    return LiveCluster(nodes, slices, pods, daemonsets, claims)

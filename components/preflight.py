@@ -5,7 +5,8 @@ node is already MPS-capable (the exclusive-GPU path must not take over MPS owner
 node is an EKS Auto Mode node, or when a standalone cohort's node would also receive Operator operands.
 It then refuses a cohort whose nodes something other than the cohort's owner already publishes (see
 `components.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
-physical devices before enabling either path".
+physical devices before enabling either path"; and a cohort node whose GPUs a pod still holds through another
+mechanism than the owner's (`components.consumers`): a host moved while busy.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 
 from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
+from components.consumers import consumers_by_node, mechanism_of, other_mechanism
 from components.live import LiveCluster, Source, read_live
 from components.publishers import foreign, labels_of, observe
 from components.refusals import Problem
@@ -107,9 +109,44 @@ def check_publishers(config: StackConfig, live: LiveCluster) -> list[Problem]:
     return problems
 
 
+def check_consumers(config: StackConfig, live: LiveCluster) -> list[Problem]:
+    """Every cohort node whose GPUs a pod holds through another mechanism than the cohort's owner uses.
+
+    Such a pod kept the GPU its old allocator gave it (the kubelet does not evict it), while this cohort's owner
+    publishes the same GPU as free: the double booking of a host moved between cohorts while busy. Whoever
+    installed either allocator, and whether or not the old one is still there, the pod is what counts.
+    """
+    problems: list[Problem] = []
+    consumers = consumers_by_node(live.pods, live.claims)
+    operator_mode = config.operator.mode if config.cohorts_of("gpu-operator") else None
+    for i, cohort in enumerate(config.cohorts):
+        selector = cohort.selector(config.cohort_label_key)
+        mechanism = mechanism_of(cohort.owner, operator_mode)
+        for node in live.nodes:
+            if not matches(selector, node):
+                continue
+            others = other_mechanism(consumers.get(_name(node), []), mechanism)
+            if not others:
+                continue
+            problems.append(
+                Problem(
+                    f"cohorts[{i}].nodeSelector",
+                    f"selects node {_name(node)}, whose GPUs are in use through another mechanism than this "
+                    f"cohort's owner {cohort.owner} ({mechanism}): "
+                    + "; ".join(c.describe() for c in others)
+                    + f"; {cohort.owner} would publish those GPUs as free and book them twice: let those pods finish "
+                    "or evict them, then move the host in order with "
+                    f"`eks-hybrid-gpu move-host {_name(node)} --to {cohort.name} --drain` "
+                    "(cordon, drain, relabel, wait for the old allocator to leave, then the new one); "
+                    "see docs/moving-hosts.md",
+                )
+            )
+    return problems
+
+
 def check(config: StackConfig, live: LiveCluster) -> list[Problem]:
-    """The whole preflight: node labels first, then who already publishes the cohorts' GPUs."""
-    return check_nodes(config, live.nodes) + check_publishers(config, live)
+    """The whole preflight: node labels, who already publishes the cohorts' GPUs, and who holds them now."""
+    return check_nodes(config, live.nodes) + check_publishers(config, live) + check_consumers(config, live)
 
 
 def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
@@ -122,7 +159,7 @@ def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
             f"the kubeconfig generated for EKS cluster {cluster.name} ({cluster.region})",
             f"check the AWS credentials that `aws eks get-token --cluster-name {cluster.name} --region "
             f"{cluster.region}` uses, and that this IAM principal has an EKS access entry with cluster-admin "
-            "(or list on nodes, pods, daemonsets and resourceslices)",
+            "(or list on nodes, pods, daemonsets, resourceslices and resourceclaims)",
         )
     if cluster.source == "kubeconfig":
         return Source(

@@ -309,7 +309,12 @@ def foreign(
 
 
 FindingKind = Literal[
-    "two-publishers", "disagrees-with-ledger", "nothing-publishes", "auto-mode-touched", "two-cohorts"
+    "two-publishers",
+    "disagrees-with-ledger",
+    "nothing-publishes",
+    "auto-mode-touched",
+    "two-cohorts",
+    "held-through-other-mechanism",
 ]
 
 

@@ -15,6 +15,7 @@ from components.dra_objects import DraObjects
 from components.gpu_operator import GpuOperator
 from components.ledger import OwnershipLedger, ownership_map
 from components.namespaces import PRIVILEGED, RESTRICTED, GpuNamespaces
+from components.node_guard import CohortLabelGuard
 from components.probe import probe_script_path
 from components.runtime_class import NvidiaRuntimeClass
 from components.smoke_jobs import PROBE_FILE, SmokeJob, smoke_request
@@ -104,6 +105,12 @@ class HybridGpuCluster(pulumi.ComponentResource):
                 f"{name}-runtime-class",
                 class_name=runtime_class.name,
                 hosts_have_handler=runtime_class.hosts_have_nvidia_handler,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        if config.cohort_label_guard:
+            CohortLabelGuard(
+                f"{name}-cohort-label-guard",
+                cohort_label_key=config.cohort_label_key,
                 opts=pulumi.ResourceOptions(parent=self),
             )
         mapping = ownership_map(config)

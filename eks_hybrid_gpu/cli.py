@@ -18,6 +18,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "hostcheck": ("eks_hybrid_gpu.hostcheck.cli", "check a GPU host before it joins a cohort (run on the host)"),
     "simulate": ("eks_hybrid_gpu.simulate.cli", "simulated GPU cohorts on the local cluster, to rehearse a change"),
     "inspect": ("eks_hybrid_gpu.inspection", "who owns and who really publishes each GPU node; DRA slices and claims"),
+    "move-host": ("eks_hybrid_gpu.movehost", "move a GPU host between cohorts in order: cordon, drain, relabel, wait"),
     "smoke": ("eks_hybrid_gpu.smoke", "smoke Job state, results captured before their TTL, claim release check"),
     "review": ("eks_hybrid_gpu.review", "render the stack at the working tree and at a git ref: tree, diff, summary"),
 }

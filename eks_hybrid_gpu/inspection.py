@@ -5,8 +5,9 @@ publishes on which node (devices with attributes and capacity), which claims are
 for which pods, which allocation owner serves each GPU node — the ledger ConfigMap's cohort selectors
 matched against the node's labels — and who really publishes each node's GPUs (`components.publishers`:
 extended resources, ResourceSlices, allocator pods of any namespace, the Operator's deploy labels). Declared
-and observed owners are compared into findings; any conflict makes it exit 1. It only reads; a claim's
-reservation is not proof that a container used the GPU.
+and observed owners are compared into findings, and so is who holds each node's GPUs now
+(`components.consumers`: a pod holding a GPU through another mechanism than its cohort's owner is a conflict);
+any conflict makes it exit 1. It only reads; a claim's reservation is not proof that a container used the GPU.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components import consumers as gpu_consumers
 from components.dra_objects import DRIVER
 from components.preflight import matches
 from components.publishers import Finding, NodePublishers, findings, observe
@@ -38,6 +40,7 @@ from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LE
 
 DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 PODS = "/api/v1/pods"
 DAEMONSETS = "/apis/apps/v1/daemonsets"
 CONFLICT_EXIT_CODE = 1
@@ -51,6 +54,7 @@ class Snapshot:
     nodes: list[dict[str, Any]]
     slices: list[dict[str, Any]]
     claims: list[dict[str, Any]]
+    """ResourceClaims of `namespace`, for the claims table."""
     ledger: dict[str, Any] | None
     """The ledger's ownership map; None when the ConfigMap (or its key) is absent."""
     ledger_ref: str
@@ -58,6 +62,8 @@ class Snapshot:
     pods: list[dict[str, Any]] = field(default_factory=list)
     """Unfinished pods of every namespace: where allocator pods of any origin show up."""
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    all_claims: list[dict[str, Any]] = field(default_factory=list)
+    """ResourceClaims of every namespace: who holds DRA devices on which node."""
 
 
 def read_ledger(kube: Kube, ledger_ref: str) -> dict[str, Any] | None:
@@ -85,12 +91,13 @@ def _list(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]
 def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snapshot:
     """Read nodes, the driver's slices, the namespace's claims, the ledger, and every allocator's pods."""
     slices = [s for s in _list(kube, SLICES, "ResourceSlices") if s.get("spec", {}).get("driver") == DRIVER]
-    claims = _list(kube, f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims", "ResourceClaims")
+    all_claims = _list(kube, CLAIMS, "ResourceClaims")
+    claims = [c for c in all_claims if c.get("metadata", {}).get("namespace") == namespace]
     nodes = _list(kube, "/api/v1/nodes", "nodes")
     pods = _list(kube, PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
     daemonsets = _list(kube, DAEMONSETS, "DaemonSets")
     ledger = read_ledger(kube, ledger_ref)
-    return Snapshot(nodes, slices, claims, ledger, ledger_ref, namespace, pods, daemonsets)
+    return Snapshot(nodes, slices, claims, ledger, ledger_ref, namespace, pods, daemonsets, all_claims)
 
 
 def node_owner(labels: Mapping[str, str], ledger: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -122,7 +129,9 @@ def _gpu_resources(node: Mapping[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in sorted(allocatable.items()) if k.startswith("nvidia.com/")}
 
 
-def _is_gpu_node(node: Mapping[str, Any], owner: Mapping[str, Any], observed: NodePublishers) -> bool:
+def _is_gpu_node(
+    node: Mapping[str, Any], owner: Mapping[str, Any], observed: NodePublishers, in_use: Sequence[object]
+) -> bool:
     labels = node.get("metadata", {}).get("labels") or {}
     return bool(
         owner["cohort"]
@@ -130,6 +139,7 @@ def _is_gpu_node(node: Mapping[str, Any], owner: Mapping[str, Any], observed: No
         or labels.get("nvidia.com/gpu.present") == "true"
         or _gpu_resources(node)
         or observed.publishers
+        or in_use
     )
 
 
@@ -185,14 +195,18 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
     nodes = []
     all_findings: list[Finding] = []
     observed = {o.name: o for o in observe(snapshot.nodes, snapshot.slices, snapshot.pods, snapshot.daemonsets)}
+    holders = gpu_consumers.consumers_by_node(snapshot.pods, snapshot.all_claims)
+    mode = (snapshot.ledger or {}).get("operatorMode")
     for node in sorted(snapshot.nodes, key=lambda n: str(n["metadata"]["name"])):
         labels = node["metadata"].get("labels") or {}
         owner = node_owner(labels, snapshot.ledger)
         name = node["metadata"]["name"]
         seen = observed[name]
-        if not _is_gpu_node(node, owner, seen):
+        in_use = holders.get(name, [])
+        if not _is_gpu_node(node, owner, seen, in_use):
             continue
         all_findings += node_findings(owner, seen, snapshot.ledger)
+        all_findings += gpu_consumers.findings(name, in_use, owner["cohort"], owner["owner"], mode)
         nodes.append(
             {
                 "name": name,
@@ -200,6 +214,8 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
                 **owner,
                 "observedPublishers": seen.sources(),
                 "publishers": [p.as_json() for p in seen.publishers],
+                "gpusInUse": gpu_consumers.summary(in_use),
+                "consumers": [c.as_json() for c in in_use],
                 "gpuResources": _gpu_resources(node),
                 "draDevices": devices_per_node.get(name, 0),
             }
@@ -245,7 +261,16 @@ def render(document: Mapping[str, Any]) -> str:
     source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
     lines = [f"GPU nodes (owners from ConfigMap {source}):"]
     rows: list[tuple[str, ...]] = [
-        ("node", "compute-type", "cohort", "declared owner", "observed publishers", "GPU resources", "DRA devices")
+        (
+            "node",
+            "compute-type",
+            "cohort",
+            "declared owner",
+            "observed publishers",
+            "GPUs in use",
+            "GPU resources",
+            "DRA devices",
+        )
     ]
     for n in document["nodes"]:
         resources = ",".join(f"{k}={v}" for k, v in n["gpuResources"].items()) or "-"
@@ -256,6 +281,7 @@ def render(document: Mapping[str, Any]) -> str:
                 n["cohort"] or "-",
                 n["owner"] or f"- ({n['note']})",
                 ", ".join(n["observedPublishers"]) or "none",
+                n["gpusInUse"],
                 resources,
                 str(n["draDevices"]),
             )

@@ -93,6 +93,8 @@ def start_cluster(cluster_dir: Path, toolchain: engine.Toolchain) -> localcluste
     _print(f"using the running local cluster at {cluster.server}")
     if "kwok" not in localcluster.running(cluster_dir):
         localcluster.start_kwok(cluster)
+    elif "device-manager" not in localcluster.running(cluster_dir):
+        localcluster.start_device_manager(cluster)
     return cluster
 
 
@@ -138,7 +140,10 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
         return 1
     kube = kubeclient.connect(str(cluster.kubeconfig))
     simulate_nodes(kube, config)
-    _print("\nSimulated nodes (kwok plays their kubelet; no GPU exists behind them):")
+    _print(
+        "\nSimulated nodes (kwok and the simulated device manager play their kubelet; no GPU exists behind them;"
+        " a node advertises what the allocator pods running on it publish):"
+    )
     _print(placement.node_table(kube.items("/api/v1/nodes"), config.cohort_label_key, placement.slice_devices(kube)))
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig, toolchain)
     # The in-process program's preflight reads the loopback server, whose certificate is self-signed at start.
@@ -154,6 +159,8 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     _print("\nOwnership map (also ConfigMap gpu-system/gpu-allocation-ledger):")
     _print(ownership_table(ownership))
     nodes, rows = placement.read(kube)
+    _print("\nSimulated nodes after pulumi up (their allocators now publish):")
+    _print(placement.node_table(nodes, config.cohort_label_key, placement.slice_devices(kube)))
     _print("\nPods by node:")
     _print(placement.pod_table(rows))
     wrong = placement.problems(config, nodes, rows)

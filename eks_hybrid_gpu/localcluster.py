@@ -3,10 +3,11 @@
 It serves resource.k8s.io/v1 (DRA) like a real 1.34 cluster and runs the garbage-collector and namespace
 controllers, so Pulumi's foreground deletes and namespace deletes complete. By itself it has no nodes and
 no kubelet. With `kwok=True` (what `eks-hybrid-gpu local up` starts) it also runs kube-scheduler, the
-workload controllers of a real cluster (`WORKLOAD_CONTROLLERS`) and kwok, which plays the kubelet of
-simulated nodes: they turn Ready and keep heartbeating, their pods go Running/Ready, and Job pods
-Succeeded. Everything listens on loopback only (kwok serves nothing at all), lives in one state directory,
-and is stopped by pid.
+workload controllers of a real cluster (`WORKLOAD_CONTROLLERS`), kwok, which plays the kubelet of
+simulated nodes (they turn Ready and keep heartbeating, their pods go Running/Ready, and Job pods
+Succeeded), and the simulated device manager, which plays the kubelet's device part: each node publishes the
+GPUs its allocator pods publish. Everything listens on loopback only (kwok and the device manager serve
+nothing at all), lives in one state directory, and is stopped by pid.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ WORKLOAD_CONTROLLERS = (
     "job-controller",
     "ttl-after-finished-controller",
     "resourceclaim-controller",
+    "disruption-controller",
 )
 """What a real cluster runs for the objects the stacks create. No node-lifecycle or pod-GC controller: kwok
 keeps the simulated nodes Ready, and a pod on a non-kwok node (none exist) would never be evicted."""
@@ -49,7 +51,7 @@ KWOK_STAGES = (
 )
 """kwok's own default stages (what `kwokctl` configures), copied from its module by scripts/toolchain.sh:
 nodes Ready with heartbeats and a Lease, pods Running/Ready at once, Job pods Succeeded, deleted pods gone."""
-PROCESSES = ("kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
+PROCESSES = ("device-manager", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 """Every process a state directory may hold, in stop order."""
 READY_TIMEOUT_SECONDS = 120.0
 
@@ -322,11 +324,23 @@ def start_kwok(cluster: LocalCluster) -> None:
             "--node-lease-duration-seconds=40",  # heartbeats through Leases in kube-node-lease, as kubelets do
         ],
     )
+    start_device_manager(cluster)
     time.sleep(0.5)
-    if not _alive(cluster.state_dir, "kwok"):
-        tail = _tail(cluster.state_dir / "kwok.log")
-        msg = f"kwok exited at start; its log ends with:\n{tail}"
-        raise LocalClusterError(msg)
+    for name in ("kwok", "device-manager"):
+        if not _alive(cluster.state_dir, name):
+            tail = _tail(cluster.state_dir / f"{name}.log")
+            msg = f"{name} exited at start; its log ends with:\n{tail}"
+            raise LocalClusterError(msg)
+
+
+def start_device_manager(cluster: LocalCluster) -> None:
+    """The simulated kubelet's device manager (`eks_hybrid_gpu.simulate.devicemanager`): it opens no port.
+
+    kwok plays the pod lifecycle; this process makes each simulated node publish what its allocator pods publish.
+    """
+    _progress("starting the simulated device manager (GPU publications follow the allocator pods)")
+    argv = [sys.executable, "-m", "eks_hybrid_gpu.simulate.devicemanager", f"--kubeconfig={cluster.kubeconfig}"]
+    _start(cluster.state_dir, "device-manager", argv)
 
 
 def controllers_of(state_dir: Path) -> tuple[str, ...]:

@@ -129,8 +129,10 @@ def slice_devices(kube: Kube) -> dict[str, int]:
 
 
 def node_table(nodes: Sequence[Obj], cohort_label_key: str, devices: Mapping[str, int]) -> str:
-    """Name, compute type, cohort label, Ready, and the GPUs it advertises (capacity or DRA devices)."""
-    rows: list[Sequence[str]] = [("node", "compute-type", cohort_label_key, "ready", "gpu product", "advertises")]
+    """Name, compute type, cohort label, Ready, its GPUs, and what it advertises (allocatable or DRA devices)."""
+    rows: list[Sequence[str]] = [
+        ("node", "compute-type", cohort_label_key, "ready", "gpus", "gpu product", "advertises")
+    ]
     for node in sorted(nodes, key=lambda n: str(n["metadata"]["name"])):
         labels = _labels(node)
         status = node.get("status", {})
@@ -146,6 +148,7 @@ def node_table(nodes: Sequence[Obj], cohort_label_key: str, devices: Mapping[str
                 labels.get(COMPUTE_TYPE_LABEL, "-"),
                 labels.get(cohort_label_key, "-"),
                 "Ready" if ready else "NotReady",
+                labels.get("nvidia.com/gpu.count", "-"),
                 labels.get("nvidia.com/gpu.product", "-"),
                 advertises,
             )

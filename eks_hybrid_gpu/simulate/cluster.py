@@ -9,6 +9,7 @@ from typing import Any
 from eks_hybrid_gpu.kubeclient import Kube, segment
 from eks_hybrid_gpu.simulate.model import (
     NOT_READY_TAINT,
+    PUBLISHED_BY_LABEL,
     SIMULATED_LABEL,
     SLICE_API,
     SimNode,
@@ -44,19 +45,31 @@ def _put_node(kube: Kube, node: SimNode, cohort_label_key: str) -> dict[str, Any
         if not is_simulated(existing):
             msg = f"node {node.name} exists and is not simulated; refusing to overwrite a real node"
             raise SimulationError(msg)
+        was_cordoned = bool(existing.get("spec", {}).get("unschedulable"))
+        relabel = (existing["metadata"].get("labels") or {}).get(cohort_label_key) != desired["metadata"]["labels"].get(
+            cohort_label_key
+        )
+        if relabel and not was_cordoned:
+            # The host inventory moves this host between cohorts: as an administrator must with the stack's cohort
+            # label guard on, for the length of the change only (no pod is drained: rehearse with move-host).
+            existing = kube.merge_patch(path, {"spec": {"unschedulable": True}})
         desired["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         desired["spec"] = {**existing.get("spec", {}), **desired["spec"]}
         created = kube.request("PUT", path, body=desired)
+        if relabel and not was_cordoned:
+            created = kube.merge_patch(path, {"spec": {"unschedulable": None}})
     # The admission plugin taints new nodes not-ready; a kubelet reporting Ready lifts it through the
     # node lifecycle controller. There is no such controller here, so drop it with the file's taints.
     taints = [t for t in created.get("spec", {}).get("taints") or [] if t.get("key") != NOT_READY_TAINT]
     if taints != (created.get("spec", {}).get("taints") or []):
         created = kube.merge_patch(path, {"spec": {"taints": taints}})
     status = node_status(node, datetime.now(UTC))
-    # A merge patch merges maps: resources the node no longer advertises (a cohort change) must be nulled.
+    # A merge patch merges maps: resources the node no longer advertises (a cohort change) must be nulled;
+    # GPU resources without a host-level plugin are the simulated kubelet's, which follows the pods.
     for key in ("capacity", "allocatable"):
         for gone in set(created.get("status", {}).get(key) or {}) - set(status[key]):
-            status[key][gone] = None
+            if node.host_publisher == "device-plugin" or not gone.startswith("nvidia.com/"):
+                status[key][gone] = None
     kube.merge_patch(f"{path}/status", {"status": status})
     return created
 
@@ -65,8 +78,10 @@ def _put_slice(kube: Kube, node: SimNode, node_uid: str) -> str | None:
     name = slice_name(node.name)
     path = f"{SLICE_API}/{segment(name)}"
     existing = kube.get_or_none(path)
+    if existing is not None and _published_by_pod(existing):
+        return None  # the simulated kubelet's, for a DRA kubelet-plugin pod: it removes it when the pod leaves
     generation = int(existing["spec"]["pool"]["generation"]) + 1 if existing else 1
-    desired = resource_slice(node, node_uid, generation)
+    desired = resource_slice(node, node_uid, generation) if node.host_publisher == "dra" else None
     if desired is None:
         if existing is not None and is_simulated(existing):
             kube.delete(path)
@@ -98,9 +113,15 @@ def apply(kube: Kube, simulation: Simulation) -> ApplyResult:
             kube.delete(f"/api/v1/nodes/{segment(name)}")
             result.pruned.append(name)
     for existing in kube.items(SLICE_API, labelSelector=f"{SIMULATED_LABEL}=true"):
-        if existing["spec"].get("nodeName") not in wanted or existing["metadata"]["name"] not in result.slices:
-            kube.delete(f"{SLICE_API}/{segment(existing['metadata']['name'])}")
+        node_name = existing["spec"].get("nodeName")
+        if node_name in wanted and (existing["metadata"]["name"] in result.slices or _published_by_pod(existing)):
+            continue
+        kube.delete(f"{SLICE_API}/{segment(existing['metadata']['name'])}")
     return result
+
+
+def _published_by_pod(resource_slice: dict[str, Any]) -> bool:
+    return (resource_slice.get("metadata", {}).get("labels") or {}).get(PUBLISHED_BY_LABEL) == "pod"
 
 
 def clear(kube: Kube) -> list[str]:

@@ -7,7 +7,6 @@ from eks_hybrid_gpu.simulate.model import (
     AUTO_NODE_NAME,
     NFD_NVIDIA_PCI_LABEL,
     NODES_PER_COHORT,
-    Allocation,
     GpuGroup,
     SimNode,
     Simulation,
@@ -27,13 +26,12 @@ def _cohort_nodes(config: StackConfig, index: int) -> list[SimNode]:
     compute_type = selector.get(COMPUTE_TYPE_LABEL, "hybrid")
     if config.cohorts_of("gpu-operator") and cohort.owner != "gpu-operator":
         labels[OPERANDS_OPT_OUT_LABEL] = "false"  # the preflight's rule: opt standalone nodes out of operands
-    allocation: Allocation = "dra" if cohort.owner == "dra" else "device-plugin"
-    replicas = cohort.sharing.replicas if isinstance(cohort.sharing, TimeSlicing) else None
-    if allocation == "dra":
+    # The hosts a platform team would put in such a cohort; their allocator pods publish them.
+    if cohort.owner == "dra":
         gpus = (GpuGroup(model="H200", count=2),)
     elif isinstance(cohort.sharing, Mig):
         gpus = (GpuGroup(model="A100-40GB", mig=("3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb")),)
-    elif replicas is not None:
+    elif isinstance(cohort.sharing, TimeSlicing):
         gpus = (GpuGroup(model="A10G"),)
     else:
         gpus = (GpuGroup(model="H100", count=4),)
@@ -42,9 +40,7 @@ def _cohort_nodes(config: StackConfig, index: int) -> list[SimNode]:
             {
                 "name": f"sim-{cohort.name}-{i}",
                 "computeType": compute_type,
-                "allocation": allocation,
                 "gpus": gpus,
-                "timeSlicingReplicas": replicas,
                 "mpsCapable": False,
                 "labels": labels,
             }
@@ -57,10 +53,10 @@ def fleet_for(config: StackConfig) -> Simulation:
     """The simulated fleet a stack wants: two nodes per cohort, carrying exactly its selector, plus one Auto Mode node.
 
     Each cohort's nodes carry its node selector's labels (the cohort label included), GFD's discovery labels,
-    `nvidia.com/mps.capable=false`, and what the owner advertises: `nvidia.com/gpu` capacity (device plugin and
-    GPU Operator; `nvidia.com/gpu.shared` under time-slicing, MIG resources under MIG) or a ResourceSlice (DRA).
-    With a GPU Operator in the stack, the other cohorts' nodes opt out of its operands. The Auto Mode node has
-    a GPU and AWS's `nvidia.com/gpu` taint; no cohort may ever select it.
+    `nvidia.com/mps.capable=false` and GPUs, but advertise nothing of their own: the simulated kubelet publishes
+    what the allocator pods that run there publish (`simulate.devicemanager`). With a GPU Operator in the stack,
+    the other cohorts' nodes opt out of its operands. The Auto Mode node has a GPU, AWS's `nvidia.com/gpu` taint
+    and AWS's host-level device plugin; no cohort may ever select it.
     """
     nodes: list[SimNode] = []
     for index in range(len(config.cohorts)):

@@ -40,6 +40,11 @@ KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
 """On every simulated Node: kwok (started by `local up`) manages exactly these nodes. Without kwok running it
 changes nothing."""
 NFD_NVIDIA_PCI_LABEL = "feature.node.kubernetes.io/pci-10de.present"
+HOST_ANNOTATION = f"{LABEL_PREFIX}/simulated-host"
+"""On every simulated Node: the fleet entry as JSON (its GPUs, its host allocator), which the simulated kubelet
+reads to know what hardware an allocator pod on the node can publish."""
+PUBLISHED_BY_LABEL = f"{LABEL_PREFIX}/published-by"
+"""Label `pod` on the ResourceSlices the simulated kubelet writes for a DRA kubelet-plugin pod; `apply` leaves them."""
 NODES_PER_COHORT = 2
 AUTO_NODE_NAME = "sim-auto-l4-0"
 
@@ -131,16 +136,23 @@ Allocation = Literal["device-plugin", "dra", "none"]
 
 
 class SimNode(_Strict):
-    """One simulated host: its cohort, its GPUs and who advertises them."""
+    """One simulated host: its cohort label, its GPUs and any allocator that runs on the host itself.
+
+    The GPUs are the hardware. Who publishes them is not declared here: the simulated kubelet
+    (`eks_hybrid_gpu.simulate.devicemanager`) publishes what the allocator pods running on the node publish.
+    `hostAllocator` is for an allocator outside Kubernetes, which publishes with no pod at all.
+    """
 
     name: str
     compute_type: Literal["hybrid", "auto"] = Field(default="hybrid", alias="computeType")
     cohort: str | None = Field(default=None, description="Value of the cohort label; absent: no cohort label.")
-    allocation: Allocation | None = Field(
+    host_allocator: Allocation | None = Field(
         default=None,
-        description="Who advertises the GPUs: device-plugin (node capacity), dra (ResourceSlices) or none. "
-        "Default: the cohort value when it is device-plugin or dra; device-plugin on an Auto Mode node "
-        "(its AWS-managed plugin); none otherwise.",
+        alias="hostAllocator",
+        description="An allocator running on the host outside Kubernetes, publishing with no pod: device-plugin "
+        "(node capacity: Bottlerocket's built-in plugin, Auto Mode's AWS-managed one), dra (ResourceSlices), or "
+        "none. Default: device-plugin on an Auto Mode node, none otherwise (only allocator pods publish). "
+        "`simulate` runs no pods, so its fleet files declare one per GPU host.",
     )
     gpus: tuple[GpuGroup, ...] = ()
     time_slicing_replicas: int | None = Field(default=None, alias="timeSlicingReplicas", ge=2, le=64)
@@ -161,8 +173,11 @@ class SimNode(_Strict):
 
     @model_validator(mode="after")
     def _sharing_fits_allocation(self) -> SimNode:
-        if self.time_slicing_replicas is not None and self.advertiser != "device-plugin":
-            msg = "timeSlicingReplicas needs allocation device-plugin (time-slicing is a device-plugin setting)"
+        if self.time_slicing_replicas is not None and self.host_publisher != "device-plugin":
+            msg = (
+                "timeSlicingReplicas is the config of a host-level device plugin and needs hostAllocator "
+                "device-plugin; a device-plugin pod takes time-slicing from its own config"
+            )
             raise ValueError(msg)
         if self.time_slicing_replicas is not None and any(g.mig for g in self.gpus):
             msg = "timeSlicingReplicas and MIG GPUs on one node are not simulated; use separate nodes"
@@ -170,15 +185,11 @@ class SimNode(_Strict):
         return self
 
     @property
-    def advertiser(self) -> Allocation:
-        """The effective allocation owner of this node's GPUs."""
-        if self.allocation is not None:
-            return self.allocation
-        if self.compute_type == AUTO_MODE:
-            return "device-plugin"
-        if self.cohort in ("device-plugin", "dra"):
-            return self.cohort  # type: ignore[return-value]
-        return "none"
+    def host_publisher(self) -> Allocation:
+        """The allocator on the host itself: publishes this node's GPUs whatever pods run there."""
+        if self.host_allocator is not None:
+            return self.host_allocator
+        return "device-plugin" if self.compute_type == AUTO_MODE else "none"
 
 
 class Simulation(_Strict):
@@ -198,26 +209,34 @@ class Simulation(_Strict):
 
 
 DEFAULT_COHORTS = """\
-# The default simulated fleet: two device-plugin hosts, three DRA hosts, one EKS Auto Mode node.
+# The default simulated fleet of `simulate`: two device-plugin hosts, three DRA hosts, one EKS Auto Mode node.
+# `simulate` runs no allocator pods (no kwok, no DaemonSet controller), so each GPU host declares the allocator
+# that publishes its GPUs as a host-level one; the local default (`local up`) declares none and lets the
+# allocator pods publish.
 cohortLabelKey: workload.example.com/gpu-allocation
 nodes:
   - name: sim-plugin-h100-0          # exclusive GPUs: nvidia.com/gpu 4
     cohort: device-plugin
+    hostAllocator: device-plugin
     gpus: [{model: H100, count: 4}]
   - name: sim-plugin-a10g-ts-0       # time-slicing x4: nvidia.com/gpu.shared 4
     cohort: device-plugin
+    hostAllocator: device-plugin
     gpus: [{model: A10G}]
     timeSlicingReplicas: 4
   - name: sim-dra-h200-0             # DRA: one full H200 (141Gi), one H200 in MIG mode
     cohort: dra
+    hostAllocator: dra
     gpus:
       - {model: H200}
       - {model: H200, mig: [3g.71gb, 1g.18gb, 1g.18gb]}
   - name: sim-dra-h100-0             # DRA: one H100 (80Gi)
     cohort: dra
+    hostAllocator: dra
     gpus: [{model: H100}]
   - name: sim-dra-a10g-0             # DRA: two A10G (24Gi): below hybrid-large-gpu's 40Gi floor
     cohort: dra
+    hostAllocator: dra
     gpus: [{model: A10G, count: 2}]
   - name: sim-auto-l4-0              # EKS Auto Mode: AWS manages its device plugin
     computeType: auto

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import uuid
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from components.dra_objects import DRIVER
 from eks_hybrid_gpu.simulate.model import (
+    HOST_ANNOTATION,
     KUBELET_MESSAGE,
     KWOK_ANNOTATION,
     SIMULATED_LABEL,
@@ -36,20 +39,44 @@ def _gpu_indices(node: SimNode) -> list[tuple[int, GpuGroup]]:
     return indices
 
 
-def extended_resources(node: SimNode) -> dict[str, str]:
-    """What a device plugin would advertise: nvidia.com/gpu, nvidia.com/gpu.shared × replicas, MIG resources."""
-    if node.advertiser != "device-plugin":
-        return {}
+@dataclass(frozen=True)
+class PluginSharing:
+    """What a device plugin's config makes it advertise: time-slicing replicas, renaming and the MIG strategy."""
+
+    replicas: int | None = None
+    rename_by_default: bool = False
+    mig_strategy: Literal["none", "single", "mixed"] = "none"
+
+
+def plugin_resources(node: SimNode, sharing: PluginSharing) -> dict[str, str]:
+    """What NVIDIA's device plugin with this config advertises for the node's GPUs, as the plugin counts them.
+
+    migStrategy none shows a MIG-mode GPU as one nvidia.com/gpu, single shows each instance as nvidia.com/gpu,
+    mixed as nvidia.com/mig-<profile>; time-slicing multiplies nvidia.com/gpu by the replicas and renames it
+    nvidia.com/gpu.shared only with renameByDefault.
+    """
     counts: dict[str, int] = {}
+
+    def add(name: str, n: int) -> None:
+        counts[name] = counts.get(name, 0) + n
+
+    full = "nvidia.com/gpu.shared" if sharing.replicas and sharing.rename_by_default else "nvidia.com/gpu"
     for _, group in _gpu_indices(node):
-        if group.mig:
+        if group.mig and sharing.mig_strategy == "mixed":
             for profile in group.mig:
-                counts[f"nvidia.com/mig-{profile}"] = counts.get(f"nvidia.com/mig-{profile}", 0) + 1
-        elif node.time_slicing_replicas:
-            counts["nvidia.com/gpu.shared"] = counts.get("nvidia.com/gpu.shared", 0) + node.time_slicing_replicas
+                add(f"nvidia.com/mig-{profile}", 1)
+        elif group.mig and sharing.mig_strategy == "single":
+            add("nvidia.com/gpu", len(group.mig))
         else:
-            counts["nvidia.com/gpu"] = counts.get("nvidia.com/gpu", 0) + 1
+            add(full, sharing.replicas or 1)
     return {name: str(count) for name, count in sorted(counts.items())}
+
+
+def extended_resources(node: SimNode) -> dict[str, str]:
+    """What a host-level device plugin advertises (none without one): its MIG resources mixed, sharing renamed."""
+    if node.host_publisher != "device-plugin":
+        return {}
+    return plugin_resources(node, PluginSharing(node.time_slicing_replicas, True, "mixed"))
 
 
 def node_labels(node: SimNode, cohort_label_key: str) -> dict[str, str]:
@@ -93,7 +120,7 @@ def node_object(node: SimNode, cohort_label_key: str) -> dict[str, Any]:
         "metadata": {
             "name": node.name,
             "labels": node_labels(node, cohort_label_key),
-            "annotations": dict(KWOK_ANNOTATION),
+            "annotations": {**KWOK_ANNOTATION, HOST_ANNOTATION: host_annotation(node)},
         },
         "spec": {
             "taints": [
@@ -104,8 +131,13 @@ def node_object(node: SimNode, cohort_label_key: str) -> dict[str, Any]:
     }
 
 
+def host_annotation(node: SimNode) -> str:
+    """The fleet entry as compact JSON: the hardware the simulated kubelet lets an allocator pod publish."""
+    return json.dumps(node.model_dump(mode="json", by_alias=True, exclude_none=True), sort_keys=True)
+
+
 def node_status(node: SimNode, now: datetime) -> dict[str, Any]:
-    """Ready, no pressure, and capacity = allocatable including the device plugin's extended resources."""
+    """Ready, no pressure, and capacity = allocatable, with a host-level device plugin's extended resources."""
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     resources = {"cpu": node.cpu, "memory": node.memory, "pods": str(node.pods), **extended_resources(node)}
 
@@ -197,11 +229,13 @@ def slice_name(node_name: str) -> str:
     return f"{node_name}-{DRIVER}"
 
 
-def resource_slice(node: SimNode, node_uid: str | None, generation: int = 1) -> dict[str, Any] | None:
-    """The node's ResourceSlice (pool = node name, nodeName set), or None when DRA does not own the node."""
-    if node.advertiser != "dra" or not node.gpus:
+def resource_slice(
+    node: SimNode, node_uid: str | None, generation: int = 1, labels: dict[str, str] | None = None
+) -> dict[str, Any] | None:
+    """The ResourceSlice a DRA driver publishes for the node (pool = node name, nodeName set); None with no GPU."""
+    if not node.gpus:
         return None
-    metadata: dict[str, Any] = {"name": slice_name(node.name), "labels": {SIMULATED_LABEL: "true"}}
+    metadata: dict[str, Any] = {"name": slice_name(node.name), "labels": {SIMULATED_LABEL: "true", **(labels or {})}}
     if node_uid:
         # The driver's kubelet plugin owns its slices through the Node, so deleting the node removes them.
         metadata["ownerReferences"] = [

@@ -1,0 +1,249 @@
+"""`eks-hybrid-gpu move-host NODE --to COHORT`: the supported way to move a GPU host between cohorts.
+
+Relabelling a node is enough to move it, and that is the danger: the new cohort's allocator starts at once
+(DaemonSets follow labels and tolerate cordons), beside pods that still hold GPUs through the old one. So this
+command moves a host in an order that never has two allocators on one GPU:
+
+1. cordon the node (recorded on it, with the move, in `eks-hybrid-gpu.io/in-transit`);
+2. wait until no pod holds a GPU there (`--drain` evicts them through the Eviction API, PodDisruptionBudgets
+   respected);
+3. remove the cohort label, so no cohort selects the node, and wait until the old allocator pod has left and
+   its publication ended (allocatable 0 or absent, ResourceSlices gone);
+4. set the target cohort's label and wait until its allocator is Ready and publishing;
+5. uncordon (only if this command cordoned it) and print the node before and after.
+
+`--dry-run` prints the plan and changes nothing. An interrupted move is continued by the same command: each step
+reads where the node is. The target comes from the cluster's ownership ledger, as `pulumi up` wrote it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from components.consumers import mechanism_of, other_mechanism
+from components.preflight import matches
+from eks_hybrid_gpu import transit
+from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.inspection import DEFAULT_LEDGER, read_ledger
+from eks_hybrid_gpu.kubeclient import (
+    ACCESS_EXIT_CODE,
+    Kube,
+    KubeAccessError,
+    KubeApiError,
+    add_cluster_options,
+    connect,
+)
+from eks_hybrid_gpu.tables import table_lines
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL
+
+DEFAULT_TIMEOUT_SECONDS = 600.0
+MOVABLE_OWNERS = ("device-plugin", "dra")
+
+
+class MoveRefused(Exception):
+    """The move cannot be made as asked; the message names the reason and what to do instead."""
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+def _rerun(args: argparse.Namespace) -> str:
+    parts = ["eks-hybrid-gpu move-host", args.node, "--to", args.to]
+    if args.drain:
+        parts.append("--drain")
+    if args.kubeconfig:
+        parts += ["--kubeconfig", args.kubeconfig]
+    return " ".join(parts)
+
+
+def _cohorts(kube: Kube, ledger_ref: str) -> Mapping[str, Any]:
+    ledger = read_ledger(kube, ledger_ref)
+    if ledger is None:
+        msg = (
+            f"no ownership ledger at ConfigMap {ledger_ref}: move-host moves hosts between the cohorts a `pulumi up` "
+            "installed; run it first, or pass --ledger NAMESPACE/NAME"
+        )
+        raise MoveRefused(msg)
+    cohorts: Mapping[str, Any] = ledger.get("cohorts") or {}
+    return cohorts
+
+
+def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> tuple[str, str, str | None]:
+    """(label key, value, current cohort) of the move, or MoveRefused with the reason and the fix."""
+    if to not in cohorts:
+        msg = f"the ledger has no cohort {to}; cohorts: {', '.join(sorted(cohorts)) or 'none'}"
+        raise MoveRefused(msg)
+    target = cohorts[to]
+    owner = str(target.get("owner"))
+    if owner not in MOVABLE_OWNERS:
+        msg = (
+            f"cohort {to} is owned by {owner}; move-host moves hosts between standalone device-plugin and DRA "
+            "cohorts (the GPU Operator places operands cluster-wide by its own labels): label the host for the "
+            "Operator's cohort as docs/moving-hosts.md describes"
+        )
+        raise MoveRefused(msg)
+    if state.labels.get(COMPUTE_TYPE_LABEL) == AUTO_MODE:
+        msg = f"node {state.name} is an EKS Auto Mode node; AWS manages its GPUs and no cohort may take it"
+        raise MoveRefused(msg)
+    if owner == "device-plugin" and state.labels.get(MPS_CAPABLE_LABEL) == "true":
+        msg = (
+            f"node {state.name} is labelled {MPS_CAPABLE_LABEL}=true; the device-plugin chart's MPS daemon would "
+            "start there: find who owns MPS on that host first"
+        )
+        raise MoveRefused(msg)
+    selector: Mapping[str, str] = target.get("nodeSelector") or {}
+    recorded = state.transit
+    if recorded is not None and recorded.get("to") != to:
+        msg = (
+            f"node {state.name} is being moved to cohort {recorded.get('to')}; finish that move with "
+            f"`eks-hybrid-gpu move-host {state.name} --to {recorded.get('to')}` first"
+        )
+        raise MoveRefused(msg)
+    differ = {k: v for k, v in selector.items() if state.labels.get(k) != v}
+    if recorded is not None and recorded.get("key") in selector:
+        key = str(recorded["key"])
+        differ.pop(key, None)
+    elif len(differ) == 1:
+        key = next(iter(differ))
+        differ = {}
+    elif not differ:
+        key = next((k for k in selector if k != COMPUTE_TYPE_LABEL), "")
+    else:
+        key = ""
+    if differ or key in ("", COMPUTE_TYPE_LABEL):
+        wanted = ", ".join(f"{k}={v}" for k, v in sorted(selector.items()))
+        msg = (
+            f"node {state.name} differs from cohort {to}'s selector ({wanted}) in more than its cohort label; "
+            "fix the host's other labels (they come from its inventory: see `eks-hybrid-gpu hostcheck`) first"
+        )
+        raise MoveRefused(msg)
+    current = next((n for n, e in sorted(cohorts.items()) if matches(e.get("nodeSelector") or {}, state.node)), None)
+    return key, str(selector[key]), current
+
+
+def _settled(state: transit.NodeState, owner: str) -> tuple[bool, str]:
+    """Only `owner`'s allocators left on a node already labelled for it, the other mechanism's publication gone."""
+    others = [p.what for p in state.allocators if p.owner != owner]
+    if owner == "dra":
+        others += [f"{k}={v}" for k, v in state.resources.items()]
+    else:
+        others += [f"ResourceSlice {s}" for s in state.slices]
+    return not others, ", ".join(others)
+
+
+def move(kube: Kube, args: argparse.Namespace) -> int:
+    """Plan, then (unless --dry-run) run the move; 0 when the node serves the target cohort, uncordoned."""
+    started = time.monotonic()
+    cohorts = _cohorts(kube, args.ledger)
+    before = transit.read_state(kube, args.node)
+    key, value, current = plan_move(before, cohorts, args.to)
+    owner = str(cohorts[args.to]["owner"])
+    rerun = _rerun(args)
+    already = before.labels.get(key) == value
+    stray = other_mechanism(before.consumers, mechanism_of(owner))
+    settled, _ = _settled(before, owner)
+    _say(
+        f"move-host: node {args.node} from {current or 'no cohort'} to cohort {args.to} ({owner}), label {key}={value}"
+    )
+    _say("\n".join(table_lines(transit.state_rows([before], key))))
+    steps = []
+    if not already:
+        steps = [
+            f"cordon {args.node} and record the move on it",
+            f"{'evict' if args.drain else 'wait for'} the pods that hold its GPUs ({len(before.consumers)} now)",
+            f"remove {key} and wait until the old allocator's pod and publication are gone",
+            f"set {key}={value} and wait until {owner}'s allocator is Ready and publishing",
+        ]
+    elif stray or not settled:
+        steps = [
+            f"cordon {args.node} (already labelled for {args.to}, but not settled)",
+            f"{'evict' if args.drain else 'wait for'} the pods that hold its GPUs ({len(before.consumers)} now)",
+            "wait until only its allocator is left there",
+            f"wait until {owner}'s allocator is Ready and publishing",
+        ]
+    elif before.transit is not None or not before.publishing(owner):
+        steps = [f"wait until {owner}'s allocator is Ready and publishing"]
+    if before.transit is not None:
+        undo = "uncordon" if before.transit.get("cordonedByUs") else "leave cordoned (it was before)"
+        steps.append(f"{undo} and clear the record")
+    if not steps:
+        _say(f"node {args.node} already serves cohort {args.to}; nothing to do")
+        return 0
+    _say("plan:\n" + "\n".join(f"  {i}. {s}" for i, s in enumerate(steps, 1)))
+    if args.dry_run:
+        _say("--dry-run: nothing was changed")
+        return 0
+    record = before.transit or {"to": args.to, "key": key, "value": value, "cordonedByUs": not before.cordoned}
+    if not already or stray or not settled:
+        transit.mark(kube, args.node, unschedulable=True, transit=record)
+        _say(f"cordoned {args.node}")
+        transit.drain_consumers(kube, args.node, drain=args.drain, timeout=args.timeout, progress=_say, rerun=rerun)
+    if not already:
+        if key in transit.read_state(kube, args.node).labels:
+            transit.set_label(kube, args.node, key, None)
+            _say(f"removed label {key} from {args.node}: no cohort selects it now")
+        transit.wait_unpublished(kube, args.node, args.timeout, _say, rerun)
+        transit.set_label(kube, args.node, key, value)
+        _say(f"labelled {args.node} {key}={value}")
+    elif stray or not settled:
+        transit.wait_for(
+            f"only {owner}'s allocator is left on {args.node}",
+            lambda: _settled(transit.read_state(kube, args.node), owner),
+            args.timeout,
+            _say,
+            f"remove what else allocates there (see `eks-hybrid-gpu inspect`), then run `{rerun}` again",
+        )
+    transit.wait_published(kube, args.node, owner, args.timeout, _say, rerun)
+    uncordon = bool(record.get("cordonedByUs"))
+    transit.mark(kube, args.node, unschedulable=False if uncordon else None, transit=None)
+    _say(f"{'uncordoned' if uncordon else 'left cordoned (it was cordoned before the move)'} {args.node}")
+    after = transit.read_state(kube, args.node)
+    _say("before:\n" + "\n".join(table_lines(transit.state_rows([before], key))))
+    _say("after:\n" + "\n".join(table_lines(transit.state_rows([after], key))))
+    _say(f"node {args.node} serves cohort {args.to} ({owner}) ({time.monotonic() - started:.1f} s)")
+    return 0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`eks-hybrid-gpu move-host NODE --to COHORT` options."""
+    p.add_argument("node", help="the node to move")
+    p.add_argument("--to", required=True, help="the target cohort, as named in the ownership ledger")
+    p.add_argument(
+        "--drain", action="store_true", help="evict the pods holding its GPUs (PodDisruptionBudgets respected)"
+    )
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds per wait (default 600)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
+    add_cluster_options(p)
+
+
+def main(argv: Sequence[str]) -> int:
+    """`eks-hybrid-gpu move-host ARGV...`."""
+    return run_command("move-host", argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """0 moved (or nothing to do); 1 refused or a wait ran out (re-run to continue); 2 the cluster cannot be read."""
+    if "/" not in args.ledger:
+        print(f"move-host: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
+        return ACCESS_EXIT_CODE
+    try:
+        kube = connect(args.kubeconfig, args.context)
+        return move(kube, args)
+    except KubeAccessError as error:
+        print(f"move-host: {error}", file=sys.stderr)
+        return ACCESS_EXIT_CODE
+    except (MoveRefused, transit.TransitError) as error:
+        print(f"move-host: {error}", file=sys.stderr)
+        return 1
+    except KubeApiError as error:
+        if error.status == 404:
+            print(f"move-host: node {args.node} does not exist ({error.message})", file=sys.stderr)
+        else:
+            print(f"move-host: the API server answered {error}", file=sys.stderr)
+        return 1

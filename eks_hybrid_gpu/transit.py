@@ -1,0 +1,273 @@
+"""Changing who allocates a node's GPUs in order: cordon, drain the GPU consumers, wait on what the cluster reports.
+
+`move-host` (one node between cohorts) and `migrate` (a cohort between owners) are built from these steps. Each
+one reads the cluster, changes at most one thing, and can be repeated: re-running after an interruption finds the
+node where it was left. Waits poll what the API server reports (pods, allocatable, ResourceSlices) with progress
+lines and a deadline, never a fixed sleep standing in for a condition.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.consumers import Consumer, consumers_by_node
+from components.dra_objects import DRIVER
+from components.publishers import Publisher, is_gpu_resource, pod_publisher
+from eks_hybrid_gpu.kubeclient import Kube, KubeApiError, segment
+from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
+
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+POLL_SECONDS = 0.5
+PROGRESS_SECONDS = 5.0
+TRANSIT_ANNOTATION = f"{LABEL_PREFIX}/in-transit"
+"""On a Node being moved: JSON {"to": cohort, "key": label key, "value": label value, "cordonedByUs": bool}, so a
+re-run continues the same move and uncordons only what it cordoned."""
+
+Obj = Mapping[str, Any]
+
+
+class TransitError(Exception):
+    """A step could not be done or did not finish in time; the message says what is left and what to run."""
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """One node as the cluster reports it now: its allocators, what they publish, and who holds its GPUs."""
+
+    node: dict[str, Any]
+    allocators: tuple[Publisher, ...]
+    """Allocator pods bound to the node (any origin, recognised by what they run)."""
+    ready_allocators: tuple[str, ...]
+    """`pod NS/NAME` of those allocator pods that are Ready."""
+    resources: Mapping[str, str]
+    """The node's `nvidia.com/*` allocatable above 0: what a device plugin publishes now."""
+    slices: tuple[str, ...]
+    """`gpu.nvidia.com` ResourceSlices for the node."""
+    consumers: tuple[Consumer, ...]
+
+    @property
+    def name(self) -> str:
+        """The node's name."""
+        return str(self.node["metadata"]["name"])
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        """The node's labels."""
+        return self.node["metadata"].get("labels") or {}
+
+    @property
+    def cordoned(self) -> bool:
+        """spec.unschedulable."""
+        return bool((self.node.get("spec") or {}).get("unschedulable"))
+
+    @property
+    def transit(self) -> dict[str, Any] | None:
+        """The move recorded on the node, if one is under way."""
+        text = (self.node["metadata"].get("annotations") or {}).get(TRANSIT_ANNOTATION)
+        try:
+            found = json.loads(text) if text else None
+        except ValueError:
+            return None
+        return found if isinstance(found, dict) else None
+
+    def publishing(self, owner: str) -> bool:
+        """Whether an allocator of `owner`'s mechanism publishes here now (resources for a plugin, slices for DRA)."""
+        return bool(self.slices) if owner == "dra" else bool(self.resources)
+
+    def describe(self) -> str:
+        """One line: allocators, publication, consumers."""
+        allocators = ", ".join(f"{p.what.removeprefix('pod ')} ({p.owner})" for p in self.allocators) or "none"
+        published = [f"{k}={v}" for k, v in sorted(self.resources.items())] + list(self.slices)
+        holders = "; ".join(c.describe() for c in self.consumers) or "none"
+        return f"allocator pods: {allocators}; publishes: {', '.join(published) or 'nothing'}; GPUs in use: {holders}"
+
+
+def _ready(pod: Obj) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def _positive(value: object) -> bool:
+    try:
+        return int(str(value)) > 0
+    except ValueError:
+        return False
+
+
+def read_state(kube: Kube, node_name: str) -> NodeState:
+    """Everything about one node that a move waits on, in one read of each list."""
+    node = kube.get(f"/api/v1/nodes/{segment(node_name)}")
+    pods = kube.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}")
+    daemonsets = {d["metadata"]["uid"]: d for d in kube.items("/apis/apps/v1/daemonsets")}
+    allocators, ready = [], []
+    for pod in pods:
+        publisher = pod_publisher(pod, daemonsets)
+        if publisher is not None:
+            allocators.append(publisher)
+            if _ready(pod) and not pod["metadata"].get("deletionTimestamp"):
+                ready.append(publisher.what)
+    allocatable = (node.get("status") or {}).get("allocatable") or {}
+    resources = {k: str(v) for k, v in allocatable.items() if is_gpu_resource(k) and _positive(v)}
+    slices = tuple(
+        sorted(
+            s["metadata"]["name"]
+            for s in kube.items(SLICES)
+            if (s.get("spec") or {}).get("nodeName") == node_name and s["spec"].get("driver") == DRIVER
+        )
+    )
+    claims = kube.items(CLAIMS)
+    held = consumers_by_node(pods, claims).get(node_name, [])
+    return NodeState(node, tuple(allocators), tuple(ready), resources, slices, tuple(held))
+
+
+def wait_for(
+    what: str,
+    check: Callable[[], tuple[bool, str]],
+    timeout: float,
+    progress: Callable[[str], None],
+    on_timeout: str,
+) -> None:
+    """Poll `check` (done, what is left) until done; a progress line every few seconds; TransitError at the deadline."""
+    started = time.monotonic()
+    last = 0.0
+    progress(f"waiting until {what} (timeout {timeout:.0f} s)")
+    while True:
+        done, left = check()
+        now = time.monotonic()
+        if done:
+            progress(f"  done after {now - started:.1f} s: {what}")
+            return
+        if now - started > timeout:
+            msg = f"{what}: not after {timeout:.0f} s; still {left}; {on_timeout}"
+            raise TransitError(msg)
+        if now - last >= PROGRESS_SECONDS:
+            progress(f"  {now - started:.0f} s: still {left}")
+            last = now
+        time.sleep(POLL_SECONDS)
+
+
+def mark(kube: Kube, node: str, *, unschedulable: bool | None, transit: Mapping[str, Any] | None) -> None:
+    """Cordon/uncordon and record/clear the move on the node, in one patch (None leaves that part alone)."""
+    body: dict[str, Any] = {
+        "metadata": {
+            "annotations": {TRANSIT_ANNOTATION: json.dumps(dict(transit), sort_keys=True) if transit else None}
+        }
+    }
+    if unschedulable is not None:
+        body["spec"] = {"unschedulable": True if unschedulable else None}
+    kube.merge_patch(f"/api/v1/nodes/{segment(node)}", body)
+
+
+def set_label(kube: Kube, node: str, key: str, value: str | None) -> None:
+    """Set (or with None remove) one label of the node."""
+    kube.merge_patch(f"/api/v1/nodes/{segment(node)}", {"metadata": {"labels": {key: value}}})
+
+
+def evict(kube: Kube, pod: str) -> tuple[bool, str]:
+    """Ask the Eviction API to evict `NS/NAME`; (False, why) when a PodDisruptionBudget does not allow it yet."""
+    namespace, name = pod.split("/", 1)
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace}}
+    try:
+        kube.create(f"/api/v1/namespaces/{segment(namespace)}/pods/{segment(name)}/eviction", body)
+    except KubeApiError as error:
+        if error.status == 404:
+            return True, "already gone"
+        if error.status == 429:
+            return False, error.message
+        raise
+    return True, "eviction accepted"
+
+
+def drain_consumers(
+    kube: Kube, node: str, *, drain: bool, timeout: float, progress: Callable[[str], None], rerun: str
+) -> None:
+    """Wait until no pod holds a GPU on the node; with `drain`, evict them (PodDisruptionBudgets respected)."""
+    asked: set[str] = set()
+
+    def check() -> tuple[bool, str]:
+        held = read_state(kube, node).consumers
+        if not held:
+            return True, ""
+        if drain:
+            for consumer in held:
+                if consumer.pod is None or consumer.pod in asked:
+                    continue
+                accepted, why = evict(kube, consumer.pod)
+                if accepted:
+                    asked.add(consumer.pod)
+                    progress(f"  evicting pod {consumer.pod} ({consumer.holds})")
+                else:
+                    progress(f"  pod {consumer.pod} not evicted yet: {why}")
+        return False, "; ".join(c.describe() for c in held)
+
+    hint = "or evict them with --drain" if not drain else "check their PodDisruptionBudgets"
+    wait_for(
+        f"no pod holds a GPU on {node}",
+        check,
+        timeout,
+        progress,
+        f"let those pods finish ({hint}), then run `{rerun}` again",
+    )
+
+
+def wait_unpublished(kube: Kube, node: str, timeout: float, progress: Callable[[str], None], rerun: str) -> None:
+    """Wait until no allocator pod is on the node and nothing publishes its GPUs (allocatable 0 or absent, no slice)."""
+
+    def check() -> tuple[bool, str]:
+        state = read_state(kube, node)
+        left = [p.what for p in state.allocators] + [f"{k}={v}" for k, v in state.resources.items()]
+        left += [f"ResourceSlice {s}" for s in state.slices]
+        return not left, ", ".join(left)
+
+    wait_for(
+        f"the old allocator has left {node} and its publication ended",
+        check,
+        timeout,
+        progress,
+        f"check that no other cohort or installation still selects the node, then run `{rerun}` again",
+    )
+
+
+def wait_published(
+    kube: Kube, node: str, owner: str, timeout: float, progress: Callable[[str], None], rerun: str
+) -> None:
+    """Wait until an allocator pod of `owner` is Ready on the node and publishes its GPUs."""
+
+    def check() -> tuple[bool, str]:
+        state = read_state(kube, node)
+        ours = [p for p in state.allocators if p.owner == owner and p.what in state.ready_allocators]
+        if ours and state.publishing(owner):
+            return True, ""
+        return False, f"{owner} allocator ready: {'yes' if ours else 'no'}; {state.describe()}"
+
+    wait_for(
+        f"{owner}'s allocator is Ready on {node} and publishes its GPUs",
+        check,
+        timeout,
+        progress,
+        f"check the {owner} DaemonSet's pods on {node} (`kubectl get pods -A -o wide --field-selector "
+        f"spec.nodeName={node}`), then run `{rerun}` again",
+    )
+
+
+def state_rows(states: Sequence[NodeState], key: str) -> list[tuple[str, ...]]:
+    """Table rows for before/after: node, cohort label, cordoned, allocators, publication, GPUs in use."""
+    rows: list[tuple[str, ...]] = [("node", key, "cordoned", "allocator pods", "publishes", "GPUs in use")]
+    for s in states:
+        published = [f"{k}={v}" for k, v in sorted(s.resources.items())] + [f"slice {x}" for x in s.slices]
+        rows.append(
+            (
+                s.name,
+                s.labels.get(key, "-"),
+                "yes" if s.cordoned else "no",
+                ", ".join(f"{p.what.removeprefix('pod ')} ({p.owner})" for p in s.allocators) or "none",
+                ", ".join(published) or "nothing",
+                str(len(s.consumers)) if s.consumers else "none",
+            )
+        )
+    return rows
