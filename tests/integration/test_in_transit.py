@@ -1,0 +1,326 @@
+"""GPUs in use, in transit: a busy host moved between cohorts on the local default (real engine, scheduler,
+DaemonSet controller, kwok and the simulated device manager).
+
+The local stack is up once for the module: cohort `plugin` (device plugin) on sim-plugin-0/1, cohort `dra` on
+sim-dra-0/1. A consumer is a plain pod holding `nvidia.com/gpu: 1` on a plugin node, as a training job would.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+from pulumi import automation as auto
+
+from components.publishers import pod_publisher
+from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, movehost
+from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
+from tests.integration.helpers import work_dir_with_stack
+
+pytestmark = pytest.mark.integration
+
+T = TypeVar("T")
+KEY = "workload.example.com/gpu-allocation"
+WORKLOADS = "ai-workloads"
+IMAGE = "registry.example.com/approved/trainer@sha256:" + "ab" * 32
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+
+
+def wait_for(read: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = read()
+        if value:
+            return value
+        time.sleep(0.2)
+    message = f"timed out after {timeout:.0f} s waiting for {what}"
+    raise AssertionError(message)
+
+
+@pytest.fixture(scope="module")
+def transit_stack(
+    engine_env: engine.EngineEnv, kube: kubeclient.Kube, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[auto.Stack]:
+    work = work_dir_with_stack(tmp_path_factory.mktemp("transit"), "transit", {})
+    stack = engine.stack(engine_env, "transit", work_dir=work)
+    stack.up(color="never", policy_packs=engine.policy_packs())
+    try:
+        yield stack
+    finally:
+        for node in ("sim-plugin-0", "sim-plugin-1", "sim-dra-0", "sim-dra-1"):
+            kube.merge_patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
+        stack.destroy(color="never")
+        stack.workspace.remove_stack("transit")
+
+
+def gpu_status(kube: kubeclient.Kube, node: str) -> tuple[dict[str, str], dict[str, str], bool]:
+    """(capacity, allocatable) of nvidia.com/*, and whether a gpu.nvidia.com slice exists for the node."""
+    status = kube.get(f"/api/v1/nodes/{node}").get("status", {})
+    capacity = {k: v for k, v in (status.get("capacity") or {}).items() if k.startswith("nvidia.com/")}
+    allocatable = {k: v for k, v in (status.get("allocatable") or {}).items() if k.startswith("nvidia.com/")}
+    has_slice = any(
+        s["spec"].get("nodeName") == node and s["spec"].get("driver") == "gpu.nvidia.com" for s in kube.items(SLICES)
+    )
+    return capacity, allocatable, has_slice
+
+
+def consumer(kube: kubeclient.Kube, name: str, node: str) -> dict[str, Any]:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": WORKLOADS, "labels": {"app": name}},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": node},
+            "restartPolicy": "Never",
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [
+                {
+                    "name": "train",
+                    "image": IMAGE,
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+                }
+            ],
+        },
+    }
+    kube.create(f"/api/v1/namespaces/{WORKLOADS}/pods", body)
+
+    def running() -> dict[str, Any] | None:
+        pod = kube.get(f"/api/v1/namespaces/{WORKLOADS}/pods/{name}")
+        return pod if pod.get("status", {}).get("phase") == "Running" else None
+
+    return wait_for(running, f"pod {name} Running on {node}")
+
+
+def delete_pod(kube: kubeclient.Kube, name: str) -> None:
+    kube.delete(f"/api/v1/namespaces/{WORKLOADS}/pods/{name}", gracePeriodSeconds=0)
+    wait_for(lambda: kube.get_or_none(f"/api/v1/namespaces/{WORKLOADS}/pods/{name}") is None or None, f"{name} gone")
+
+
+@dataclass
+class Sampler:
+    """Watches one node's pods while a move runs: allocator pods and GPU consumers at each moment."""
+
+    kube: kubeclient.Kube
+    node: str
+    samples: list[tuple[float, list[str], list[str]]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        daemonsets: dict[str, Any] = {}
+        while not self.stop.is_set():
+            pods = self.kube.items("/api/v1/pods", fieldSelector=f"spec.nodeName={self.node}")
+            if not daemonsets:
+                daemonsets = {d["metadata"]["uid"]: d for d in self.kube.items("/apis/apps/v1/daemonsets")}
+            allocators = []
+            for pod in pods:
+                publisher = pod_publisher(pod, daemonsets)
+                if publisher is not None:
+                    allocators.append(f"{publisher.owner}:{pod['metadata']['name']}")
+            holders = [
+                p["metadata"]["name"]
+                for p in pods
+                if p["status"].get("phase") not in ("Succeeded", "Failed")
+                and any(
+                    "nvidia.com/gpu" in (c.get("resources", {}).get("limits") or {}) for c in p["spec"]["containers"]
+                )
+            ]
+            self.samples.append((time.monotonic(), allocators, holders))
+            time.sleep(0.05)
+
+    def __enter__(self) -> Sampler:
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join(timeout=10)
+
+    def report(self) -> str:
+        most = max(len(a) for _, a, _ in self.samples)
+        return f"{len(self.samples)} samples on {self.node}, at most {most} allocator pod(s) at once"
+
+
+def test_allocator_pods_decide_what_the_simulated_nodes_publish(
+    transit_stack: auto.Stack, kube: kubeclient.Kube
+) -> None:
+    capacity, allocatable, has_slice = wait_for(
+        lambda: (s := gpu_status(kube, "sim-plugin-0"))[1] and s, "sim-plugin-0 published by its device plugin"
+    )
+    assert capacity == allocatable == {"nvidia.com/gpu": "4"}
+    assert not has_slice
+    assert wait_for(lambda: gpu_status(kube, "sim-dra-0")[2], "sim-dra-0's slice") is True
+    assert gpu_status(kube, "sim-dra-0")[:2] == ({}, {})  # no device plugin runs there: nothing advertised
+    assert gpu_status(kube, "sim-auto-l4-0")[1] == {"nvidia.com/gpu": "1"}  # AWS's host-level plugin
+
+
+def test_a_raw_relabel_of_a_busy_schedulable_node_is_refused_by_the_api_server(
+    transit_stack: auto.Stack, kube: kubeclient.Kube
+) -> None:
+    consumer(kube, "busy-raw", "sim-plugin-0")
+    try:
+        with pytest.raises((kubeclient.KubeAccessError, kubeclient.KubeApiError)) as refused:
+            kube.merge_patch("/api/v1/nodes/sim-plugin-0", {"metadata": {"labels": {KEY: "dra"}}})
+        assert "eks-hybrid-gpu move-host NODE --to COHORT" in str(refused.value)
+        assert kube.get("/api/v1/nodes/sim-plugin-0")["metadata"]["labels"][KEY] == "device-plugin"
+        # Other label changes and status updates still pass.
+        kube.merge_patch("/api/v1/nodes/sim-plugin-0", {"metadata": {"labels": {"example.com/rack": "r1"}}})
+        kube.merge_patch("/api/v1/nodes/sim-plugin-0", {"metadata": {"labels": {"example.com/rack": None}}})
+    finally:
+        delete_pod(kube, "busy-raw")
+
+
+def test_a_host_relabelled_while_busy_is_refused_at_preview_and_by_inspect(
+    transit_stack: auto.Stack,
+    kube: kubeclient.Kube,
+    cluster: localcluster.LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    consumer(kube, "busy-preview", "sim-plugin-0")
+    node = "/api/v1/nodes/sim-plugin-0"
+    kube.merge_patch(node, {"spec": {"unschedulable": True}})  # the guard lets a cordoned node change cohort
+    kube.merge_patch(node, {"metadata": {"labels": {KEY: "dra"}}})
+    try:
+        # The plugin's pod leaves, the kubelet drops allocatable to 0 and the DRA plugin publishes the GPUs: the
+        # old checks saw nothing wrong here.
+        wait_for(lambda: gpu_status(kube, "sim-plugin-0")[2], "the DRA slice on the relabelled node")
+        wait_for(lambda: gpu_status(kube, "sim-plugin-0")[1] == {"nvidia.com/gpu": "0"} or None, "allocatable 0")
+        with pytest.raises(auto.CommandError) as refused:
+            transit_stack.preview(color="never", policy_packs=engine.policy_packs())
+        text = " ".join(str(refused.value).split())
+        assert "selects node sim-plugin-0, whose GPUs are in use through another mechanism" in text
+        assert (
+            "pod ai-workloads/busy-preview holds nvidia.com/gpu=1 (container train) through the device plugin" in text
+        )
+        assert "eks-hybrid-gpu move-host sim-plugin-0 --to dra --drain" in text
+        capsys.readouterr()
+        code = inspection.main(["--kubeconfig", str(cluster.kubeconfig)])
+        out = capsys.readouterr().out
+        assert code == 1
+        assert "CONFLICT sim-plugin-0: cohort dra (dra, dra) owns it, but pod ai-workloads/busy-preview" in out
+        assert "GPUs in use" in out
+    finally:
+        delete_pod(kube, "busy-preview")
+        kube.merge_patch(node, {"metadata": {"labels": {KEY: "device-plugin"}}})
+        kube.merge_patch(node, {"spec": {"unschedulable": None}})
+        wait_for(lambda: gpu_status(kube, "sim-plugin-0")[1] == {"nvidia.com/gpu": "4"} or None, "plugin back")
+        wait_for(lambda: not gpu_status(kube, "sim-plugin-0")[2] or None, "slice gone")
+
+
+def test_dry_run_changes_nothing(
+    transit_stack: auto.Stack, kube: kubeclient.Kube, cluster: localcluster.LocalCluster
+) -> None:
+    before = kube.get("/api/v1/nodes/sim-plugin-1")
+    argv = ["sim-plugin-1", "--to", "dra", "--dry-run", "--kubeconfig", str(cluster.kubeconfig)]
+    assert movehost.main(argv) == 0
+    after = kube.get("/api/v1/nodes/sim-plugin-1")
+    for part in ("labels", "annotations"):
+        assert after["metadata"].get(part) == before["metadata"].get(part)
+    assert after["spec"] == before["spec"]
+
+
+def test_move_host_never_has_two_allocators_or_a_new_one_beside_a_consumer(
+    transit_stack: auto.Stack,
+    kube: kubeclient.Kube,
+    cluster: localcluster.LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    wait_for(lambda: gpu_status(kube, "sim-plugin-1")[1] == {"nvidia.com/gpu": "4"} or None, "plugin publishing")
+    consumer(kube, "busy-move", "sim-plugin-1")
+    argv = ["sim-plugin-1", "--to", "dra", "--drain", "--timeout", "120", "--kubeconfig", str(cluster.kubeconfig)]
+    with Sampler(kube, "sim-plugin-1") as sampler:
+        started = time.monotonic()
+        code = movehost.main(argv)
+        to_dra = time.monotonic() - started
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "evicting pod ai-workloads/busy-move" in out
+    assert sampler.samples
+    assert max(len(a) for _, a, _ in sampler.samples) <= 1, sampler.report()
+    assert not [s for s in sampler.samples if s[2] and any(a.startswith("dra:") for a in s[1])]
+    dra_seen = [t for t, a, _ in sampler.samples if any(x.startswith("dra:") for x in a)]
+    plugin_seen = [t for t, a, _ in sampler.samples if any(x.startswith("device-plugin:") for x in a)]
+    assert dra_seen
+    assert plugin_seen
+    assert max(plugin_seen) < min(dra_seen)
+    capacity, allocatable, has_slice = gpu_status(kube, "sim-plugin-1")
+    assert (capacity, allocatable, has_slice) == ({"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "0"}, True)
+    node = kube.get("/api/v1/nodes/sim-plugin-1")
+    assert node["metadata"]["labels"][KEY] == "dra"
+    assert not node["spec"].get("unschedulable")
+    assert TRANSIT_ANNOTATION not in (node["metadata"].get("annotations") or {})
+    # ... and back, DRA -> device plugin.
+    back = ["sim-plugin-1", "--to", "plugin", "--timeout", "120", "--kubeconfig", str(cluster.kubeconfig)]
+    with Sampler(kube, "sim-plugin-1") as return_sampler:
+        started = time.monotonic()
+        assert movehost.main(back) == 0
+        to_plugin = time.monotonic() - started
+    assert max(len(a) for _, a, _ in return_sampler.samples) <= 1
+    assert gpu_status(kube, "sim-plugin-1") == ({"nvidia.com/gpu": "4"}, {"nvidia.com/gpu": "4"}, False)
+    print(f"\nmove-host to dra {to_dra:.1f} s ({sampler.report()}); back {to_plugin:.1f} s ({return_sampler.report()})")
+
+
+def test_a_pod_disruption_budget_holds_the_drain_and_a_rerun_finishes_it(
+    transit_stack: auto.Stack,
+    kube: kubeclient.Kube,
+    cluster: localcluster.LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    consumer(kube, "guarded", "sim-plugin-0")
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "guarded", "namespace": WORKLOADS},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }
+    kube.create(f"/apis/policy/v1/namespaces/{WORKLOADS}/poddisruptionbudgets", pdb)
+    argv = ["sim-plugin-0", "--to", "dra", "--drain", "--timeout", "8", "--kubeconfig", str(cluster.kubeconfig)]
+    try:
+        assert movehost.main(argv) == 1
+        captured = capsys.readouterr()
+        assert "not evicted yet" in captured.out
+        assert "no pod holds a GPU on sim-plugin-0: not after 8 s" in captured.err
+        node = kube.get("/api/v1/nodes/sim-plugin-0")
+        assert node["spec"].get("unschedulable") is True
+        assert node["metadata"]["labels"][KEY] == "device-plugin"  # nothing relabelled while the pod holds its GPU
+        assert kube.get_or_none(f"/api/v1/namespaces/{WORKLOADS}/pods/guarded") is not None
+    finally:
+        kube.delete(f"/apis/policy/v1/namespaces/{WORKLOADS}/poddisruptionbudgets/guarded")
+    argv[argv.index("8")] = "120"
+    assert movehost.main(argv) == 0
+    assert kube.get("/api/v1/nodes/sim-plugin-0")["metadata"]["labels"][KEY] == "dra"
+    assert movehost.main(["sim-plugin-0", "--to", "plugin", "--kubeconfig", str(cluster.kubeconfig)]) == 0
+
+
+def test_an_interrupted_move_is_finished_by_running_it_again(
+    transit_stack: auto.Stack, kube: kubeclient.Kube, cluster: localcluster.LocalCluster, tmp_path: Path
+) -> None:
+    argv = ["move-host", "sim-plugin-1", "--to", "dra", "--kubeconfig", str(cluster.kubeconfig)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "eks_hybrid_gpu", *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        wait_for(
+            lambda: KEY not in kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"] or None,
+            "the move to take the cohort label off",
+            timeout=60,
+        )
+    finally:
+        process.kill()
+        process.wait()
+    node = kube.get("/api/v1/nodes/sim-plugin-1")
+    assert node["spec"].get("unschedulable") is True
+    assert TRANSIT_ANNOTATION in node["metadata"]["annotations"]
+    assert movehost.main(argv[1:]) == 0
+    node = kube.get("/api/v1/nodes/sim-plugin-1")
+    assert node["metadata"]["labels"][KEY] == "dra"
+    assert not node["spec"].get("unschedulable")
+    assert movehost.main(["sim-plugin-1", "--to", "plugin", "--kubeconfig", str(cluster.kubeconfig)]) == 0
