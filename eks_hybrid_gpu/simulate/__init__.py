@@ -12,7 +12,8 @@ command refuses any API server that is not on loopback.
 
 The package, one job a module: `model` (GPU models, node and cohort shapes, the cohorts file), `fleet` (the
 nodes a stack gets), `objects` (Node and ResourceSlice builders), `cluster` (writing and removing them),
-`kubelet` (the kubelet's part), `rehearse` (a Pulumi run against the fleet) and `cli`. The names below are its
+`kubelet` (the kubelet's part), `devicemanager` (the kubelet's device part: publications follow allocator pods),
+`rehearse` (a Pulumi run against the fleet) and `cli`. The names below are its
 public interface.
 """
 
@@ -24,6 +25,7 @@ from eks_hybrid_gpu.simulate.model import (
     AUTO_NODE_NAME,
     DEFAULT_COHORTS,
     GPU_MODELS,
+    HOST_ANNOTATION,
     SIMULATED_LABEL,
     SIMULATION_CONTROLLERS,
     GpuGroup,
@@ -35,11 +37,13 @@ from eks_hybrid_gpu.simulate.model import (
     load,
 )
 from eks_hybrid_gpu.simulate.objects import (
+    PluginSharing,
     device_uuid,
     extended_resources,
     node_labels,
     node_object,
     node_status,
+    plugin_resources,
     resource_slice,
     slice_devices,
     slice_name,
@@ -50,11 +54,13 @@ __all__ = [
     "AUTO_NODE_NAME",
     "DEFAULT_COHORTS",
     "GPU_MODELS",
+    "HOST_ANNOTATION",
     "SIMULATED_LABEL",
     "SIMULATION_CONTROLLERS",
     "ApplyResult",
     "GpuGroup",
     "GpuModel",
+    "PluginSharing",
     "SimNode",
     "Simulation",
     "SimulationError",
@@ -74,6 +80,7 @@ __all__ = [
     "node_labels",
     "node_object",
     "node_status",
+    "plugin_resources",
     "reap_pods",
     "rehearsal_work_dir",
     "resource_slice",

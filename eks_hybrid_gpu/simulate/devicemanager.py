@@ -71,6 +71,13 @@ def _containers(pod: Obj) -> list[Obj]:
     return [c for f in ("initContainers", "containers") for c in spec.get(f) or [] if isinstance(c, Mapping)]
 
 
+def _mounts_config(pod: Obj) -> bool:
+    """A device-plugin pod with a config-manager: its sharing is in a ConfigMap to read."""
+    found = pod_owner(pod.get("spec") or {}, (pod.get("metadata") or {}).get("labels") or {})
+    manager = any("config-manager" in (c.get("command") or []) for c in _containers(pod))
+    return found is not None and found[0] == DEVICE_PLUGIN and manager
+
+
 def _ready(pod: Obj) -> bool:
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return False
@@ -178,7 +185,7 @@ def sync(kube: Kube) -> list[str]:
         except ValidationError:
             continue  # written before the simulated kubelet existed, or by hand: not ours to publish
         pods = pods_by_node.get(meta["name"], [])
-        if configmaps is None and any(_containers(p) for p in pods):
+        if configmaps is None and any(_mounts_config(p) for p in pods):
             configmaps = {
                 f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in kube.items("/api/v1/configmaps")
             }

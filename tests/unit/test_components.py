@@ -707,6 +707,7 @@ def test_every_child_is_parented_to_its_component(run: RunProgram) -> None:
         "gpu": "eks-hybrid-gpu-test",
         "gpu-namespaces": "gpu",
         "gpu-runtime-class": "gpu",
+        "gpu-cohort-label-guard": "gpu",
         "gpu-ledger": "gpu",
         "gpu-dra-objects": "gpu",
         "gpu-plugin": "gpu",
@@ -717,6 +718,8 @@ def test_every_child_is_parented_to_its_component(run: RunProgram) -> None:
         "gpu-namespaces-workloads": "gpu-namespaces",
         "gpu-namespaces-dra": "gpu-namespaces",
         "gpu-runtime-class-class": "gpu-runtime-class",
+        "gpu-cohort-label-guard-policy": "gpu-cohort-label-guard",
+        "gpu-cohort-label-guard-binding": "gpu-cohort-label-guard",
         "gpu-ledger-configmap": "gpu-ledger",
         "gpu-dra-objects-hybrid-full-gpu": "gpu-dra-objects",
         "gpu-dra-objects-hybrid-large-gpu": "gpu-dra-objects",
@@ -734,7 +737,7 @@ def test_provider_is_set_on_every_kubernetes_resource(run: RunProgram) -> None:
 
     for registration in [*recorder.custom(), *operator.custom()]:
         assert registration.provider == PROVIDER, registration.name
-    assert len(recorder.custom()) == 13
+    assert len(recorder.custom()) == 15
     assert recorder.named("cluster").type_ == "pulumi:providers:kubernetes"
 
 
@@ -747,6 +750,7 @@ def test_type_tokens(run: RunProgram) -> None:
         "gpu": "eks-hybrid-gpu:index:HybridGpuCluster",
         "gpu-namespaces": "eks-hybrid-gpu:cluster:GpuNamespaces",
         "gpu-runtime-class": "eks-hybrid-gpu:cluster:NvidiaRuntimeClass",
+        "gpu-cohort-label-guard": "eks-hybrid-gpu:cluster:CohortLabelGuard",
         "gpu-ledger": "eks-hybrid-gpu:cluster:OwnershipLedger",
         "gpu-dra-objects": "eks-hybrid-gpu:dra:DraObjects",
         "gpu-plugin": "eks-hybrid-gpu:owners:DevicePlugin",
@@ -755,6 +759,28 @@ def test_type_tokens(run: RunProgram) -> None:
         "gpu-dra-smoke": "eks-hybrid-gpu:smoke:SmokeJob",
     }
     assert operator.named("gpu-operator").type_ == "eks-hybrid-gpu:owners:GpuOperator"
+
+
+def test_the_cohort_label_guard_refuses_relabelling_a_schedulable_node(run: RunProgram) -> None:
+    recorder = run(_both_cohorts())
+
+    policy = recorder.named("gpu-cohort-label-guard-policy")
+    assert policy.type_ == "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+    spec = policy.inputs["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert rule == {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+    (validation,) = spec["validations"]
+    assert '"workload.example.com/gpu-allocation" in oldObject.metadata.labels' in validation["expression"]
+    assert "eks-hybrid-gpu move-host NODE --to COHORT" in validation["message"]
+    binding = recorder.named("gpu-cohort-label-guard-binding")
+    assert binding.inputs["spec"] == {"policyName": "eks-hybrid-gpu-cohort-label-guard", "validationActions": ["Deny"]}
+
+
+def test_the_cohort_label_guard_can_be_switched_off(run: RunProgram) -> None:
+    recorder = run(_both_cohorts(cohortLabelGuard=False))
+
+    assert not [r for r in recorder.registrations if "cohort-label-guard" in r.name]
 
 
 # ---------------------------------------------------------------- sharing

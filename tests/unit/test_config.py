@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from components import versions
 from components.config import CONFIG_KEYS, ChartPin, Mig, NoSharing, StackConfig, TimeSlicing
@@ -241,7 +242,19 @@ def test_config_keys_are_the_stack_file_keys() -> None:
         "dra",
         "runtimeClass",
         "smokeJobs",
+        "cohortLabelGuard",
     )
+
+
+@pytest.mark.parametrize("value", ["false", 0, None, [True]])
+def test_cohort_label_guard_is_a_strict_bool(value: object) -> None:
+    with pytest.raises(ValidationError, match="cohortLabelGuard"):
+        StackConfig.model_validate(_base_config(cohortLabelGuard=value))
+
+
+def test_cohort_label_guard_is_on_by_default() -> None:
+    assert StackConfig.model_validate(_base_config()).cohort_label_guard is True
+    assert StackConfig.model_validate(_base_config(cohortLabelGuard=False)).cohort_label_guard is False
 
 
 def test_model_is_frozen() -> None:

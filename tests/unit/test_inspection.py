@@ -166,13 +166,23 @@ def test_render_tables() -> None:
 
     lines = text.splitlines()
     assert [re.split(r"\s{2,}", line.strip()) for line in lines[1:5]] == [
-        ["node", "compute-type", "cohort", "declared owner", "observed publishers", "GPU resources", "DRA devices"],
+        [
+            "node",
+            "compute-type",
+            "cohort",
+            "declared owner",
+            "observed publishers",
+            "GPUs in use",
+            "GPU resources",
+            "DRA devices",
+        ],
         [
             "auto-0",
             "auto",
             "-",
             "- (EKS Auto Mode: AWS manages its GPUs)",
             "device-plugin (nvidia.com/gpu=1; no pod)",
+            "none",
             "nvidia.com/gpu=1",
             "0",
         ],
@@ -182,10 +192,11 @@ def test_render_tables() -> None:
             "plugin",
             "device-plugin",
             "device-plugin (nvidia.com/gpu.shared=8; no pod)",
+            "none",
             "nvidia.com/gpu.shared=8",
             "0",
         ],
-        ["gpu-b", "hybrid", "dra", "dra", "dra (1 ResourceSlice; no pod)", "-", "1"],
+        ["gpu-b", "hybrid", "dra", "dra", "dra (1 ResourceSlice; no pod)", "none", "-", "1"],
     ]
     assert [lines[0], *lines[5:]] == [
         "GPU nodes (owners from ConfigMap gpu-system/gpu-allocation-ledger):",
@@ -413,3 +424,76 @@ def test_forbidden_resource_slices_are_refused_not_guessed(
         f'{url}): /apis/resource.k8s.io/v1/resourceslices is forbidden: User "dev" cannot list it; use the '
         "administrator --kubeconfig/--context or ask the cluster owner for that permission\n",
     )
+
+
+# ---------------------------------------------------------------- GPUs in use
+
+
+def _holder(name: str, node_name: str, resource: str = "nvidia.com/gpu") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ai-workloads", "uid": f"uid-{name}"},
+        "spec": {"nodeName": node_name, "containers": [{"name": "main", "resources": {"limits": {resource: "1"}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def test_a_pod_holding_a_plugin_gpu_on_a_dra_cohort_node_is_a_conflict() -> None:
+    base = snapshot()
+    busy = inspection.Snapshot(
+        base.nodes, base.slices, [], LEDGER, base.ledger_ref, base.namespace, pods=[_holder("trainer", "gpu-b")]
+    )
+
+    document = inspection.report(busy)
+
+    gpu_b = next(n for n in document["nodes"] if n["name"] == "gpu-b")
+    assert gpu_b["gpusInUse"] == "1 holder: ai-workloads/trainer (device-plugin)"
+    assert gpu_b["consumers"] == [
+        {
+            "node": "gpu-b",
+            "mechanism": "device-plugin",
+            "pod": "ai-workloads/trainer",
+            "holds": "nvidia.com/gpu=1 (container main)",
+        }
+    ]
+    assert document["conflict"] is True
+    (finding,) = [f for f in document["findings"] if f["kind"] == "held-through-other-mechanism"]
+    assert finding["node"] == "gpu-b"
+    assert finding["message"].startswith("cohort dra (dra, dra) owns it, but pod ai-workloads/trainer holds")
+    assert "1 holder: ai-workloads/trainer (device-plugin)" in inspection.render(document)
+
+
+def test_a_pod_holding_a_plugin_gpu_on_a_plugin_cohort_node_is_fine() -> None:
+    base = snapshot()
+    busy = inspection.Snapshot(
+        base.nodes,
+        base.slices,
+        [],
+        LEDGER,
+        base.ledger_ref,
+        base.namespace,
+        pods=[_holder("t", "gpu-a", "nvidia.com/gpu.shared")],
+    )
+
+    document = inspection.report(busy)
+
+    assert document["conflict"] is False
+    assert (
+        next(n for n in document["nodes"] if n["name"] == "gpu-a")["gpusInUse"]
+        == "1 holder: ai-workloads/t (device-plugin)"
+    )
+
+
+def test_a_claim_of_another_namespace_counts_as_a_dra_holder_on_a_plugin_node() -> None:
+    base = snapshot()
+    claim = {
+        "metadata": {"name": "c", "namespace": "team-b"},
+        "status": {
+            "allocation": {"devices": {"results": [{"driver": "gpu.nvidia.com", "pool": "gpu-a", "device": "gpu-0"}]}}
+        },
+    }
+    busy = inspection.Snapshot(base.nodes, base.slices, [], LEDGER, base.ledger_ref, base.namespace, all_claims=[claim])
+
+    document = inspection.report(busy)
+
+    assert document["conflict"] is True
+    assert any("ResourceClaim team-b/c: gpu-0" in f["message"] for f in document["findings"])

@@ -33,12 +33,16 @@ def test_fleet_has_two_nodes_per_cohort_and_one_auto_mode_node(config: StackConf
     fleet = simulate.fleet_for(config)
     assert [n.name for n in fleet.nodes] == ["sim-plugin-0", "sim-plugin-1", "sim-dra-0", "sim-dra-1", "sim-auto-l4-0"]
     by_name = {n.name: n for n in fleet.nodes}
-    assert simulate.extended_resources(by_name["sim-plugin-0"]) == {"nvidia.com/gpu": "4"}
-    assert simulate.resource_slice(by_name["sim-plugin-0"], None) is None
-    assert simulate.extended_resources(by_name["sim-dra-0"]) == {}
+    # The hosts publish nothing of their own: their allocator pods do (the simulated device manager).
+    for name in ("sim-plugin-0", "sim-dra-0"):
+        assert by_name[name].host_publisher == "none"
+        assert simulate.extended_resources(by_name[name]) == {}
+    assert simulate.plugin_resources(by_name["sim-plugin-0"], simulate.PluginSharing()) == {"nvidia.com/gpu": "4"}
     dra_slice = simulate.resource_slice(by_name["sim-dra-0"], "uid")
     assert dra_slice is not None
     assert [d["name"] for d in dra_slice["spec"]["devices"]] == ["gpu-0", "gpu-1"]
+    assert by_name["sim-auto-l4-0"].host_publisher == "device-plugin"  # AWS's plugin, with no pod
+    assert simulate.extended_resources(by_name["sim-auto-l4-0"]) == {"nvidia.com/gpu": "1"}
     auto = simulate.node_object(by_name["sim-auto-l4-0"], KEY)
     assert auto["metadata"]["labels"]["eks.amazonaws.com/compute-type"] == "auto"
     assert auto["spec"]["taints"] == [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}]
@@ -48,7 +52,12 @@ def test_every_node_is_kwok_managed_and_carries_the_discovery_labels(config: Sta
     key, value = KWOK_NODE_ANNOTATION
     for node in _nodes(config):
         labels = node["metadata"]["labels"]
-        assert node["metadata"]["annotations"] == {key: value}
+        annotations = node["metadata"]["annotations"]
+        assert set(annotations) == {key, simulate.HOST_ANNOTATION}
+        assert annotations[key] == value
+        host = simulate.SimNode.model_validate_json(annotations[simulate.HOST_ANNOTATION])
+        assert host.name == node["metadata"]["name"]
+        assert host.gpus
         assert labels["nvidia.com/gpu.present"] == "true"
         assert labels["nvidia.com/gpu.product"].startswith("NVIDIA-")
         if labels["eks.amazonaws.com/compute-type"] == "hybrid":
@@ -143,20 +152,23 @@ def test_pods_are_traced_to_their_cohort_and_misplacements_are_named(config: Sta
 
 def test_node_table_shows_compute_type_cohort_and_what_is_advertised(config: StackConfig) -> None:
     nodes = _nodes(config)
+    fleet = {n.name: n for n in simulate.fleet_for(config).nodes}
     for node in nodes:
+        host = fleet[node["metadata"]["name"]]
+        # What the device manager writes once the plugin pod is Ready there, and the Auto Mode node's own plugin.
+        published = simulate.plugin_resources(host, simulate.PluginSharing()) if "plugin" in host.name else {}
         node["status"] = {
             "conditions": [{"type": "Ready", "status": "True"}],
-            "allocatable": simulate.extended_resources(
-                next(n for n in simulate.fleet_for(config).nodes if n.name == node["metadata"]["name"])
-            ),
+            "allocatable": published or simulate.extended_resources(host),
         }
     lines = placement.node_table(nodes, KEY, {"sim-dra-0": 2, "sim-dra-1": 2}).splitlines()
-    assert lines[0].split() == ["node", "compute-type", KEY, "ready", "gpu", "product", "advertises"]
+    assert lines[0].split() == ["node", "compute-type", KEY, "ready", "gpus", "gpu", "product", "advertises"]
     rows = {line.split()[0]: line.split() for line in lines[1:]}
-    assert rows["sim-plugin-0"][1:5] == ["hybrid", "device-plugin", "Ready", "NVIDIA-H100-80GB-HBM3"]
+    assert rows["sim-plugin-0"][1:6] == ["hybrid", "device-plugin", "Ready", "4", "NVIDIA-H100-80GB-HBM3"]
     assert rows["sim-plugin-0"][-1] == "nvidia.com/gpu=4"
     assert rows["sim-dra-0"][-1] == "devices=2"
     assert rows["sim-auto-l4-0"][1:3] == ["auto", "-"]
+    assert rows["sim-auto-l4-0"][-1] == "nvidia.com/gpu=1"
 
 
 # ---------------------------------------------------------------- smoke on simulated nodes

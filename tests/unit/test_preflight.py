@@ -327,8 +327,8 @@ def test_forbidden_resource_slices_are_refused(api: LoopbackApi) -> None:
         f"preflight: permission denied listing ResourceSlices (kubeconfig {kubeconfig} "
         f"(eks-hybrid-gpu:cluster.kubeconfig), context dev, server {url}): /apis/resource.k8s.io/v1/resourceslices "
         'is forbidden: User "dev" cannot list it; the preflight must see every node\'s GPU publishers and does not '
-        "guess what it cannot read: grant this identity list on nodes, pods, daemonsets (apps) and resourceslices "
-        "(resource.k8s.io), or use an administrator kubeconfig"
+        "guess what it cannot read: grant this identity list on nodes, pods, daemonsets (apps), resourceslices and "
+        "resourceclaims (resource.k8s.io), or use an administrator kubeconfig"
     )
 
 
@@ -409,8 +409,8 @@ def test_the_eks_source_says_which_credentials_to_check() -> None:
     )
     assert str(refused.value).endswith(
         "); check the AWS credentials that `aws eks get-token --cluster-name hybrid-gpu --region us-west-2` uses, "
-        "and that this IAM principal has an EKS access entry with cluster-admin (or list on nodes, pods, daemonsets "
-        "and resourceslices)"
+        "and that this IAM principal has an EKS access entry with cluster-admin (or list on nodes, pods, daemonsets, "
+        "resourceslices and resourceclaims)"
     )
 
 

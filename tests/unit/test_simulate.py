@@ -22,7 +22,7 @@ def _node(name: str) -> simulate.SimNode:
 def test_default_fleet() -> None:
     fleet = simulate.default_simulation()
 
-    assert [(n.name, n.compute_type, n.cohort, n.advertiser) for n in fleet.nodes] == [
+    assert [(n.name, n.compute_type, n.cohort, n.host_publisher) for n in fleet.nodes] == [
         ("sim-plugin-h100-0", "hybrid", "device-plugin", "device-plugin"),
         ("sim-plugin-a10g-ts-0", "hybrid", "device-plugin", "device-plugin"),
         ("sim-dra-h200-0", "hybrid", "dra", "dra"),
@@ -133,14 +133,21 @@ def test_device_uuids_are_stable_and_distinct() -> None:
     assert len({first, simulate.device_uuid("n1", 1), simulate.device_uuid("n2", 0)}) == 3
 
 
-def test_no_slice_for_device_plugin_or_gpu_less_nodes() -> None:
-    assert simulate.resource_slice(_node("sim-plugin-h100-0"), "uid") is None
+def test_no_slice_for_gpu_less_nodes() -> None:
     assert simulate.resource_slice(simulate.load("nodes: [{name: cpu-0, cohort: dra}]").nodes[0], "uid") is None
+
+
+def test_the_cohort_label_alone_publishes_nothing() -> None:
+    # A host with no host-level allocator is published by its allocator pods, whatever its cohort label says.
+    node = simulate.load("nodes: [{name: n0, cohort: device-plugin, gpus: [{model: H100}]}]").nodes[0]
+    assert node.host_publisher == "none"
+    assert simulate.extended_resources(node) == {}
 
 
 def test_device_plugin_mig_host_advertises_mixed_strategy_resources() -> None:
     node = simulate.load(
-        "nodes: [{name: mig-0, cohort: device-plugin, gpus: [{model: A100-40GB, mig: [3g.20gb, 2g.10gb, 2g.10gb]}]}]"
+        "nodes: [{name: mig-0, cohort: device-plugin, hostAllocator: device-plugin,"
+        " gpus: [{model: A100-40GB, mig: [3g.20gb, 2g.10gb, 2g.10gb]}]}]"
     ).nodes[0]
 
     assert simulate.extended_resources(node) == {"nvidia.com/mig-2g.10gb": "2", "nvidia.com/mig-3g.20gb": "1"}
@@ -168,7 +175,8 @@ def test_device_plugin_mig_host_advertises_mixed_strategy_resources() -> None:
         ),
         (
             "nodes: [{name: n1, cohort: dra, gpus: [{model: H100}], timeSlicingReplicas: 4}]",
-            "nodes.0: timeSlicingReplicas needs allocation device-plugin (time-slicing is a device-plugin setting)",
+            "nodes.0: timeSlicingReplicas is the config of a host-level device plugin and needs hostAllocator "
+            "device-plugin; a device-plugin pod takes time-slicing from its own config",
         ),
         ("nodes: [{name: n1}, {name: n1}]", "<root>: node names must be unique; repeated: n1"),
         ("nodes: [{name: Node_1}]", "nodes.0.name: 'Node_1' is not a DNS label of at most 40 characters"),

@@ -25,6 +25,11 @@ LEDGER = [
     ("eks-hybrid-gpu:cluster:OwnershipLedger", "gpu-ledger"),
     ("kubernetes:core/v1:ConfigMap", "gpu-ledger-configmap"),
 ]
+GUARD = [
+    ("eks-hybrid-gpu:cluster:CohortLabelGuard", "gpu-cohort-label-guard"),
+    ("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy", "gpu-cohort-label-guard-policy"),
+    ("kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding", "gpu-cohort-label-guard-binding"),
+]
 RUNTIME_CLASS = [
     ("eks-hybrid-gpu:cluster:NvidiaRuntimeClass", "gpu-runtime-class"),
     ("kubernetes:node.k8s.io/v1:RuntimeClass", "gpu-runtime-class-class"),
@@ -54,7 +59,7 @@ OPERATOR = [
     ("eks-hybrid-gpu:owners:GpuOperator", "gpu-operator"),
     ("kubernetes:helm.sh/v3:Release", "gpu-operator-release"),
 ]
-BASE = [PROVIDER, ROOT_COMPONENT, NAMESPACES, _namespace("device-plugin"), _namespace("workloads"), *LEDGER]
+BASE = [PROVIDER, ROOT_COMPONENT, NAMESPACES, _namespace("device-plugin"), _namespace("workloads"), *LEDGER, *GUARD]
 
 GRAPHS: dict[str, list[tuple[str, str]]] = {
     "local": [*BASE, _namespace("dra"), *RUNTIME_CLASS, *DRA_OBJECTS, *PLUGIN, *DRA, *_smoke("plugin"), *_smoke("dra")],
@@ -135,7 +140,7 @@ def test_local_stack_graph(run: RunProgram) -> None:
     recorder = run(stack_config("local"), "local", nodes=_local_fleet())
 
     assert _graph(recorder) == Counter(GRAPHS["local"])
-    assert len(recorder.registrations) == 22
+    assert len(recorder.registrations) == 25
     assert exported_outputs()["ownership"] == OWNERSHIP["local"]
     assert recorder.calls == []
     assert [r.inputs.get("skipAwait") for r in recorder.of_type("kubernetes:helm.sh/v4:Chart")] == [False, False]
