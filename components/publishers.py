@@ -315,6 +315,7 @@ FindingKind = Literal[
     "auto-mode-touched",
     "two-cohorts",
     "held-through-other-mechanism",
+    "in-transit",
 ]
 
 

@@ -36,13 +36,15 @@ from eks_hybrid_gpu.kubeclient import (
     segment,
 )
 from eks_hybrid_gpu.tables import table_lines
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LABEL_PREFIX, LEDGER_KEY, LEDGER_NAME
 
 DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 PODS = "/api/v1/pods"
 DAEMONSETS = "/apis/apps/v1/daemonsets"
+TRANSIT_ANNOTATION = f"{LABEL_PREFIX}/in-transit"
+"""Written by `move-host` on a node it is moving (see eks_hybrid_gpu.transit)."""
 CONFLICT_EXIT_CODE = 1
 """Exit code when a finding is a conflict (two publishers, or one the ledger does not expect)."""
 
@@ -207,6 +209,13 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
             continue
         all_findings += node_findings(owner, seen, snapshot.ledger)
         all_findings += gpu_consumers.findings(name, in_use, owner["cohort"], owner["owner"], mode)
+        moving = (node["metadata"].get("annotations") or {}).get(TRANSIT_ANNOTATION)
+        if moving:
+            message = (
+                f"a move is under way ({moving}); finish it with `eks-hybrid-gpu move-host {name} --to COHORT` "
+                "(the cohort it names), which continues from where the node is"
+            )
+            all_findings.append(Finding(name, "in-transit", False, message))
         nodes.append(
             {
                 "name": name,

@@ -17,16 +17,15 @@ from typing import Any
 from components.consumers import Consumer, consumers_by_node
 from components.dra_objects import DRIVER
 from components.publishers import Publisher, is_gpu_resource, pod_publisher
+from eks_hybrid_gpu.inspection import TRANSIT_ANNOTATION
 from eks_hybrid_gpu.kubeclient import Kube, KubeApiError, segment
-from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 POLL_SECONDS = 0.5
 PROGRESS_SECONDS = 5.0
-TRANSIT_ANNOTATION = f"{LABEL_PREFIX}/in-transit"
-"""On a Node being moved: JSON {"to": cohort, "key": label key, "value": label value, "cordonedByUs": bool}, so a
-re-run continues the same move and uncordons only what it cordoned."""
+# TRANSIT_ANNOTATION on a Node being moved: JSON {"to": cohort, "key": label key, "value": label value,
+# "cordonedByUs": bool}, so a re-run continues the same move and uncordons only what it cordoned; `inspect` shows it.
 
 Obj = Mapping[str, Any]
 

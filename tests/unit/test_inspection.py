@@ -497,3 +497,17 @@ def test_a_claim_of_another_namespace_counts_as_a_dra_holder_on_a_plugin_node() 
 
     assert document["conflict"] is True
     assert any("ResourceClaim team-b/c: gpu-0" in f["message"] for f in document["findings"])
+
+
+def test_a_node_in_transit_is_a_finding_that_names_the_command() -> None:
+    base = snapshot()
+    moving = dict(base.nodes[1])
+    moving["metadata"] = {**moving["metadata"], "annotations": {inspection.TRANSIT_ANNOTATION: '{"to": "plugin"}'}}
+    nodes = [base.nodes[0], moving, *base.nodes[2:]]
+    document = inspection.report(inspection.Snapshot(nodes, base.slices, [], LEDGER, base.ledger_ref, base.namespace))
+
+    (finding,) = [f for f in document["findings"] if f["kind"] == "in-transit"]
+    assert finding["node"] == "gpu-b"
+    assert finding["conflict"] is False
+    assert 'a move is under way ({"to": "plugin"})' in finding["message"]
+    assert "eks-hybrid-gpu move-host gpu-b --to COHORT" in finding["message"]
