@@ -309,7 +309,13 @@ def foreign(
 
 
 FindingKind = Literal[
-    "two-publishers", "disagrees-with-ledger", "nothing-publishes", "auto-mode-touched", "two-cohorts"
+    "two-publishers",
+    "disagrees-with-ledger",
+    "nothing-publishes",
+    "auto-mode-touched",
+    "two-cohorts",
+    "kubelet-version",
+    "container-runtime",
 ]
 
 

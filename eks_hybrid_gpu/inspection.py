@@ -5,8 +5,9 @@ publishes on which node (devices with attributes and capacity), which claims are
 for which pods, which allocation owner serves each GPU node — the ledger ConfigMap's cohort selectors
 matched against the node's labels — and who really publishes each node's GPUs (`components.publishers`:
 extended resources, ResourceSlices, allocator pods of any namespace, the Operator's deploy labels). Declared
-and observed owners are compared into findings; any conflict makes it exit 1. It only reads; a claim's
-reservation is not proof that a container used the GPU.
+and observed owners are compared into findings, and so are each owned node's kubelet and container runtime
+against its owner's floors (`components.node_facts`, as the preflight); any conflict makes it exit 1. It only
+reads; a claim's reservation is not proof that a container used the GPU.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from components import node_facts
+from components.config import show
 from components.dra_objects import DRIVER
 from components.preflight import matches
 from components.publishers import Finding, NodePublishers, findings, observe
@@ -34,7 +37,7 @@ from eks_hybrid_gpu.kubeclient import (
     segment,
 )
 from eks_hybrid_gpu.tables import table_lines
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME, OWNERS
 
 DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
@@ -146,6 +149,34 @@ def node_findings(
     return found
 
 
+def fact_findings(node: Mapping[str, Any], owner: Mapping[str, Any], ledger: Mapping[str, Any] | None) -> list[Finding]:
+    """The preflight's node-fact check for the node's ledger owner: refusals are conflicts, the rest warnings."""
+    declared = owner["owner"]
+    if declared not in OWNERS:
+        return []
+    selector = (((ledger or {}).get("cohorts") or {}).get(owner["cohort"]) or {}).get("nodeSelector") or {}
+    label = next((key for key in sorted(selector) if key != COMPUTE_TYPE_LABEL), None)
+    way_out = f"; or take it out of cohort {owner['cohort']}" + (f" (its {label} label)" if label else "")
+    return [
+        Finding(
+            issue.node,
+            "kubelet-version" if issue.fact == "kubelet" else "container-runtime",
+            issue.refused,
+            f"its {issue.describe()}" + (way_out if issue.refused else ""),
+        )
+        for issue in node_facts.check_node(node, node_facts.node_owner(declared, (ledger or {}).get("operatorMode")))
+    ]
+
+
+def _version_cell(value: object) -> str:
+    """A reported version for the table: as is when it is plain, quoted and cut when it is not; '-' when absent."""
+    if value is None:
+        return "-"
+    if isinstance(value, str) and value.isascii() and value.isprintable() and " " not in value and len(value) <= 40:
+        return value
+    return show(value)
+
+
 def slice_summary(resource_slice: Mapping[str, Any]) -> dict[str, Any]:
     """The GPU integration guide's `{name, node, devices: [{name, attributes, capacity}]}` projection."""
     spec = resource_slice.get("spec", {})
@@ -192,7 +223,8 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
         seen = observed[name]
         if not _is_gpu_node(node, owner, seen):
             continue
-        all_findings += node_findings(owner, seen, snapshot.ledger)
+        all_findings += node_findings(owner, seen, snapshot.ledger) + fact_findings(node, owner, snapshot.ledger)
+        kubelet, runtime = node_facts.reported(node)
         nodes.append(
             {
                 "name": name,
@@ -202,6 +234,8 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
                 "publishers": [p.as_json() for p in seen.publishers],
                 "gpuResources": _gpu_resources(node),
                 "draDevices": devices_per_node.get(name, 0),
+                "kubeletVersion": kubelet if isinstance(kubelet, str) else None,
+                "containerRuntimeVersion": runtime if isinstance(runtime, str) else None,
             }
         )
     return {
@@ -245,7 +279,17 @@ def render(document: Mapping[str, Any]) -> str:
     source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
     lines = [f"GPU nodes (owners from ConfigMap {source}):"]
     rows: list[tuple[str, ...]] = [
-        ("node", "compute-type", "cohort", "declared owner", "observed publishers", "GPU resources", "DRA devices")
+        (
+            "node",
+            "compute-type",
+            "cohort",
+            "declared owner",
+            "observed publishers",
+            "GPU resources",
+            "DRA devices",
+            "kubelet",
+            "runtime",
+        )
     ]
     for n in document["nodes"]:
         resources = ",".join(f"{k}={v}" for k, v in n["gpuResources"].items()) or "-"
@@ -258,6 +302,8 @@ def render(document: Mapping[str, Any]) -> str:
                 ", ".join(n["observedPublishers"]) or "none",
                 resources,
                 str(n["draDevices"]),
+                _version_cell(n["kubeletVersion"]),
+                _version_cell(n["containerRuntimeVersion"]),
             )
         )
     lines += [f"  {line}" for line in table_lines(rows)] if document["nodes"] else ["  none"]
