@@ -8,7 +8,6 @@ version in the Node's status.nodeInfo, as nodeadm's kubelet does.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,29 +15,17 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
-from components.cluster import LOCAL_KUBECONFIG_ENV
 from components.config import StackConfig
-from components.ledger import ownership_map
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
-from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
-from tests.integration.helpers import work_dir_with_stack
+from tests.integration.helpers import ledger_in, work_dir_with_stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("_program_reads_the_simulated_cluster")]
 
 OLD_HOST = "sim-dra-h100-0"
 OTHER_DRA_HOSTS = ("sim-dra-a10g-0", "sim-dra-h200-0")
 DRA_COHORT = {"name": "dra", "owner": "dra", "hostDriverVerified": True}
 CLUSTER = {"source": "local", "kubernetesVersion": "1.34.4", "skipAwait": True, "preflight": True}
-
-
-@pytest.fixture(autouse=True)
-def _program_reads_the_simulated_cluster(sim_engine_env: engine.EngineEnv, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The inline program runs in this process: point its `local` source at the simulated cluster."""
-    for key, value in sim_engine_env.variables.items():
-        if key != "PATH":
-            monkeypatch.setenv(key, value)
-    assert os.environ[LOCAL_KUBECONFIG_ENV] == str(sim_engine_env.kubeconfig)
 
 
 def fleet_with_kubelet(version: str) -> simulate.Simulation:
@@ -52,15 +39,8 @@ def fleet_with_kubelet(version: str) -> simulate.Simulation:
 @pytest.fixture
 def ledger(sim_kube: kubeclient.Kube) -> Iterator[str]:
     """The DRA stack's ledger in a namespace of its own; yields NAMESPACE/NAME."""
-    namespace = "node-facts-ledger"
-    config = StackConfig.model_validate({"cohorts": [DRA_COHORT]})
-    sim_kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-    sim_kube.create(
-        f"/api/v1/namespaces/{namespace}/configmaps",
-        {"metadata": {"name": LEDGER_NAME}, "data": {LEDGER_KEY: json.dumps(ownership_map(config))}},
-    )
-    yield f"{namespace}/{LEDGER_NAME}"
-    sim_kube.delete(f"/api/v1/namespaces/{namespace}")
+    with ledger_in(sim_kube, "node-facts-ledger", StackConfig.model_validate({"cohorts": [DRA_COHORT]})) as ref:
+        yield ref
 
 
 def test_a_dra_host_on_an_old_kubelet_is_refused_at_preview_until_it_is_upgraded(
