@@ -25,7 +25,8 @@ NodeOwner = Literal["device-plugin", "dra", "cluster-policy", "gpu-cluster"]
 """An owner as the nodes see it: the GPU Operator's two modes need different kubelets."""
 Fact = Literal["kubelet", "runtime"]
 Trouble = Literal["below-floor", "cannot-tell", "not-containerd", "needs-setting"]
-"""needs-setting: containerd 1.7.x, whose CDI is off unless configured; not refused (hostcheck reads the config)."""
+"""cannot-tell: missing or unparsable, refused like below-floor. needs-setting: containerd 1.7.x, whose CDI is off
+unless configured; not refused (hostcheck reads the config, and a DRA cohort's hostDriverVerified says it ran)."""
 
 KUBELET_FIELD: Final = "status.nodeInfo.kubeletVersion"
 RUNTIME_FIELD: Final = "status.nodeInfo.containerRuntimeVersion"
@@ -165,9 +166,9 @@ class Issue:
             if self.trouble == "below-floor":
                 return f"kubelet reports {show(self.value)} ({KUBELET_FIELD}); {need}: {UPGRADE_KUBELET}"
             return (
-                f"kubelet version cannot be told ({KUBELET_FIELD} {_unparsable(self.value, 'vMAJOR.MINOR.PATCH')}"
-                f"); {need}, and a version that cannot be read is not passed: check the host's kubelet "
-                f"(`kubelet --version`) and {UPGRADE_KUBELET}"
+                f"kubelet version is unknown ({KUBELET_FIELD} {_unparsable(self.value, 'vMAJOR.MINOR.PATCH')}); "
+                f"{need}, and the preflight does not pass what it cannot read: check the host's kubelet "
+                f"(`kubelet --version`); to upgrade it, {UPGRADE_KUBELET}"
             )
         if self.trouble == "not-containerd":
             return (
@@ -188,10 +189,10 @@ class Issue:
                 f"with {hostcheck} on the host (or upgrade to containerd {dotted(versions.CDI_DEFAULT_CONTAINERD)}+)"
             )
         return (
-            f"container runtime cannot be told ({RUNTIME_FIELD} "
+            f"container runtime is unknown ({RUNTIME_FIELD} "
             f"{_unparsable(self.value, 'containerd://MAJOR.MINOR.PATCH')}); {floor.title} needs {runtime_need}, "
-            f"and a version that cannot be read is not passed: check the host's containerd (`containerd --version`) "
-            f"with {hostcheck}"
+            f"and the preflight does not pass what it cannot read: check the host's containerd "
+            f"(`containerd --version`) and its config with {hostcheck}"
         )
 
 

@@ -160,12 +160,13 @@ def test_the_kubelet_refusals_name_what_the_node_reports_the_floor_and_the_fix()
         f"(DRA with resource.k8s.io/v1): {UPGRADE}"
     )
     assert unknown.describe() == (
-        "kubelet version cannot be told (status.nodeInfo.kubeletVersion is 'fake', not vMAJOR.MINOR.PATCH); the GPU "
-        "Operator in gpu-cluster mode (its DRA driver) needs kubelet 1.34.2+ (DRA with resource.k8s.io/v1), and a "
-        f"version that cannot be read is not passed: check the host's kubelet (`kubelet --version`) and {UPGRADE}"
+        "kubelet version is unknown (status.nodeInfo.kubeletVersion is 'fake', not vMAJOR.MINOR.PATCH); the GPU "
+        "Operator in gpu-cluster mode (its DRA driver) needs kubelet 1.34.2+ (DRA with resource.k8s.io/v1), and the "
+        f"preflight does not pass what it cannot read: check the host's kubelet (`kubelet --version`); to upgrade it, "
+        f"{UPGRADE}"
     )
     assert missing.describe().startswith(
-        "kubelet version cannot be told (status.nodeInfo.kubeletVersion is missing); the device plugin chart 0.20.0 "
+        "kubelet version is unknown (status.nodeInfo.kubeletVersion is missing); the device plugin chart 0.20.0 "
         "needs kubelet 1.10.0+ (its chart's kubeVersion)"
     )
 
@@ -220,10 +221,10 @@ def test_the_runtime_messages_say_which_versions_need_the_setting_and_point_to_h
         "`sudo eks-hybrid-gpu hostcheck --owner device-plugin`"
     )
     assert unknown.describe() == (
-        "container runtime cannot be told (status.nodeInfo.containerRuntimeVersion is 'containerd://simulated', not "
-        f"containerd://MAJOR.MINOR.PATCH); the DRA driver needs a CDI-enabled containerd ({cdi}), and a version that "
-        "cannot be read is not passed: check the host's containerd (`containerd --version`) with "
-        "`sudo eks-hybrid-gpu hostcheck --owner dra`"
+        "container runtime is unknown (status.nodeInfo.containerRuntimeVersion is 'containerd://simulated', not "
+        f"containerd://MAJOR.MINOR.PATCH); the DRA driver needs a CDI-enabled containerd ({cdi}), and the preflight "
+        "does not pass what it cannot read: check the host's containerd (`containerd --version`) and its config "
+        "with `sudo eks-hybrid-gpu hostcheck --owner dra`"
     )
 
 
