@@ -6,7 +6,9 @@ node is an EKS Auto Mode node, or when a standalone cohort's node would also rec
 It then refuses a cohort whose nodes something other than the cohort's owner already publishes (see
 `components.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
 physical devices before enabling either path"; and a cohort node whose GPUs a pod still holds through another
-mechanism than the owner's (`components.consumers`): a host moved while busy.
+mechanism than the owner's (`components.consumers`): a host moved while busy. Last, it refuses a cohort node
+whose own kubelet or container runtime (`status.nodeInfo`) does not meet the owner's floor, or cannot be read
+(`components.node_facts`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
 from components.consumers import consumers_by_node, mechanism_of, other_mechanism
 from components.live import LiveCluster, Source, read_live
+from components.node_facts import check_node, node_owner
 from components.publishers import foreign, labels_of, observe
 from components.refusals import Problem
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL, OPERANDS_OPT_OUT_LABEL
@@ -144,9 +147,33 @@ def check_consumers(config: StackConfig, live: LiveCluster) -> list[Problem]:
     return problems
 
 
+def check_node_facts(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
+    """Every cohort node whose kubelet or container runtime falls short of its owner's floor, or cannot be read."""
+    problems: list[Problem] = []
+    for i, cohort in enumerate(config.cohorts):
+        owner = node_owner(cohort.owner, config.operator.mode)
+        selector = cohort.selector(config.cohort_label_key)
+        for node in (n for n in nodes if matches(selector, n)):
+            problems += [
+                Problem(
+                    f"cohorts[{i}].nodeSelector",
+                    f"selects node {_name(node)}, whose {issue.describe()}; or take the node out of cohort "
+                    f"{cohort.name} (its {config.cohort_label_key} label)",
+                )
+                for issue in check_node(node, owner)
+                if issue.refused
+            ]
+    return problems
+
+
 def check(config: StackConfig, live: LiveCluster) -> list[Problem]:
-    """The whole preflight: node labels, who already publishes the cohorts' GPUs, and who holds them now."""
-    return check_nodes(config, live.nodes) + check_publishers(config, live) + check_consumers(config, live)
+    """The whole preflight: node labels, who publishes the cohorts' GPUs, who holds them now, then node facts."""
+    return (
+        check_nodes(config, live.nodes)
+        + check_publishers(config, live)
+        + check_consumers(config, live)
+        + check_node_facts(config, live.nodes)
+    )
 
 
 def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:

@@ -316,6 +316,8 @@ FindingKind = Literal[
     "two-cohorts",
     "held-through-other-mechanism",
     "in-transit",
+    "kubelet-version",
+    "container-runtime",
 ]
 
 

@@ -24,5 +24,25 @@ GPU_OPERATOR_REPO: Final = "https://helm.ngc.nvidia.com/nvidia"
 DRA_MIN_KUBERNETES: Final = (1, 34, 2)
 """DRA GPU allocation with resource.k8s.io/v1 requires Kubernetes 1.34.2 or newer."""
 
+# What each owner needs from every cohort node's status.nodeInfo (components/node_facts.py checks it). A kubelet
+# may run up to three minor versions behind the control plane, and nodeadm installs each Hybrid Node's own, so
+# the control plane's version says nothing about the nodes'. Sources:
+# - DRA driver and the GPU Operator's GPUCluster (its DRA workflow): the seed guide, "DRA GPU examples require
+#   Kubernetes 1.34.2+" (resource.k8s.io/v1; 1.31's alpha API is not it) and, for DRA 0.5.0, "a CDI-enabled
+#   runtime". The DRA chart itself says less (0.4.1: kubeVersion >=1.32.0-0, ../shared/reference/charts.md §3).
+# - GPU Operator v26.7.0 in ClusterPolicy mode: the chart's kubeVersion >= 1.16.0-0 (charts.md §4).
+# - device plugin 0.20.0: the chart's kubeVersion >= 1.10.0-0 (charts.md §2).
+# - CDI in containerd: 1.7 added it behind `enable_cdi = true` in the CRI plugin's config; 2.0 turned it on by
+#   default (containerd's release notes; eks_hybrid_gpu/hostcheck/containerd.py reads the setting on a host).
+# The charts' `-0` lets pre-release suffixes through (an EKS kubelet reports v1.34.4-eks-<hash>), so a floor
+# compares major.minor.patch only.
+DRA_MIN_KUBELET: Final = DRA_MIN_KUBERNETES
+CLUSTER_POLICY_MIN_KUBELET: Final = (1, 16, 0)
+DEVICE_PLUGIN_MIN_KUBELET: Final = (1, 10, 0)
+CDI_MIN_CONTAINERD: Final = (1, 7, 0)
+"""The first containerd with CDI; it needs `enable_cdi = true` in the CRI plugin's config."""
+CDI_DEFAULT_CONTAINERD: Final = (2, 0, 0)
+"""From here containerd enables CDI by default."""
+
 SMOKE_IMAGE_PLACEHOLDER: Final = "registry.example.invalid/approved/gpu-smoke@sha256:" + "0" * 64
 """Deliberately unusable default smoke image: a Job using it can never be approved to run."""

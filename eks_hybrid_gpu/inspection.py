@@ -5,9 +5,11 @@ publishes on which node (devices with attributes and capacity), which claims are
 for which pods, which allocation owner serves each GPU node — the ledger ConfigMap's cohort selectors
 matched against the node's labels — and who really publishes each node's GPUs (`components.publishers`:
 extended resources, ResourceSlices, allocator pods of any namespace, the Operator's deploy labels). Declared
-and observed owners are compared into findings, and so is who holds each node's GPUs now
-(`components.consumers`: a pod holding a GPU through another mechanism than its cohort's owner is a conflict);
-any conflict makes it exit 1. It only reads; a claim's reservation is not proof that a container used the GPU.
+and observed owners are compared into findings, and so are who holds each node's GPUs now
+(`components.consumers`: a pod holding a GPU through another mechanism than its cohort's owner is a conflict) and
+each owned node's kubelet and container runtime against its owner's floors (`components.node_facts`, as the
+preflight); any conflict makes it exit 1. It only reads; a claim's reservation is not proof that a container used
+the GPU.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components import consumers as gpu_consumers
+from components import node_facts
+from components.config import show
 from components.dra_objects import DRIVER
 from components.preflight import matches
 from components.publishers import Finding, NodePublishers, findings, observe
@@ -36,7 +40,14 @@ from eks_hybrid_gpu.kubeclient import (
     segment,
 )
 from eks_hybrid_gpu.tables import table_lines
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LABEL_PREFIX, LEDGER_KEY, LEDGER_NAME
+from policy.gpu_allocation.vocab.labels import (
+    AUTO_MODE,
+    COMPUTE_TYPE_LABEL,
+    LABEL_PREFIX,
+    LEDGER_KEY,
+    LEDGER_NAME,
+    OWNERS,
+)
 
 DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
@@ -158,6 +169,34 @@ def node_findings(
     return found
 
 
+def fact_findings(node: Mapping[str, Any], owner: Mapping[str, Any], ledger: Mapping[str, Any] | None) -> list[Finding]:
+    """The preflight's node-fact check for the node's ledger owner: refusals are conflicts, the rest warnings."""
+    declared = owner["owner"]
+    if declared not in OWNERS:
+        return []
+    selector = (((ledger or {}).get("cohorts") or {}).get(owner["cohort"]) or {}).get("nodeSelector") or {}
+    label = next((key for key in sorted(selector) if key != COMPUTE_TYPE_LABEL), None)
+    way_out = f"; or take it out of cohort {owner['cohort']}" + (f" (its {label} label)" if label else "")
+    return [
+        Finding(
+            issue.node,
+            "kubelet-version" if issue.fact == "kubelet" else "container-runtime",
+            issue.refused,
+            f"its {issue.describe()}" + (way_out if issue.refused else ""),
+        )
+        for issue in node_facts.check_node(node, node_facts.node_owner(declared, (ledger or {}).get("operatorMode")))
+    ]
+
+
+def _version_cell(value: object) -> str:
+    """A reported version for the table: as is when it is plain, quoted and cut when it is not; '-' when absent."""
+    if value is None:
+        return "-"
+    if isinstance(value, str) and value.isascii() and value.isprintable() and " " not in value and len(value) <= 40:
+        return value
+    return show(value)
+
+
 def slice_summary(resource_slice: Mapping[str, Any]) -> dict[str, Any]:
     """The GPU integration guide's `{name, node, devices: [{name, attributes, capacity}]}` projection."""
     spec = resource_slice.get("spec", {})
@@ -207,7 +246,7 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
         in_use = holders.get(name, [])
         if not _is_gpu_node(node, owner, seen, in_use):
             continue
-        all_findings += node_findings(owner, seen, snapshot.ledger)
+        all_findings += node_findings(owner, seen, snapshot.ledger) + fact_findings(node, owner, snapshot.ledger)
         all_findings += gpu_consumers.findings(name, in_use, owner["cohort"], owner["owner"], mode)
         moving = (node["metadata"].get("annotations") or {}).get(TRANSIT_ANNOTATION)
         if moving:
@@ -216,6 +255,7 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
                 "(the cohort it names), which continues from where the node is"
             )
             all_findings.append(Finding(name, "in-transit", False, message))
+        kubelet, runtime = node_facts.reported(node)
         nodes.append(
             {
                 "name": name,
@@ -227,6 +267,8 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
                 "consumers": [c.as_json() for c in in_use],
                 "gpuResources": _gpu_resources(node),
                 "draDevices": devices_per_node.get(name, 0),
+                "kubeletVersion": kubelet if isinstance(kubelet, str) else None,
+                "containerRuntimeVersion": runtime if isinstance(runtime, str) else None,
             }
         )
     return {
@@ -279,6 +321,8 @@ def render(document: Mapping[str, Any]) -> str:
             "GPUs in use",
             "GPU resources",
             "DRA devices",
+            "kubelet",
+            "runtime",
         )
     ]
     for n in document["nodes"]:
@@ -293,6 +337,8 @@ def render(document: Mapping[str, Any]) -> str:
                 n["gpusInUse"],
                 resources,
                 str(n["draDevices"]),
+                _version_cell(n["kubeletVersion"]),
+                _version_cell(n["containerRuntimeVersion"]),
             )
         )
     lines += [f"  {line}" for line in table_lines(rows)] if document["nodes"] else ["  none"]

@@ -1,4 +1,4 @@
-"""`eks-hybrid-gpu simulate`: start, stop, apply, clear, show, finish, reap, and the rehearsal commands."""
+"""`eks-hybrid-gpu simulate`: start, stop, apply, fleet, clear, show, finish, reap, and the rehearsal commands."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+import yaml
 
 from components.dra_objects import DRIVER
 from eks_hybrid_gpu.cli import run_command
@@ -93,6 +95,38 @@ def _apply(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fleet(args: argparse.Namespace) -> int:
+    """The fleet `local up` writes for a stack, as a cohorts file to edit and `simulate apply --file`."""
+    from components.refusals import StackConfigError
+    from eks_hybrid_gpu import engine, local
+    from eks_hybrid_gpu.simulate.fleet import fleet_for
+
+    stack_file = f"stacks/Pulumi.{args.stack}.yaml"
+    if not (engine.ROOT / stack_file).is_file():
+        print(
+            f"simulate fleet: {stack_file} does not exist; pass --stack NAME of a stack file in stacks/",
+            file=sys.stderr,
+        )
+        return 1
+    try:
+        fleet = fleet_for(local.stack_config(args.stack))
+    except StackConfigError as error:
+        print(f"simulate fleet: {error}", file=sys.stderr)
+        return 1
+    nodes = [
+        {
+            **node.model_dump(by_alias=True, exclude_defaults=True, mode="json"),
+            "kubeletVersion": node.kubelet_version,
+            "containerRuntimeVersion": node.container_runtime_version,
+        }
+        for node in fleet.nodes
+    ]
+    print(f"# The simulated fleet of stacks/Pulumi.{args.stack}.yaml, as `local up` writes it: edit a node (an old")
+    print("# kubeletVersion rehearses an old host), then `eks-hybrid-gpu simulate apply --file THIS_FILE`.")
+    print(yaml.safe_dump({"cohortLabelKey": fleet.cohort_label_key, "nodes": nodes}, sort_keys=False), end="")
+    return 0
+
+
 def _clear(args: argparse.Namespace) -> int:
     kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
     _loopback_only(kube)
@@ -151,6 +185,8 @@ def add_arguments(root: argparse.ArgumentParser) -> None:
     sub.add_parser("stop", help="stop the local cluster and remove its state")
     apply_p = with_cluster(sub.add_parser("apply", help="create/update/prune the simulated nodes and slices"))
     apply_p.add_argument("--file", help="cohorts YAML; default: the built-in fleet (see DEFAULT_COHORTS)")
+    fleet_p = sub.add_parser("fleet", help="print the fleet `local up` writes for a stack, as a cohorts file")
+    fleet_p.add_argument("--stack", default="local", help="stacks/Pulumi.<stack>.yaml of the repository")
     with_cluster(sub.add_parser("clear", help="delete every simulated node and ResourceSlice"))
     show_p = with_cluster(sub.add_parser("show", help="list the simulated nodes"))
     add_json_option(show_p)
@@ -177,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         "start": _start,
         "stop": _stop,
         "apply": _apply,
+        "fleet": _fleet,
         "clear": _clear,
         "show": _show,
         "finish": _finish,

@@ -9,6 +9,8 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from components.config import show
+from components.node_facts import MAX_REPORTED, parse_runtime, parse_version
 from eks_hybrid_gpu.hostcheck.labels import label_value
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
 from policy.gpu_allocation.vocab.labels import (
@@ -46,6 +48,10 @@ reads to know what hardware an allocator pod on the node can publish."""
 PUBLISHED_BY_LABEL = f"{LABEL_PREFIX}/published-by"
 """Label `pod` on the ResourceSlices the simulated kubelet writes for a DRA kubelet-plugin pod; `apply` leaves them."""
 NODES_PER_COHORT = 2
+DEFAULT_KUBELET_VERSION = "v1.34.4-eks-3025e55"
+"""What a simulated node's kubelet reports unless its fleet entry says otherwise: an EKS 1.34 build."""
+DEFAULT_CONTAINER_RUNTIME = "containerd://2.0.5"
+"""containerd 2.x: CDI on by default, which the DRA path needs."""
 AUTO_NODE_NAME = "sim-auto-l4-0"
 
 
@@ -162,6 +168,41 @@ class SimNode(_Strict):
     cpu: str = "64"
     memory: str = "512Gi"
     pods: int = Field(default=110, ge=1)
+    kubelet_version: str = Field(
+        default=DEFAULT_KUBELET_VERSION,
+        alias="kubeletVersion",
+        description="status.nodeInfo.kubeletVersion, as nodeadm's kubelet reports it; an older one rehearses an "
+        "old host.",
+    )
+    container_runtime_version: str = Field(
+        default=DEFAULT_CONTAINER_RUNTIME,
+        alias="containerRuntimeVersion",
+        description="status.nodeInfo.containerRuntimeVersion: NAME://VERSION, e.g. containerd://1.7.27.",
+    )
+
+    @field_validator("kubelet_version")
+    @classmethod
+    def _kubelet_version(cls, value: str) -> str:
+        if parse_version(value) is None or not value.startswith("v"):
+            msg = (
+                f"{show(value)} is not a kubelet version: write vMAJOR.MINOR.PATCH with an optional build suffix, "
+                f"at most {MAX_REPORTED} characters, e.g. {DEFAULT_KUBELET_VERSION} or v1.31.9-eks-1"
+            )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("container_runtime_version")
+    @classmethod
+    def _runtime_version(cls, value: str) -> str:
+        runtime = parse_runtime(value)
+        if runtime is None or runtime.version is None:
+            msg = (
+                f"{show(value)} is not a container runtime version: write NAME://MAJOR.MINOR.PATCH with an optional "
+                f"build suffix, at most {MAX_REPORTED} characters, e.g. {DEFAULT_CONTAINER_RUNTIME}, "
+                "containerd://1.7.27 or cri-o://1.30.1"
+            )
+            raise ValueError(msg)
+        return value
 
     @field_validator("name")
     @classmethod

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from components.cluster import LOCAL_KUBECONFIG_ENV
 from eks_hybrid_gpu import engine, kubeclient, local, localcluster, simulate
 
 
@@ -109,3 +110,12 @@ def sim_engine_env(
         del os.environ[key]
     os.environ.update(before)
     return prepared
+
+
+@pytest.fixture
+def _program_reads_the_simulated_cluster(sim_engine_env: engine.EngineEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The inline program runs in this process: point its `local` source at the simulated cluster."""
+    for key, value in sim_engine_env.variables.items():
+        if key != "PATH":
+            monkeypatch.setenv(key, value)
+    assert os.environ[LOCAL_KUBECONFIG_ENV] == str(sim_engine_env.kubeconfig)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import yaml
 from kubernetes import client, config
 
-from eks_hybrid_gpu import chartmirror, engine, local
+from components.config import StackConfig
+from components.ledger import ownership_map
+from eks_hybrid_gpu import chartmirror, engine, kubeclient, local
+from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
 
 LOCAL_STACK_FILE = engine.ROOT / "stacks" / "Pulumi.local.yaml"
 SHARED_CHARTS = chartmirror.SHARED_MIRROR
@@ -46,3 +52,17 @@ def get_cluster_object(kubeconfig: Path, group: str, version: str, plural: str, 
         group, version, plural, name
     )
     return found
+
+
+@contextmanager
+def ledger_in(kube: kubeclient.Kube, namespace: str, config: StackConfig) -> Iterator[str]:
+    """The stack's ledger ConfigMap in a namespace of its own, as `inspect --ledger` takes it: NAMESPACE/NAME."""
+    kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
+    kube.create(
+        f"/api/v1/namespaces/{namespace}/configmaps",
+        {"metadata": {"name": LEDGER_NAME}, "data": {LEDGER_KEY: json.dumps(ownership_map(config))}},
+    )
+    try:
+        yield f"{namespace}/{LEDGER_NAME}"
+    finally:
+        kube.delete(f"/api/v1/namespaces/{namespace}")

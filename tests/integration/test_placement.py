@@ -8,7 +8,6 @@ H100, 2x A10G) and an Auto Mode node; no kubelet runs, so pods are bound and cla
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +18,6 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi import automation as auto
 
-from components.cluster import LOCAL_KUBECONFIG_ENV
 from components.config import SmokeJobsConfig, StackConfig
 from components.live import Source, read_live
 from components.preflight import check_nodes
@@ -28,7 +26,7 @@ from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulat
 from eks_hybrid_gpu.local import created_objects
 from tests.integration.helpers import work_dir_with_stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("_program_reads_the_simulated_cluster")]
 
 T = TypeVar("T")
 IMAGE = "registry.example.com/approved/gpu-smoke@sha256:" + "cd" * 32
@@ -48,15 +46,6 @@ def wait_for(read: Callable[[], T | None], what: str, timeout: float = 60.0) -> 
         time.sleep(0.3)
     message = f"timed out after {timeout:.0f} s waiting for {what}"
     raise AssertionError(message)
-
-
-@pytest.fixture(autouse=True)
-def _program_reads_the_simulated_cluster(sim_engine_env: engine.EngineEnv, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The inline program runs in this process: point its `local` source at the simulated cluster."""
-    for key, value in sim_engine_env.variables.items():
-        if key != "PATH":
-            monkeypatch.setenv(key, value)
-    assert os.environ[LOCAL_KUBECONFIG_ENV] == str(sim_engine_env.kubeconfig)
 
 
 def local_cohorts(**plugin: Any) -> list[dict[str, Any]]:

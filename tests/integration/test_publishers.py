@@ -10,7 +10,6 @@ on a node is created as that controller would (`simulate.daemon_pod`); no contai
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,16 +17,14 @@ from typing import Any
 import pytest
 from pulumi import automation as auto
 
-from components.cluster import LOCAL_KUBECONFIG_ENV, ClusterTarget
+from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
-from components.ledger import ownership_map
 from components.live import LiveReadError
 from components.preflight import check, read_cluster
 from components.validation import ClusterFacts
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
-from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
-from tests.integration.helpers import work_dir_with_stack
+from tests.integration.helpers import ledger_in, work_dir_with_stack
 
 pytestmark = pytest.mark.integration
 
@@ -61,15 +58,6 @@ ADDON_DAEMONSET: dict[str, Any] = {
         },
     },
 }
-
-
-@pytest.fixture
-def _program_reads_the_simulated_cluster(sim_engine_env: engine.EngineEnv, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The inline program runs in this process: point its `local` source at the simulated cluster."""
-    for key, value in sim_engine_env.variables.items():
-        if key != "PATH":
-            monkeypatch.setenv(key, value)
-    assert os.environ[LOCAL_KUBECONFIG_ENV] == str(sim_engine_env.kubeconfig)
 
 
 def dra_stack(env: engine.EngineEnv, tmp_path: Path, name: str, cluster: dict[str, Any]) -> auto.Stack:
@@ -193,14 +181,8 @@ def test_forbidden_resource_slices_are_refused_not_guessed(
 def ledger(sim_kube: kubeclient.Kube) -> Iterator[str]:
     """The ledger of a stack with the default cohorts, in a namespace of its own; yields NAMESPACE/NAME."""
     config = StackConfig.model_validate({"cohorts": [{"name": "plugin", "owner": "device-plugin"}, DRA_COHORT]})
-    namespace = "publishers-ledger"
-    sim_kube.create("/api/v1/namespaces", {"metadata": {"name": namespace}})
-    sim_kube.create(
-        f"/api/v1/namespaces/{namespace}/configmaps",
-        {"metadata": {"name": LEDGER_NAME}, "data": {LEDGER_KEY: json.dumps(ownership_map(config))}},
-    )
-    yield f"{namespace}/{LEDGER_NAME}"
-    sim_kube.delete(f"/api/v1/namespaces/{namespace}")
+    with ledger_in(sim_kube, "publishers-ledger", config) as ref:
+        yield ref
 
 
 @pytest.fixture

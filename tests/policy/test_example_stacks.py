@@ -29,6 +29,7 @@ from components.stack import _ownership
 from eks_hybrid_gpu.mocks import RecordingMocks, run_program, stack_config
 from policy.gpu_allocation.pack import build_policies
 from policy.gpu_allocation.vocab import labels as vocab
+from tests.support.configs import node_info
 from tests.support.policy_harness import CHART_V4, ROOT, Harness, Item, rendered_by
 
 pytestmark = pytest.mark.policy
@@ -72,7 +73,9 @@ def _nodes(config: dict[str, Any]) -> list[dict[str, Any]]:
         labels = dict(selector)
         if cohort["owner"] != "gpu-operator":
             labels[vocab.OPERANDS_OPT_OUT_LABEL] = "false"
-        nodes.append({"metadata": {"name": f"node-{cohort['name']}", "labels": labels}})
+        nodes.append(
+            {"metadata": {"name": f"node-{cohort['name']}", "labels": labels}, "status": {"nodeInfo": node_info()}}
+        )
     return nodes
 
 

@@ -60,12 +60,37 @@ def node(name: str, **labels: str) -> dict[str, Any]:
     return {"metadata": {"name": name, "labels": dict(labels)}}
 
 
+KUBELET_VERSION = "v1.34.4-eks-3025e55"
+CONTAINER_RUNTIME = "containerd://2.0.5"
+
+
+def node_info(kubelet: str = KUBELET_VERSION, runtime: str = CONTAINER_RUNTIME) -> dict[str, Any]:
+    """`status.nodeInfo` as a nodeadm-bootstrapped Hybrid Node reports it (the fields the preflight reads)."""
+    return {
+        "architecture": "amd64",
+        "containerRuntimeVersion": runtime,
+        "kernelVersion": "6.8.0-1021-nvidia",
+        "kubeletVersion": kubelet,
+        "operatingSystem": "linux",
+        "osImage": "Ubuntu 24.04.3 LTS",
+    }
+
+
 def hybrid_node(
-    name: str, cohort_value: str, *, operands_opt_out: bool = True, labels: Mapping[str, str] | None = None
+    name: str,
+    cohort_value: str,
+    *,
+    operands_opt_out: bool = True,
+    labels: Mapping[str, str] | None = None,
+    kubelet: str = KUBELET_VERSION,
+    runtime: str = CONTAINER_RUNTIME,
 ) -> dict[str, Any]:
-    """A Hybrid node in one cohort; opted out of Operator operands unless told otherwise."""
+    """A Hybrid node in one cohort, on a current kubelet and containerd; opted out of Operator operands unless told."""
     extra = {OPERANDS_OPT_OUT_LABEL: "false"} if operands_opt_out else {}
-    return node(name, **selector_for(cohort_value), **extra, **(labels or {}))
+    return {
+        **node(name, **selector_for(cohort_value), **extra, **(labels or {})),
+        "status": {"nodeInfo": node_info(kubelet, runtime)},
+    }
 
 
 MPS_NODE_LABELS = {MPS_CAPABLE_LABEL: "true"}

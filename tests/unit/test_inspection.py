@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from eks_hybrid_gpu import inspection
+from tests.support.configs import CONTAINER_RUNTIME, KUBELET_VERSION, node_info
 from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 
 pytestmark = pytest.mark.unit
@@ -29,8 +30,18 @@ LEDGER: dict[str, Any] = {
 }
 
 
-def node(name: str, labels: dict[str, str], allocatable: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"metadata": {"name": name, "labels": labels}, "status": {"allocatable": allocatable or {"cpu": "8"}}}
+AUTO_KUBELET = "v1.34.2-eks-b1a5c3f"
+
+
+def node(
+    name: str, labels: dict[str, str], allocatable: dict[str, str] | None = None, **versions: str
+) -> dict[str, Any]:
+    """A listed node: labels, allocatable and nodeInfo (`kubelet`/`runtime` override the current versions)."""
+    info = node_info(versions.get("kubelet", KUBELET_VERSION), versions.get("runtime", CONTAINER_RUNTIME))
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {"allocatable": allocatable or {"cpu": "8"}, "nodeInfo": info},
+    }
 
 
 def test_owner_of_a_cohort_node() -> None:
@@ -70,7 +81,7 @@ def snapshot(claims: list[dict[str, Any]] | None = None) -> inspection.Snapshot:
         node("cpu-0", {HYBRID: "hybrid"}),
         node("gpu-b", {HYBRID: "hybrid", COHORT: "dra"}),
         node("gpu-a", {HYBRID: "hybrid", COHORT: "device-plugin"}, {"cpu": "8", "nvidia.com/gpu.shared": "8"}),
-        node("auto-0", {HYBRID: "auto"}, {"nvidia.com/gpu": "1"}),
+        node("auto-0", {HYBRID: "auto"}, {"nvidia.com/gpu": "1"}, kubelet=AUTO_KUBELET, runtime="containerd://1.7.27"),
     ]
     slices = [
         {
@@ -175,6 +186,8 @@ def test_render_tables() -> None:
             "GPUs in use",
             "GPU resources",
             "DRA devices",
+            "kubelet",
+            "runtime",
         ],
         [
             "auto-0",
@@ -185,6 +198,8 @@ def test_render_tables() -> None:
             "none",
             "nvidia.com/gpu=1",
             "0",
+            AUTO_KUBELET,
+            "containerd://1.7.27",
         ],
         [
             "gpu-a",
@@ -195,8 +210,21 @@ def test_render_tables() -> None:
             "none",
             "nvidia.com/gpu.shared=8",
             "0",
+            KUBELET_VERSION,
+            CONTAINER_RUNTIME,
         ],
-        ["gpu-b", "hybrid", "dra", "dra", "dra (1 ResourceSlice; no pod)", "none", "-", "1"],
+        [
+            "gpu-b",
+            "hybrid",
+            "dra",
+            "dra",
+            "dra (1 ResourceSlice; no pod)",
+            "none",
+            "-",
+            "1",
+            KUBELET_VERSION,
+            CONTAINER_RUNTIME,
+        ],
     ]
     assert [lines[0], *lines[5:]] == [
         "GPU nodes (owners from ConfigMap gpu-system/gpu-allocation-ledger):",
@@ -511,3 +539,91 @@ def test_a_node_in_transit_is_a_finding_that_names_the_command() -> None:
     assert finding["conflict"] is False
     assert 'a move is under way ({"to": "plugin"})' in finding["message"]
     assert "eks-hybrid-gpu move-host gpu-b --to COHORT" in finding["message"]
+
+
+# ---------------------------------------------------------------- node facts: kubelet and container runtime
+
+
+FACTS = ("kubelet-version", "container-runtime")
+
+
+def facts_snapshot(*nodes: dict[str, Any], ledger: dict[str, Any] | None = None) -> inspection.Snapshot:
+    return inspection.Snapshot(list(nodes), [], [], ledger or LEDGER, "gpu-system/gpu-allocation-ledger", "ns")
+
+
+def fact_findings(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The node-fact findings (no allocator runs in these snapshots: every node also says nothing publishes)."""
+    return [f for f in document["findings"] if f["kind"] in FACTS]
+
+
+def test_inspect_shows_each_nodes_versions_and_refuses_an_old_dra_kubelet(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snap = facts_snapshot(
+        node("dra-old", {HYBRID: "hybrid", COHORT: "dra"}, kubelet="v1.31.9-eks-1"),
+        node("dra-17", {HYBRID: "hybrid", COHORT: "dra"}, runtime="containerd://1.7.27"),
+        node("plugin-old", {HYBRID: "hybrid", COHORT: "device-plugin"}, kubelet="v1.31.9-eks-1"),
+    )
+    monkeypatch.setattr(inspection, "connect", lambda *_args: _Kube())
+    monkeypatch.setattr(inspection, "gather", lambda *_args: snap)
+
+    assert inspection.main(["--json"]) == 1
+    document = json.loads(capsys.readouterr().out)
+    assert inspection.main([]) == 1
+    table = capsys.readouterr().out
+
+    assert [(n["name"], n["kubeletVersion"], n["containerRuntimeVersion"]) for n in document["nodes"]] == [
+        ("dra-17", KUBELET_VERSION, "containerd://1.7.27"),
+        ("dra-old", "v1.31.9-eks-1", CONTAINER_RUNTIME),
+        ("plugin-old", "v1.31.9-eks-1", CONTAINER_RUNTIME),  # the device plugin's floor is its chart's 1.10
+    ]
+    assert [(f["node"], f["kind"], f["conflict"]) for f in fact_findings(document)] == [
+        ("dra-17", "container-runtime", False),
+        ("dra-old", "kubelet-version", True),
+    ]
+    assert fact_findings(document)[1]["message"] == (
+        "its kubelet reports 'v1.31.9-eks-1' (status.nodeInfo.kubeletVersion); the DRA driver needs kubelet 1.34.2+ "
+        "(DRA with resource.k8s.io/v1): drain the node and upgrade the host with `sudo nodeadm upgrade <the control "
+        "plane's Kubernetes minor version> --config-source file://nodeConfig.yaml`; or take it out of cohort dra "
+        "(its workload.example.com/gpu-allocation label)"
+    )
+    assert fact_findings(document)[0]["message"].endswith(
+        "check it with `sudo eks-hybrid-gpu hostcheck --owner dra` on the host (or upgrade to containerd 2.0.0+)"
+    )
+    assert "  warning dra-17: its container runtime is 'containerd://1.7.27': containerd 1.7.x enables CDI" in table
+    assert "  CONFLICT dra-old: its kubelet reports 'v1.31.9-eks-1'" in table
+    assert re.search(r"dra-old .* v1\.31\.9-eks-1\s+containerd://2\.0\.5\n", table)
+
+
+def test_inspect_reads_the_operator_mode_from_the_ledger() -> None:
+    operator = {"owner": "gpu-operator", "nodeSelector": {HYBRID: "hybrid", COHORT: "gpu-operator"}}
+    op_node = node("op-1", {HYBRID: "hybrid", COHORT: "gpu-operator"}, kubelet="v1.33.7-eks-3025e55")
+
+    def kinds(mode: str) -> list[tuple[str, bool]]:
+        ledger = {"cohorts": {"operator": operator}, "operatorMode": mode}
+        return [
+            (f["kind"], f["conflict"]) for f in fact_findings(inspection.report(facts_snapshot(op_node, ledger=ledger)))
+        ]
+
+    assert kinds("cluster-policy") == []
+    assert kinds("gpu-cluster") == [("kubelet-version", True)]
+
+
+def test_missing_node_info_is_a_conflict_and_a_hostile_version_stays_on_one_cell() -> None:
+    bare = {"metadata": {"name": "dra-bare", "labels": {HYBRID: "hybrid", COHORT: "dra"}}}
+    hostile = node("dra-x", {HYBRID: "hybrid", COHORT: "dra"}, kubelet="v1.34.4\n  CONFLICT none")
+
+    document = inspection.report(facts_snapshot(bare, hostile))
+    text = inspection.render(document)
+
+    assert [(f["node"], f["kind"], f["conflict"]) for f in fact_findings(document)] == [
+        ("dra-bare", "kubelet-version", True),
+        ("dra-bare", "container-runtime", True),
+        ("dra-x", "kubelet-version", True),
+    ]
+    assert [(n["kubeletVersion"], n["containerRuntimeVersion"]) for n in document["nodes"]] == [
+        (None, None),
+        ("v1.34.4\n  CONFLICT none", CONTAINER_RUNTIME),
+    ]
+    assert "\n  CONFLICT none" not in text
+    assert "'v1.34.4\\n  CONFLICT none'" in text

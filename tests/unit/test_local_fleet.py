@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from components.config import StackConfig
-from components.preflight import check_nodes, matches
+from components.preflight import check_node_facts, check_nodes, matches
 from eks_hybrid_gpu import local, placement, simulate, smoke
 from eks_hybrid_gpu.localcluster import KWOK_NODE_ANNOTATION, KWOK_STAGES, WORKLOAD_CONTROLLERS
 
@@ -216,3 +216,35 @@ def test_smoke_says_a_simulated_node_has_no_gpu_and_no_logs(tmp_path: Path) -> N
         [], [], None, "ai-workloads", [], removed
     )
     assert smoke.removed_captures(tmp_path, [job]) == []
+
+
+def test_the_local_fleet_reports_kubelets_and_runtimes_the_preflight_accepts(config: StackConfig) -> None:
+    fleet = simulate.fleet_for(config)
+    now = datetime.now(UTC)
+    nodes = [
+        {**simulate.node_object(n, fleet.cohort_label_key), "status": simulate.node_status(n, now)} for n in fleet.nodes
+    ]
+
+    assert {
+        (n["status"]["nodeInfo"]["kubeletVersion"], n["status"]["nodeInfo"]["containerRuntimeVersion"]) for n in nodes
+    } == {("v1.34.4-eks-3025e55", "containerd://2.0.5")}
+    assert check_node_facts(config, nodes) == []
+
+
+def test_simulate_fleet_prints_the_local_fleet_as_a_cohorts_file_to_edit(
+    config: StackConfig, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert simulate.main(["fleet", "--stack", "local"]) == 0
+    text = capsys.readouterr().out
+
+    assert simulate.load(text, "fleet.yaml") == simulate.fleet_for(config)
+    # A person rehearses an old host: the kubeletVersion line of sim-dra-1's entry changed.
+    head, entry = text.split("- name: sim-dra-1\n")
+    old = simulate.load(head + "- name: sim-dra-1\n" + entry.replace("v1.34.4-eks-3025e55", "v1.31.9-eks-1", 1))
+    assert {n.name: n.kubelet_version for n in old.nodes if n.kubelet_version != "v1.34.4-eks-3025e55"} == {
+        "sim-dra-1": "v1.31.9-eks-1"
+    }
+    assert simulate.main(["fleet", "--stack", "nope"]) == 1
+    assert capsys.readouterr().err == (
+        "simulate fleet: stacks/Pulumi.nope.yaml does not exist; pass --stack NAME of a stack file in stacks/\n"
+    )

@@ -480,3 +480,68 @@ def test_the_local_source_says_how_to_start_the_cluster(tmp_path: Path) -> None:
         f"preflight: kubeconfig {path} (the local cluster) does not exist; start the local cluster with "
         "`eks-hybrid-gpu local up` (or `simulate start`)"
     )
+
+
+# ---------------------------------------------------------------- GPUs in use
+
+
+def _holding(name: str, node_name: str, *, limits: dict[str, str] | None = None, uid: str = "") -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "namespace": "ai-workloads", "uid": uid or f"uid-{name}"},
+        "spec": {"nodeName": node_name, "containers": [{"name": "main", "resources": {"limits": limits or {}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
+def _dra_claim(pod_uid: str, node_name: str) -> dict[str, Any]:
+    return {
+        "metadata": {"name": "c", "namespace": "ai-workloads"},
+        "status": {
+            "allocation": {
+                "devices": {"results": [{"driver": "gpu.nvidia.com", "pool": node_name, "device": "gpu-0"}]}
+            },
+            "reservedFor": [{"resource": "pods", "name": "p", "uid": pod_uid}],
+        },
+    }
+
+
+def test_a_pod_holding_a_plugin_gpu_on_a_dra_cohort_node_is_refused_with_the_way_through() -> None:
+    config = _config(cohorts=[PLUGIN_COHORT, DRA_COHORT])
+    nodes = [hybrid_node("moved-0", "dra"), hybrid_node("plugin-0", "device-plugin")]
+    pods = [
+        _holding("trainer", "moved-0", limits={"nvidia.com/gpu": "1"}),
+        _holding("fine", "plugin-0", limits={"nvidia.com/gpu": "2"}),
+    ]
+
+    problems = [str(p) for p in check(config, LiveCluster(nodes, [], pods, []))]
+
+    assert problems == [
+        "eks-hybrid-gpu:cohorts[1].nodeSelector: selects node moved-0, whose GPUs are in use through another "
+        "mechanism than this cohort's owner dra (dra): pod ai-workloads/trainer holds nvidia.com/gpu=1 (container "
+        "main) through the device plugin; dra would publish those GPUs as free and book them twice: let those pods "
+        "finish or evict them, then move the host in order with `eks-hybrid-gpu move-host moved-0 --to dra --drain` "
+        "(cordon, drain, relabel, wait for the old allocator to leave, then the new one); see docs/moving-hosts.md"
+    ]
+
+
+def test_a_dra_claim_on_a_device_plugin_cohort_node_is_refused() -> None:
+    config = _config(cohorts=[PLUGIN_COHORT, DRA_COHORT])
+    nodes = [hybrid_node("moved-1", "device-plugin"), hybrid_node("dra-0", "dra")]
+    pod = _holding("p", "moved-1", uid="u-p")
+    live = LiveCluster(nodes, [], [pod], [], [_dra_claim("u-p", "moved-1")])
+
+    (problem,) = [str(p) for p in check(config, live)]
+
+    assert "selects node moved-1, whose GPUs are in use through another mechanism than this cohort's owner" in problem
+    assert "pod ai-workloads/p holds ResourceClaim ai-workloads/c: gpu-0 through DRA (gpu.nvidia.com)" in problem
+    assert "eks-hybrid-gpu move-host moved-1 --to plugin --drain" in problem
+
+
+def test_finished_holders_and_same_mechanism_holders_pass() -> None:
+    config = _config(cohorts=[PLUGIN_COHORT, DRA_COHORT])
+    nodes = [hybrid_node("moved-0", "dra"), hybrid_node("plugin-0", "device-plugin")]
+    done = _holding("done", "moved-0", limits={"nvidia.com/gpu": "1"})
+    done["status"]["phase"] = "Succeeded"
+    same = _holding("same", "plugin-0", limits={"nvidia.com/gpu.shared": "1"})
+
+    assert check(config, LiveCluster(nodes, [], [done, same], [])) == []

@@ -87,7 +87,8 @@ def test_auto_mode_node_object_and_status() -> None:
         ("PIDPressure", "False", "2026-10-12T08:30:00Z"),
         ("Ready", "True", "2026-10-12T08:30:00Z"),
     ]
-    assert status["nodeInfo"]["kubeletVersion"] == "v1.34.4"
+    assert status["nodeInfo"]["kubeletVersion"] == "v1.34.4-eks-3025e55"
+    assert status["nodeInfo"]["containerRuntimeVersion"] == "containerd://2.0.5"
 
 
 def test_resource_slice_of_a_dra_host_with_a_mig_gpu() -> None:
@@ -181,6 +182,35 @@ def test_device_plugin_mig_host_advertises_mixed_strategy_resources() -> None:
         ("nodes: [{name: n1}, {name: n1}]", "<root>: node names must be unique; repeated: n1"),
         ("nodes: [{name: Node_1}]", "nodes.0.name: 'Node_1' is not a DNS label of at most 40 characters"),
         ("nodes: [{name: n1, gpu: H100}]", "nodes.0.gpu: Extra inputs are not permitted"),
+        *[
+            (
+                f"nodes: [{{name: n1, kubeletVersion: {shown}}}]",
+                f"nodes.0.kubeletVersion: {quoted} is not a kubelet version: write vMAJOR.MINOR.PATCH with an optional "
+                "build suffix, at most 128 characters, e.g. v1.34.4-eks-3025e55 or v1.31.9-eks-1",
+            )
+            for shown, quoted in [
+                ("'1.34.4'", "'1.34.4'"),
+                ("fake", "'fake'"),
+                ("v1.34", "'v1.34'"),
+                ("'v1.34.4 eks'", "'v1.34.4 eks'"),
+                ("'v1.34.4-" + "a" * 130 + "'", "'v1.34.4-" + "a" * 32 + "'...'" + "a" * 20 + "' (138 characters)"),
+            ]
+        ],
+        *[
+            (
+                f"nodes: [{{name: n1, containerRuntimeVersion: {shown}}}]",
+                f"nodes.0.containerRuntimeVersion: {quoted} is not a container runtime version: write "
+                "NAME://MAJOR.MINOR.PATCH with an optional build suffix, at most 128 characters, e.g. "
+                "containerd://2.0.5, containerd://1.7.27 or cri-o://1.30.1",
+            )
+            for shown, quoted in [
+                ("containerd", "'containerd'"),
+                ("'containerd://simulated'", "'containerd://simulated'"),
+                ("'containerd://2.0'", "'containerd://2.0'"),
+                ("'Containerd://2.0.5'", "'Containerd://2.0.5'"),
+            ]
+        ],
+        ("nodes: [{name: n1, kubeletVersion: 1.34}]", "nodes.0.kubeletVersion: Input should be a valid string"),
     ],
 )
 def test_invalid_cohorts_files_list_each_problem(text: str, problem: str) -> None:
@@ -188,6 +218,24 @@ def test_invalid_cohorts_files_list_each_problem(text: str, problem: str) -> Non
         simulate.load(text, "cohorts.yaml")
 
     assert str(refused.value).splitlines() == ["cohorts.yaml has 1 problem(s); nothing was changed:", f"  - {problem}"]
+
+
+def test_a_fleet_entry_sets_the_nodes_kubelet_and_runtime() -> None:
+    fleet = simulate.load(
+        "nodes:\n"
+        "  - {name: old-host, cohort: dra, kubeletVersion: v1.31.9-eks-1, containerRuntimeVersion: 'containerd://1.6.20'}\n"
+        "  - {name: crio-host, cohort: dra, containerRuntimeVersion: 'cri-o://1.30.1'}\n"
+        "  - {name: new-host, cohort: dra}\n"
+    )
+
+    assert [
+        (info["kubeletVersion"], info["containerRuntimeVersion"])
+        for info in (simulate.node_status(n, NOW)["nodeInfo"] for n in fleet.nodes)
+    ] == [
+        ("v1.31.9-eks-1", "containerd://1.6.20"),
+        ("v1.34.4-eks-3025e55", "cri-o://1.30.1"),
+        ("v1.34.4-eks-3025e55", "containerd://2.0.5"),
+    ]
 
 
 def test_not_yaml() -> None:

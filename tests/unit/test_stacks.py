@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -132,7 +133,10 @@ def _local_fleet() -> list[dict[str, Any]]:
     from eks_hybrid_gpu import local, simulate
 
     fleet = simulate.fleet_for(local.stack_config("local"))
-    return [simulate.node_object(n, fleet.cohort_label_key) for n in fleet.nodes]
+    now = datetime.now(UTC)
+    return [
+        {**simulate.node_object(n, fleet.cohort_label_key), "status": simulate.node_status(n, now)} for n in fleet.nodes
+    ]
 
 
 def test_local_stack_graph(run: RunProgram) -> None:
