@@ -275,8 +275,11 @@ def test_inspect_table(
         "plugin",
         "device-plugin",
         "device-plugin (nvidia.com/gpu.shared=4; no pod)",
+        "none",
         "nvidia.com/gpu.shared=4",
         "0",
+        simulate.SimNode.model_fields["kubelet_version"].default,
+        simulate.SimNode.model_fields["container_runtime_version"].default,
     ]
     assert columns(out, "sim-auto-l4-0") == [
         "sim-auto-l4-0",
@@ -284,8 +287,11 @@ def test_inspect_table(
         "-",
         "- (EKS Auto Mode: AWS manages its GPUs)",
         "device-plugin (nvidia.com/gpu=1; no pod)",
+        "none",
         "nvidia.com/gpu=1",
         "0",
+        simulate.SimNode.model_fields["kubelet_version"].default,
+        simulate.SimNode.model_fields["container_runtime_version"].default,
     ]
     uuid = simulate.device_uuid("sim-dra-h200-0", 1, "3g.71gb/0")
     assert columns(out, "sim-dra-h200-0  gpu-1-mig-3g71gb-0") == [
@@ -593,7 +599,10 @@ def test_forbidden_user_is_refused_in_one_line(
 def test_simulate_apply_rehearses_a_cohort_change_and_restores(day2: kubeclient.Kube) -> None:
     fleet = simulate.default_simulation()
     moved = [
-        n.model_copy(update={"cohort": "device-plugin"}) if n.name == "sim-dra-a10g-0" else n
+        # `simulate` runs no allocator pods: the host's allocator moves with it (its stand-in, a host-level one).
+        n.model_copy(update={"cohort": "device-plugin", "host_allocator": "device-plugin"})
+        if n.name == "sim-dra-a10g-0"
+        else n
         for n in fleet.nodes
         if n.name != "sim-auto-l4-0"
     ]
