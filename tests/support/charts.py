@@ -19,7 +19,15 @@ import pytest
 
 from components import versions
 from eks_hybrid_gpu import chartfetch
-from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV, UPSTREAMS, ChartMirrorError, Sources, Wanted, resolve
+from eks_hybrid_gpu.chartmirror import (
+    CHART_MIRROR_ENV,
+    SHARED_MIRROR,
+    UPSTREAMS,
+    ChartMirrorError,
+    Sources,
+    Wanted,
+    resolve,
+)
 
 MARKER = "charts"
 TEST_CHARTS = (
@@ -81,3 +89,11 @@ def repository() -> Path:
         (folder / path.name).symlink_to(path)
     chartfetch.write_index(folder)
     return folder
+
+
+def folder() -> Path:
+    """repository(), for module constants: where ../shared/charts would be when no source has the archives.
+
+    A module that reads it carries the `charts` marker, so its tests fail with the one line before they use it.
+    """
+    return SHARED_MIRROR if unavailable() is not None else repository()
