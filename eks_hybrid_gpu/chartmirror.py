@@ -172,7 +172,11 @@ def pick_version(chart: str, pinned: str, available: list[str], *, local: bool) 
     return chosen, notice
 
 
-def verify(archive: Path, chart: str, version: str, where: str) -> str | None:
+KEEP_FIX = "delete it, or replace it with the released one"
+DOWNLOAD_FIX = f"it was not kept; check the upstream repository (or {chartfetch.UPSTREAM_ENV})"
+
+
+def verify(archive: Path, chart: str, version: str, where: str, fix: str = KEEP_FIX) -> str | None:
     """Refuse an archive whose sha256 differs from the pinned digest; a notice when the version has none."""
     actual = chartfetch.sha256_of(archive)
     pinned = versions.ARCHIVE_SHA256.get((chart, version))
@@ -184,7 +188,7 @@ def verify(archive: Path, chart: str, version: str, where: str) -> str | None:
     if actual != pinned:
         msg = (
             f"{where} has sha256 {actual}, but components/versions.py pins {chart} {version} to sha256 {pinned}: "
-            "it is not the released archive; delete it, or replace it with the released one"
+            f"it is not the released archive; {fix}"
         )
         raise ChartMirrorError(msg)
     return None
@@ -218,7 +222,9 @@ def _from_cache(cache: Path, wanted: Wanted, environ: Mapping[str, str], sources
     notices: list[str] = []
 
     def check(archive: Path, source: str) -> None:
-        notice = verify(archive, wanted.name, wanted.version, f"the download {source}")
+        downloaded = archive != cached
+        where = f"the download {source}" if downloaded else source
+        notice = verify(archive, wanted.name, wanted.version, where, DOWNLOAD_FIX if downloaded else KEEP_FIX)
         notices.extend([notice] if notice else [])
 
     try:

@@ -191,8 +191,8 @@ def test_a_tampered_upstream_archive_is_refused_naming_both_digests_and_not_cach
         )
     assert str(refused.value) == (
         f"the download {url}/{PLUGIN} has sha256 {tampered}, but components/versions.py pins nvidia-device-plugin "
-        f"0.20.0 to sha256 {versions.DEVICE_PLUGIN_SHA256}: it is not the released archive; delete it, or replace "
-        "it with the released one"
+        f"0.20.0 to sha256 {versions.DEVICE_PLUGIN_SHA256}: it is not the released archive; it was not kept; check "
+        "the upstream repository (or EKS_HYBRID_GPU_CHART_UPSTREAM)"
     )
     assert list(cache.glob("*.tgz")) == []
 
