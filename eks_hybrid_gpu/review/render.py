@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from typing import Any
 import yaml
 
 from eks_hybrid_gpu import engine
-from eks_hybrid_gpu.chartmirror import CHARTS, SHARED_MIRROR, ChartMirrorError, Wanted, pick_version, resolve
+from eks_hybrid_gpu.chartmirror import CHARTS, ChartMirrorError, Wanted, pick_version, resolve
 from eks_hybrid_gpu.review.normalize import normalize, read_render_dir, redact_text
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
@@ -162,19 +163,27 @@ def chart_overrides(stack_document: Mapping[str, Any], env: RenderEnv) -> dict[s
     return overrides
 
 
-def chart_repository(stack_file: Path, explicit: Path | None, folder: Path) -> Path:
+def chart_repository(
+    stack_file: Path,
+    explicit: Path | None,
+    folder: Path,
+    environ: Mapping[str, str] = os.environ,
+    shared: Path | None = None,
+) -> Path:
     """The folder to serve as the review's chart repository, its archives checked against their pinned digests.
 
     The head stack's charts come from the chain (eks_hybrid_gpu.chartmirror): an explicit mirror is served as it
     is; otherwise `folder` is filled with links to ../shared/charts, the user cache (after pulling the pinned
     versions into it) and an index.yaml, so a base that pins a version either holds renders too.
     """
-    from eks_hybrid_gpu import chartfetch
+    from eks_hybrid_gpu import chartfetch, chartmirror
 
+    shared = chartmirror.SHARED_MIRROR if shared is None else shared
+    cache = chartfetch.cache_dir(environ)
     document = yaml.safe_load(stack_file.read_text()) or {}
     wanted, local = wanted_charts(document if isinstance(document, Mapping) else {})
     try:
-        sources = resolve(wanted, local=local, explicit=explicit)
+        sources = resolve(wanted, local=local, explicit=explicit, environ=environ, shared=shared, cache=cache)
     except ChartMirrorError as error:
         raise RenderError(str(error)) from None
     for notice in sources.notices:
@@ -182,7 +191,7 @@ def chart_repository(stack_file: Path, explicit: Path | None, folder: Path) -> P
     if explicit is not None:
         return explicit.resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    candidates = [*SHARED_MIRROR.glob("*.tgz"), *chartfetch.cache_dir().glob("*.tgz")]
+    candidates = [*shared.glob("*.tgz"), *cache.glob("*.tgz")]
     candidates += [found.archive for found in sources.found.values()]
     for archive in candidates:
         link = folder / archive.name

@@ -273,3 +273,33 @@ def test_the_mirror_goes_into_the_engine_work_copy_only(tmp_path: Path) -> None:
     assert copied["config"]["eks-hybrid-gpu:charts"] == {"draDriver": archive}
     repository = yaml.safe_load((engine.ROOT / "stacks" / "Pulumi.local.yaml").read_text())
     assert "eks-hybrid-gpu:charts" not in repository["config"]
+
+
+@pytest.mark.charts
+def test_the_review_serves_shared_charts_and_the_cache_as_one_repository(
+    tmp_path: Path, offline: dict[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eks_hybrid_gpu.review.render import chart_repository
+
+    shared = _mirror(tmp_path / "shared", PLUGIN, DRA_041)
+    cache = _mirror(Path(offline["EKS_HYBRID_GPU_CACHE"]) / "charts", "gpu-operator-v26.7.0.tgz")
+    folder = chart_repository(local.engine.ROOT / "stacks" / "Pulumi.local.yaml", None, tmp_path / "r", offline, shared)
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == sorted([PLUGIN, DRA_041, "gpu-operator-v26.7.0.tgz", "index.yaml"])
+    entries = chartfetch.index_document(folder)["entries"]
+    assert {name: [e["version"] for e in found] for name, found in entries.items()} == {
+        "nvidia-device-plugin": ["0.20.0"],
+        "dra-driver-nvidia-gpu": ["0.4.1"],
+        "gpu-operator": ["v26.7.0"],
+    }
+    assert entries["nvidia-device-plugin"][0]["digest"] == versions.DEVICE_PLUGIN_SHA256
+    assert capsys.readouterr().err.splitlines() == [f"notice: charts come from the mirror {shared}", FALLBACK_NOTICE]
+    assert (cache / "gpu-operator-v26.7.0.tgz").is_file()
+
+
+def test_the_review_refuses_an_eks_stack_that_no_source_can_serve(tmp_path: Path, offline: dict[str, str]) -> None:
+    from eks_hybrid_gpu.review.render import RenderError, chart_repository
+
+    shared = _mirror(tmp_path / "shared")
+    with pytest.raises(RenderError, match=r"^no chart source for dra-driver-nvidia-gpu-0\.5\.0\.tgz: "):
+        chart_repository(local.engine.ROOT / "stacks" / "Pulumi.dra.yaml", None, tmp_path / "r", offline, shared)
