@@ -53,7 +53,7 @@ def offline(dead_port: int, tmp_path: Path) -> dict[str, str]:
 def _mirror(folder: Path, *names: str) -> Path:
     """A folder holding copies of the real archives named (a name with no test archive gets junk bytes)."""
     folder.mkdir(parents=True)
-    real = {p.name: p for p in (charts.device_plugin(), charts.dra_driver(), charts.gpu_operator())}
+    real = {p.name: p for p in (charts.device_plugin(), charts.dra_driver(), charts.gpu_operator())} if names else {}
     for name in names:
         if name in real:
             shutil.copyfile(real[name], folder / name)
