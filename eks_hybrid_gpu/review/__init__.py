@@ -128,7 +128,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--chart-mirror",
         type=Path,
-        help="a Helm repository folder (index.yaml + archives) serving the pinned charts of stacks that name no "
+        help="a folder of <chart>-<version>.tgz archives (an index.yaml is written beside them if it has none) "
+        "serving the pinned charts of stacks that name no "
         "chart source (default: $EKS_HYBRID_GPU_CHART_MIRROR, else ../shared/charts, else the pinned versions pulled "
         "from upstream into the user cache)",
     )

@@ -172,9 +172,10 @@ def chart_repository(
 ) -> Path:
     """The folder to serve as the review's chart repository, its archives checked against their pinned digests.
 
-    The head stack's charts come from the chain (eks_hybrid_gpu.chartmirror): an explicit mirror is served as it
-    is; otherwise `folder` is filled with links to ../shared/charts, the user cache (after pulling the pinned
-    versions into it) and an index.yaml, so a base that pins a version either holds renders too.
+    The head stack's charts come from the chain (eks_hybrid_gpu.chartmirror): an explicit mirror with an index.yaml
+    is served as it is; otherwise `folder` is filled with links to the mirror's archives, or to ../shared/charts
+    and the user cache (after pulling the pinned versions into it), and an index.yaml, so a base that pins a
+    version either holds renders too.
     """
     from eks_hybrid_gpu import chartfetch, chartmirror
 
@@ -188,10 +189,10 @@ def chart_repository(
         raise RenderError(str(error)) from None
     for notice in sources.notices:
         print(notice, file=sys.stderr)
-    if explicit is not None:
+    if explicit is not None and (explicit / "index.yaml").is_file():
         return explicit.resolve()
     folder.mkdir(parents=True, exist_ok=True)
-    candidates = [*shared.glob("*.tgz"), *cache.glob("*.tgz")]
+    candidates = [*explicit.glob("*.tgz")] if explicit is not None else [*shared.glob("*.tgz"), *cache.glob("*.tgz")]
     candidates += [found.archive for found in sources.found.values()]
     for archive in candidates:
         link = folder / archive.name

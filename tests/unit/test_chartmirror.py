@@ -303,3 +303,16 @@ def test_the_review_refuses_an_eks_stack_that_no_source_can_serve(tmp_path: Path
     shared = _mirror(tmp_path / "shared")
     with pytest.raises(RenderError, match=r"^no chart source for dra-driver-nvidia-gpu-0\.5\.0\.tgz: "):
         chart_repository(local.engine.ROOT / "stacks" / "Pulumi.dra.yaml", None, tmp_path / "r", offline, shared)
+
+
+@pytest.mark.charts
+def test_the_review_serves_a_mirror_without_an_index_through_its_own(tmp_path: Path) -> None:
+    from eks_hybrid_gpu.review.render import chart_repository
+
+    mirror = _mirror(tmp_path / "m", PLUGIN)
+    stack = local.engine.ROOT / "stacks" / "Pulumi.device-plugin.yaml"
+    folder = chart_repository(stack, mirror, tmp_path / "r", {}, tmp_path / "no-shared")
+    assert folder == tmp_path / "r"
+    assert chartfetch.index_document(folder)["entries"]["nvidia-device-plugin"][0]["urls"] == [PLUGIN]
+    chartfetch.write_index(mirror)
+    assert chart_repository(stack, mirror, tmp_path / "r2", {}, tmp_path / "no-shared") == mirror
