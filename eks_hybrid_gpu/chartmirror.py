@@ -289,9 +289,14 @@ def resolve(
 def refusal(missing: Sequence[tuple[Wanted, str]], *, local: bool, shared: Path, has_shared: bool, fix: str) -> str:
     """The one line that says no source holds these archives: what it accepts, where each source failed, the fix."""
     names = [w.file for w, _ in missing]
+    pinned_pairs = {(w.name, w.version) for w, _ in missing}
     files = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
     if local:
-        files += " (the local stack also takes a mirror's newest <chart>-<version>.tgz of each, with a notice)"
+        known = [f"{c}-{v}.tgz" for (c, v), d in versions.ARCHIVE_SHA256.items() if d and (c, v) not in pinned_pairs]
+        known = [k for k in known if any(k.startswith(f"{w.name}-") for w, _ in missing)]
+        example = f", such as {' or '.join(known)}" if known else ""
+        also = f"the local stack also takes a mirror's newest <chart>-<version>.tgz of each{example}, with a notice"
+        files += f" ({also})"
     where_shared = f"{shared} lacks them" if has_shared else f"{shared} does not exist"
     reasons = "; ".join(dict.fromkeys(why for _, why in missing))
     return (

@@ -221,7 +221,8 @@ def test_offline_without_any_mirror_is_refused_in_one_line_naming_what_it_accept
     assert "\n" not in message
     assert message.startswith(
         "no chart source for nvidia-device-plugin-0.20.0.tgz and dra-driver-nvidia-gpu-0.5.0.tgz (the local stack "
-        "also takes a mirror's newest <chart>-<version>.tgz of each, with a notice): EKS_HYBRID_GPU_CHART_MIRROR is "
+        "also takes a mirror's newest <chart>-<version>.tgz of each, such as dra-driver-nvidia-gpu-0.4.1.tgz, with a "
+        "notice): EKS_HYBRID_GPU_CHART_MIRROR is "
         f"not set, {tmp_path / 'absent'} does not exist, and upstream failed ("
     )
     assert message.endswith(
