@@ -5,7 +5,8 @@ allows at most one). Every device-plugin cohort gets its own value of the cohort
 are disjoint, and every cohort is driver-verified, as validation requires of standalone owners. Everything
 else (cluster, runtime class) is the local stack's, so the synthetic stacks are valid for the local API
 server too. The benchmarks' API server has no nodes (they measure previews, not pods): `local_document`
-turns off the preflight and the await and takes the charts from ../shared/charts, as `local up` does offline.
+turns off the preflight and the await and takes the charts from the chain `local up` uses (a chart mirror,
+../shared/charts, or upstream through the user cache).
 """
 
 from __future__ import annotations
@@ -23,14 +24,13 @@ LOCAL_STACK_FILE = ROOT / "stacks" / "Pulumi.local.yaml"
 
 
 def local_document() -> dict[str, Any]:
-    """The local stack file, parsed, for a node-less API server and charts from the shared mirror."""
+    """The local stack file, parsed, for a node-less API server and charts from `local up`'s chart source."""
     from eks_hybrid_gpu import chartmirror, local
 
     document: dict[str, Any] = yaml.safe_load(LOCAL_STACK_FILE.read_text())
     config = document["config"]
     config[f"{PROJECT}:cluster"] = {**config[f"{PROJECT}:cluster"], "skipAwait": True, "preflight": False}
-    mirror = chartmirror.mirror_overrides(local.stack_config("local"), chartmirror.SHARED_MIRROR)
-    config[f"{PROJECT}:charts"] = mirror.overrides
+    config[f"{PROJECT}:charts"] = chartmirror.choose(local.stack_config("local")).overrides
     return document
 
 

@@ -49,6 +49,15 @@ def _chart_yaml(archive: Path) -> Mapping[str, Any]:
     return chart
 
 
+def chart_metadata(archive: Path) -> Mapping[str, Any]:
+    """The archive's top-level Chart.yaml (for a mirror's index.yaml); ValueError saying why it is no chart."""
+    try:
+        return _chart_yaml(archive)
+    except _Unreadable as error:
+        msg = f"{archive} {error}"
+        raise ValueError(msg) from None
+
+
 def archive_problems(path: str, project_dir: Path, relative: str, version: str, chart_name: str) -> Iterable[Problem]:
     """The problems of the archive at `relative` (config path `path`): unreadable, or not `chart_name` at `version`."""
     try:

@@ -1,30 +1,36 @@
-"""Where the local default takes its charts: upstream like the EKS stacks, or a chart mirror folder.
+"""The one chart-source chain of `local up`, `review` and the tests: mirror, then ../shared/charts, then upstream.
 
-The local stack pins the same charts and sources as the EKS stacks (Helm repository, OCI). Without internet,
-a chart mirror — a folder of `<chart>-<version>.tgz` archives, `EKS_HYBRID_GPU_CHART_MIRROR` or
-`--chart-mirror` — stands in: the command writes `charts.<key>` (exact version + archive) into its own work
-copy of the stack file, so the program's graph still follows from its config alone. A mirror that lacks the
-pinned version is used with another version only for a `source: local` stack, and only with a printed
-notice naming both versions; an EKS stack never runs another version than it pins.
+Each pinned chart archive comes from, in order:
+1. an explicit chart mirror (`--chart-mirror DIR` or `EKS_HYBRID_GPU_CHART_MIRROR`), a folder of
+   `<chart>-<version>.tgz` archives — when set, it is the only source;
+2. `../shared/charts` beside the checkout, when it holds the pinned version;
+3. the user cache, where the pinned version is pulled once from the chart's upstream (eks_hybrid_gpu.chartfetch);
+4. for a `source: local` stack only, the newest version that ../shared/charts or the cache holds, with a notice.
+
+Every archive's sha256 is compared with the digest pinned next to its version in components/versions.py; one
+that differs is refused naming both digests, and a version with no known digest is used with a notice that says
+so. The caller writes the chosen archives as `charts.<key>` (exact version + archive) into its own work copy of
+the stack file, so the program's graph still follows from its config alone. A source that lacks the pinned version
+is used with another version only for a `source: local` stack, only with a printed notice naming both versions;
+an EKS stack never runs another version than it pins.
 """
 
 from __future__ import annotations
 
 import os
-import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from components import versions
 from components.config import StackConfig, show
+from eks_hybrid_gpu import chartfetch
 
 CHART_MIRROR_ENV = "EKS_HYBRID_GPU_CHART_MIRROR"
 SHARED_MIRROR = Path(__file__).resolve().parents[1].parent / "shared" / "charts"
-"""The team's mirror beside a checkout (`../shared/charts`); `local up` falls back to it when upstream is down."""
-REACH_TIMEOUT_SECONDS = 3.0
+"""The team's mirror beside a checkout (`../shared/charts`)."""
+MIRROR_FIX = f"pass --chart-mirror DIR (or set {CHART_MIRROR_ENV}=DIR)"
 
 
 @dataclass(frozen=True)
@@ -55,17 +61,47 @@ CHARTS = (
         versions.GPU_OPERATOR_REPO,
     ),
 )
+UPSTREAMS = {c.name: c.upstream for c in CHARTS}
 
 
 class ChartMirrorError(Exception):
-    """No usable chart source; the message says which archives to put where."""
+    """No usable chart source, or an archive refused; the message says which archives to put where."""
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One archive a caller needs: a chart at its pinned version, and where upstream keeps it."""
+
+    name: str
+    version: str
+    upstream: str
+
+    @property
+    def file(self) -> str:
+        """`<chart>-<version>.tgz`, the archive's name in every mirror."""
+        return f"{self.name}-{self.version}.tgz"
+
+
+@dataclass(frozen=True)
+class Found:
+    """The archive chosen for a wanted chart: its version (the pinned one, or a local fallback) and path."""
+
+    version: str
+    archive: Path
+
+
+@dataclass
+class Sources:
+    """Chart name -> the archive chosen, and the notices to print."""
+
+    found: dict[str, Found] = field(default_factory=dict)
+    notices: list[str] = field(default_factory=list)
 
 
 @dataclass
 class MirrorChoice:
     """`charts` overrides for the work copy of the stack file, and the notices to print."""
 
-    mirror: Path | None
     overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
     notices: list[str] = field(default_factory=list)
 
@@ -106,6 +142,13 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) if p.isdigit() else 0 for p in version.lstrip("v").replace("-", ".").split("."))
 
 
+def accepted(chart: str, pinned: str, *, local: bool) -> str:
+    """What a source must hold for the chart: the pinned archive, and for a local stack any version's, newest first."""
+    if not local:
+        return f"{chart}-{pinned}.tgz"
+    return f"{chart}-{pinned}.tgz (the local stack also takes the newest {chart}-<version>.tgz, with a notice)"
+
+
 def pick_version(chart: str, pinned: str, available: list[str], *, local: bool) -> tuple[str, str | None]:
     """The version to use from a mirror and the notice to print, or ChartMirrorError.
 
@@ -116,7 +159,10 @@ def pick_version(chart: str, pinned: str, available: list[str], *, local: bool) 
         return pinned, None
     if not local or not available:
         have = ", ".join(available) or "no version"
-        msg = f"the chart mirror has no {chart} {pinned} (it has {have}); add {chart}-{pinned}.tgz to the mirror"
+        msg = (
+            f"the chart mirror has no {chart} {pinned} (it has {have}); add {accepted(chart, pinned, local=local)} "
+            "to the mirror"
+        )
         raise ChartMirrorError(msg)
     chosen = max(available, key=_version_key)
     notice = (
@@ -126,29 +172,26 @@ def pick_version(chart: str, pinned: str, available: list[str], *, local: bool) 
     return chosen, notice
 
 
-def mirror_overrides(config: StackConfig, mirror: Path) -> MirrorChoice:
-    """`charts.<key>` = exact version + archive from the mirror, for every chart the stack needs."""
-    choice = MirrorChoice(mirror)
-    local = config.cluster.source == "local"
-    for chart in needed(config):
-        found = archives(mirror, chart.name)
-        version, notice = pick_version(chart.name, pinned_version(config, chart), sorted(found), local=local)
-        choice.overrides[chart.key] = {"version": version, "source": {"archive": str(found[version])}}
-        if notice:
-            choice.notices.append(notice)
-    return choice
+KEEP_FIX = "delete it, or replace it with the released one"
+DOWNLOAD_FIX = f"it was not kept; check the upstream repository (or {chartfetch.UPSTREAM_ENV})"
 
 
-def reachable(url: str, timeout: float = REACH_TIMEOUT_SECONDS) -> bool:
-    """Whether a TCP connection to the URL's host on 443 opens (the same test for Helm repos and OCI)."""
-    host = urlparse(url).hostname
-    if not host:
-        return False
-    try:
-        with socket.create_connection((host, 443), timeout=timeout):
-            return True
-    except OSError:
-        return False
+def verify(archive: Path, chart: str, version: str, where: str, fix: str = KEEP_FIX) -> str | None:
+    """Refuse an archive whose sha256 differs from the pinned digest; a notice when the version has none."""
+    actual = chartfetch.sha256_of(archive)
+    pinned = versions.ARCHIVE_SHA256.get((chart, version))
+    if pinned is None:
+        return (
+            f"notice: {chart} {version} has no known digest in components/versions.py; {where} has sha256 {actual} "
+            "and is used unverified"
+        )
+    if actual != pinned:
+        msg = (
+            f"{where} has sha256 {actual}, but components/versions.py pins {chart} {version} to sha256 {pinned}: "
+            f"it is not the released archive; {fix}"
+        )
+        raise ChartMirrorError(msg)
+    return None
 
 
 def _is_folder(path: Path) -> bool:
@@ -159,35 +202,131 @@ def _is_folder(path: Path) -> bool:
         return False
 
 
+def _from_folder(folder: Path, wanted: Wanted, *, local: bool, sources: Sources) -> bool:
+    """Take the wanted chart from a mirror folder (the pinned version, or a local fallback); False if absent."""
+    found = archives(folder, wanted.name)
+    if not found:
+        return False
+    if wanted.version not in found and not local:
+        return False
+    version, notice = pick_version(wanted.name, wanted.version, sorted(found), local=local)
+    unverified = verify(found[version], wanted.name, version, str(found[version]))
+    sources.found[wanted.name] = Found(version, found[version])
+    sources.notices.extend(n for n in (notice, unverified) if n)
+    return True
+
+
+def _from_cache(cache: Path, wanted: Wanted, environ: Mapping[str, str], sources: Sources) -> str | None:
+    """The pinned version from the cache, pulled from upstream first if absent; the reason when it cannot be."""
+    cached = cache / wanted.file
+    notices: list[str] = []
+
+    def check(archive: Path, source: str) -> None:
+        downloaded = archive != cached
+        where = f"the download {source}" if downloaded else source
+        notice = verify(archive, wanted.name, wanted.version, where, DOWNLOAD_FIX if downloaded else KEEP_FIX)
+        notices.extend([notice] if notice else [])
+
+    try:
+        if cached.is_file():
+            check(cached, str(cached))
+        else:
+            cached = chartfetch.fetch(wanted.name, wanted.version, wanted.upstream, cache, check, environ)
+            notices.insert(0, f"notice: pulled {wanted.name} {wanted.version} into the cache {cache}")
+    except chartfetch.FetchError as error:
+        return str(error)
+    sources.found[wanted.name] = Found(wanted.version, cached.resolve())
+    sources.notices.extend(notices)
+    return None
+
+
+def resolve(
+    wanted: Sequence[Wanted],
+    *,
+    local: bool,
+    explicit: Path | None = None,
+    environ: Mapping[str, str] = os.environ,
+    shared: Path | None = None,
+    cache: Path | None = None,
+    fix: str = MIRROR_FIX,
+) -> Sources:
+    """The archive of every wanted chart from the chain: explicit mirror, else ../shared/charts, else upstream.
+
+    Raises ChartMirrorError in one line: an archive refused by its digest, an explicit mirror that is no folder or
+    lacks an archive, or no source at all (naming the archives it accepts, the variable, `fix` and the folder).
+    """
+    given = explicit or (Path(environ[CHART_MIRROR_ENV]) if environ.get(CHART_MIRROR_ENV) else None)
+    shared = SHARED_MIRROR if shared is None else shared
+    cache = chartfetch.cache_dir(environ) if cache is None else cache
+    sources = Sources()
+    if given is not None:
+        if not _is_folder(given):
+            msg = f"the chart mirror {show(str(given))} is not a folder; it holds <chart>-<version>.tgz archives"
+            raise ChartMirrorError(msg)
+        for chart in wanted:
+            if not _from_folder(given, chart, local=local, sources=sources):
+                pick_version(chart.name, chart.version, sorted(archives(given, chart.name)), local=local)
+        return sources
+    has_shared = _is_folder(shared)
+    missing: list[tuple[Wanted, str]] = []
+    for chart in wanted:
+        if has_shared and (shared / chart.file).is_file():
+            _from_folder(shared, chart, local=False, sources=sources)
+            continue
+        why = _from_cache(cache, chart, environ, sources)
+        if why is None:
+            continue
+        fallbacks = [f for f in (shared, cache) if local and _is_folder(f)]
+        if not any(_from_folder(f, chart, local=True, sources=sources) for f in fallbacks):
+            missing.append((chart, why))
+    if has_shared and any(f.archive.parent == shared.resolve() for f in sources.found.values()):
+        sources.notices.insert(0, f"notice: charts come from the mirror {shared}")
+    if missing:
+        raise ChartMirrorError(refusal(missing, local=local, shared=shared, has_shared=has_shared, fix=fix))
+    return sources
+
+
+def refusal(missing: Sequence[tuple[Wanted, str]], *, local: bool, shared: Path, has_shared: bool, fix: str) -> str:
+    """The one line that says no source holds these archives: what it accepts, where each source failed, the fix."""
+    names = [w.file for w, _ in missing]
+    pinned_pairs = {(w.name, w.version) for w, _ in missing}
+    files = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
+    if local:
+        known = [f"{c}-{v}.tgz" for (c, v), d in versions.ARCHIVE_SHA256.items() if d and (c, v) not in pinned_pairs]
+        known = [k for k in known if any(k.startswith(f"{w.name}-") for w, _ in missing)]
+        example = f", such as {' or '.join(known)}" if known else ""
+        also = f"the local stack also takes a mirror's newest <chart>-<version>.tgz of each{example}, with a notice"
+        files += f" ({also})"
+    where_shared = f"{shared} lacks them" if has_shared else f"{shared} does not exist"
+    reasons = "; ".join(dict.fromkeys(why for _, why in missing))
+    return (
+        f"no chart source for {files}: {CHART_MIRROR_ENV} is not set, {where_shared}, and upstream failed "
+        f"({reasons}); put them in a folder and {fix}, or in {shared}"
+    )
+
+
 def choose(
     config: StackConfig,
     explicit: Path | None = None,
     environ: Mapping[str, str] = os.environ,
     shared: Path | None = None,
+    cache: Path | None = None,
 ) -> MirrorChoice:
-    """The chart source of `local up`: an explicit mirror, else upstream when reachable, else ../shared/charts.
+    """The chart source of `local up` for the charts the stack leaves to the default, as `charts` overrides.
 
-    Raises ChartMirrorError (one line: which archives to put where) when none of them can serve the charts.
+    Raises ChartMirrorError (one line: which archives to put where) when the chain cannot serve the charts.
     """
-    given = explicit or (Path(environ[CHART_MIRROR_ENV]) if environ.get(CHART_MIRROR_ENV) else None)
-    shared = SHARED_MIRROR if shared is None else shared
     charts = needed(config)
-    if given is not None:
-        if not _is_folder(given):
-            msg = f"the chart mirror {show(str(given))} is not a folder; it holds <chart>-<version>.tgz archives"
-            raise ChartMirrorError(msg)
-        return mirror_overrides(config, given)
-    unreachable = [c for c in charts if not reachable(c.upstream)]
-    if not unreachable:
-        return MirrorChoice(None)
-    if shared.is_dir():
-        choice = mirror_overrides(config, shared)
-        hosts = ", ".join(sorted({str(urlparse(c.upstream).hostname) for c in unreachable}))
-        choice.notices.insert(0, f"notice: {hosts} cannot be reached; charts come from the mirror {shared}")
-        return choice
-    wanted = " and ".join(f"{c.name}-{pinned_version(config, c)}.tgz" for c in charts)
-    msg = (
-        f"no chart source: {', '.join(c.upstream for c in unreachable)} cannot be reached and no chart mirror is set; "
-        f"put {wanted} in a folder and pass --chart-mirror DIR (or set {CHART_MIRROR_ENV}=DIR)"
-    )
-    raise ChartMirrorError(msg)
+    wanted = [Wanted(c.name, pinned_version(config, c), c.upstream) for c in charts]
+    local = config.cluster.source == "local"
+    sources = resolve(wanted, local=local, explicit=explicit, environ=environ, shared=shared, cache=cache)
+    choice = MirrorChoice(notices=sources.notices)
+    for chart in charts:
+        found = sources.found[chart.name]
+        choice.overrides[chart.key] = {"version": found.version, "source": {"archive": str(found.archive)}}
+    return choice
+
+
+def mirror_overrides(config: StackConfig, mirror: Path) -> MirrorChoice:
+    """`charts.<key>` = exact version + archive from one mirror folder, for every chart the stack needs."""
+    return choose(config, mirror, environ={})

@@ -222,7 +222,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     start.add_argument(
         "--chart-mirror",
         type=Path,
-        help="a folder of chart archives (index.yaml + .tgz) to install from instead of the upstream repositories",
+        help="a folder of <chart>-<version>.tgz archives to install from, instead of ../shared/charts and upstream "
+        f"(default: ${chartmirror.CHART_MIRROR_ENV}); see docs/charts.md",
     )
     sub.add_parser("down", help="destroy the local stack and stop the local cluster")
     sub.add_parser("status", help="where the local cluster is and which of its processes run")

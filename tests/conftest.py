@@ -5,6 +5,29 @@ integration tests ran, that import is the first compile after the Pulumi engine'
 process, and CPython 3.11.7 can then refuse it ("SystemError: AST constructor recursion depth mismatch", fixed
 in later CPython releases): the run passed, but pytest crashes while printing the summary. Importing it at the
 start makes that late compile unnecessary.
+
+Tests marked `charts` read the pinned chart archives (tests/support/charts.py): they are resolved once, at
+collection, and when no source has them one line says so there and each of those tests fails with it.
 """
 
 import hypothesis  # noqa: F401
+import pytest
+
+from tests.support import charts
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not any(item.get_closest_marker(charts.MARKER) for item in items):
+        return
+    line = charts.unavailable()
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if line is not None and reporter is not None:
+        reporter.write_line(line)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker(charts.MARKER) is not None:
+        line = charts.unavailable()
+        if line is not None:
+            pytest.fail(line, pytrace=False)

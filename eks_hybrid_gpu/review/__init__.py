@@ -128,8 +128,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--chart-mirror",
         type=Path,
-        help="a Helm repository folder (index.yaml + archives) serving the pinned charts of stacks that name no "
-        "chart source, for rendering without internet access (default: $EKS_HYBRID_GPU_CHART_MIRROR)",
+        help="a folder of <chart>-<version>.tgz archives (an index.yaml is written beside them if it has none) "
+        "serving the pinned charts of stacks that name no "
+        "chart source (default: $EKS_HYBRID_GPU_CHART_MIRROR, else ../shared/charts, else the pinned versions pulled "
+        "from upstream into the user cache)",
     )
     parser.add_argument("--policy-config", type=Path, help="policy pack config (levels and settings) to review with")
 
@@ -148,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     """`eks-hybrid-gpu review [--stack NAME] [--base REF] [--out DIR] ...`."""
     from eks_hybrid_gpu import engine, localcluster
     from eks_hybrid_gpu.review import gitref
-    from eks_hybrid_gpu.review.render import chart_mirror, policy_setup
+    from eks_hybrid_gpu.review.render import chart_mirror, chart_repository, policy_setup
 
     stack_file = engine.ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
     if not stack_file.is_file():
@@ -161,6 +163,9 @@ def run(args: argparse.Namespace) -> int:
         with tempfile.TemporaryDirectory(prefix="eks-hybrid-gpu-review-") as tmp, ExitStack() as cleanup:
             scratch = Path(tmp)
             base = gitref.export(engine.ROOT, args.base, scratch / "base-checkout")
+            from_env = os.environ.get(CHART_MIRROR_ENV)
+            mirror = args.chart_mirror or (Path(from_env) if from_env else None)
+            charts = chart_repository(stack_file, mirror, scratch / "charts")
             toolchain = engine.ensure_toolchain()
             toolchain.activate()
             kubeconfig = args.kubeconfig
@@ -169,11 +174,7 @@ def run(args: argparse.Namespace) -> int:
                 cluster = localcluster.start(state)
                 cleanup.callback(localcluster.stop, state)
                 kubeconfig = cluster.kubeconfig
-            mirror_url, mirror_index = None, None
-            from_env = os.environ.get(CHART_MIRROR_ENV)
-            mirror = args.chart_mirror or (Path(from_env) if from_env else None)
-            if mirror is not None:
-                mirror_url, mirror_index = cleanup.enter_context(chart_mirror(mirror.resolve()))
+            mirror_url, mirror_index = cleanup.enter_context(chart_mirror(charts))
             levels, policy_config = policy_setup(scratch, args.policy_config)
             env = make_env(
                 toolchain,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from typing import Any
 import yaml
 
 from eks_hybrid_gpu import engine
-from eks_hybrid_gpu.chartmirror import ChartMirrorError, pick_version
+from eks_hybrid_gpu.chartmirror import CHARTS, ChartMirrorError, Wanted, pick_version, resolve
 from eks_hybrid_gpu.review.normalize import normalize, read_render_dir, redact_text
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
@@ -38,13 +39,6 @@ RENDER_MODE_NOTE = (
     "`operator-hooks-kept` is not evaluated on the GPU Operator here: the review renders it through Chart v4 "
     "(a Helm Release cannot render); `pulumi preview` with the policy pack checks the real Release."
 )
-
-# owner -> (charts.<key>, chart name), for the chart mirror.
-CHART_KEYS: dict[str, tuple[str, str]] = {
-    "device-plugin": ("devicePlugin", "nvidia-device-plugin"),
-    "dra": ("draDriver", "dra-driver-nvidia-gpu"),
-    "gpu-operator": ("gpuOperator", "gpu-operator"),
-}
 
 
 class RenderError(RuntimeError):
@@ -129,43 +123,83 @@ def _engine_env(env: RenderEnv, area: Path, home: Path) -> dict[str, str]:
     }
 
 
-def chart_overrides(stack_document: Mapping[str, Any], env: RenderEnv) -> dict[str, dict[str, str]]:
-    """`charts.<key>.source` for every owner chart without a source, pointing at the mirror.
-
-    Raises RenderError when the mirror lacks the pinned version, so the review fails with the reason
-    instead of a Helm error.
-    """
-    if env.chart_mirror is None:
-        return {}
-    from components import versions
-
-    defaults = {
-        "devicePlugin": versions.DEVICE_PLUGIN_VERSION,
-        "draDriver": versions.DRA_DRIVER_VERSION,
-        "gpuOperator": versions.GPU_OPERATOR_VERSION,
-    }
+def wanted_charts(stack_document: Mapping[str, Any]) -> tuple[list[Wanted], bool]:
+    """The owner charts a stack document leaves to the default source, at their pinned versions; and if it is local."""
     config = stack_document.get("config") or {}
     charts = config.get("eks-hybrid-gpu:charts") or {}
     owners = {c.get("owner") for c in config.get("eks-hybrid-gpu:cohorts") or [] if isinstance(c, Mapping)}
     source = (config.get("eks-hybrid-gpu:cluster") or {}).get("source", "local")
+    wanted = []
+    for chart in CHARTS:
+        pin = charts.get(chart.key) or {}
+        if chart.owner in owners and not pin.get("source"):
+            wanted.append(Wanted(chart.name, str(pin.get("version") or chart.version), chart.upstream))
+    return wanted, source == "local"
+
+
+def chart_overrides(stack_document: Mapping[str, Any], env: RenderEnv) -> dict[str, dict[str, str]]:
+    """`charts.<key>.source` for every owner chart without a source, pointing at the served chart repository.
+
+    Raises RenderError when the repository lacks the pinned version, so the review fails with the reason
+    instead of a Helm error.
+    """
+    if env.chart_mirror is None:
+        return {}
+    keys = {c.name: c.key for c in CHARTS}
+    wanted, local = wanted_charts(stack_document)
     entries = (env.chart_mirror_index or {}).get("entries") or {}
     overrides: dict[str, dict[str, str]] = {}
-    for owner, (key, chart) in CHART_KEYS.items():
-        pin = charts.get(key) or {}
-        if owner not in owners or pin.get("source"):
-            continue
-        pinned = str(pin.get("version") or defaults[key])
-        available = sorted(str(e.get("version")) for e in entries.get(chart) or [])
+    for chart in wanted:
+        available = sorted(str(e.get("version")) for e in entries.get(chart.name) or [])
         # The same rule as `local up`: only a local stack may fall back to another version, with a notice.
         try:
-            version, notice = pick_version(chart, pinned, available, local=source == "local")
+            version, notice = pick_version(chart.name, chart.version, available, local=local)
         except ChartMirrorError as error:
             msg = f"{error} (and its index entry), or render with access to the chart's upstream repository"
             raise RenderError(msg) from None
         if notice:
             print(notice, file=sys.stderr)
-        overrides[key] = {"repo": env.chart_mirror, "version": version}
+        overrides[keys[chart.name]] = {"repo": env.chart_mirror, "version": version}
     return overrides
+
+
+def chart_repository(
+    stack_file: Path,
+    explicit: Path | None,
+    folder: Path,
+    environ: Mapping[str, str] = os.environ,
+    shared: Path | None = None,
+) -> Path:
+    """The folder to serve as the review's chart repository, its archives checked against their pinned digests.
+
+    The head stack's charts come from the chain (eks_hybrid_gpu.chartmirror): an explicit mirror with an index.yaml
+    is served as it is; otherwise `folder` is filled with links to the mirror's archives, or to ../shared/charts
+    and the user cache (after pulling the pinned versions into it), and an index.yaml, so a base that pins a
+    version either holds renders too.
+    """
+    from eks_hybrid_gpu import chartfetch, chartmirror
+
+    shared = chartmirror.SHARED_MIRROR if shared is None else shared
+    cache = chartfetch.cache_dir(environ)
+    document = yaml.safe_load(stack_file.read_text()) or {}
+    wanted, local = wanted_charts(document if isinstance(document, Mapping) else {})
+    try:
+        sources = resolve(wanted, local=local, explicit=explicit, environ=environ, shared=shared, cache=cache)
+    except ChartMirrorError as error:
+        raise RenderError(str(error)) from None
+    for notice in sources.notices:
+        print(notice, file=sys.stderr)
+    if explicit is not None and (explicit / "index.yaml").is_file():
+        return explicit.resolve()
+    folder.mkdir(parents=True, exist_ok=True)
+    candidates = [*explicit.glob("*.tgz")] if explicit is not None else [*shared.glob("*.tgz"), *cache.glob("*.tgz")]
+    candidates += [found.archive for found in sources.found.values()]
+    for archive in candidates:
+        link = folder / archive.name
+        if not link.exists():
+            link.symlink_to(archive.resolve())
+    chartfetch.write_index(folder)
+    return folder
 
 
 def path_replacements(project_dir: Path) -> list[tuple[str, str]]:

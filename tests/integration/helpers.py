@@ -16,20 +16,21 @@ from components.config import StackConfig
 from components.ledger import ownership_map
 from eks_hybrid_gpu import chartmirror, engine, kubeclient, local
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
+from tests.support import charts
 
 LOCAL_STACK_FILE = engine.ROOT / "stacks" / "Pulumi.local.yaml"
-SHARED_CHARTS = chartmirror.SHARED_MIRROR
+SHARED_CHARTS = charts.folder()
 
 
 def local_charts() -> dict[str, Any]:
-    """The local stack's `charts` from ../shared/charts (no internet here): what `local up` falls back to."""
+    """The local stack's `charts` from the tests' chart archives (tests/support/charts.py), as `local up` takes them."""
     return chartmirror.mirror_overrides(local.stack_config("local"), SHARED_CHARTS).overrides
 
 
 def work_dir_with_stack(tmp: Path, stack: str, overrides: dict[str, Any]) -> Path:
     """A work dir holding Pulumi.yaml and stacks/Pulumi.<stack>.yaml: the local stack with `overrides` applied.
 
-    Its charts come from ../shared/charts (`local_charts`) unless `overrides` sets `charts`.
+    Its charts come from the tests' chart archives (`local_charts`) unless `overrides` sets `charts`.
     """
     shutil.copy(engine.ROOT / "Pulumi.yaml", tmp / "Pulumi.yaml")
     (tmp / "stacks").mkdir(exist_ok=True)

@@ -21,10 +21,11 @@ import yaml
 from pulumi import automation as auto
 
 from eks_hybrid_gpu import engine
+from tests.support import charts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
-SHARED = (engine.ROOT / ".." / "shared" / "charts").resolve()
+SHARED = charts.folder()
 FIXTURES = engine.ROOT / "tests" / "fixtures" / "policy"
 STATIC_PLUGIN = (FIXTURES / "nvidia-device-plugin-static.yml").read_text()
 VIOLATION = re.compile(r"- \[mandatory\] \[severity: \w+\]\s+(\S+)\s+\((.*)\)$")

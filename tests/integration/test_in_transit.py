@@ -24,7 +24,7 @@ from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, movehos
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import work_dir_with_stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
 T = TypeVar("T")
 KEY = "workload.example.com/gpu-allocation"

@@ -21,14 +21,15 @@ from pulumi import automation as auto
 
 from eks_hybrid_gpu import engine, kubeclient, local, localcluster, placement, simulate, smoke
 from tests.integration.helpers import LOCAL_STACK_FILE, work_dir_with_stack
+from tests.support import charts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
 T = TypeVar("T")
 IMAGE = "registry.example.com/approved/gpu-smoke@sha256:" + "cd" * 32
 WORKLOADS = "ai-workloads"
 AUTO_NODE = simulate.AUTO_NODE_NAME
-SHARED_CHARTS = (engine.ROOT / ".." / "shared" / "charts").resolve()
+SHARED_CHARTS = charts.folder()
 OPERATOR_ARCHIVE = SHARED_CHARTS / "gpu-operator-v26.7.0.tgz"
 
 
@@ -286,12 +287,11 @@ def test_local_up_prints_nodes_pods_and_ownership_then_down_stops_everything(
     before = dict(os.environ)
     try:
         started = time.monotonic()
-        assert local.up() == 0
+        assert local.up(chart_mirror=SHARED_CHARTS) == 0
         elapsed = time.monotonic() - started
         captured = capsys.readouterr()
         out = captured.out
-        # Offline here: the charts come from ../shared/charts, DRA falls back with a notice naming both versions.
-        assert f"cannot be reached; charts come from the mirror {SHARED_CHARTS}" in out
+        # The tests' chart folder has no DRA 0.5.0 archive: DRA falls back with a notice naming both versions.
         fallback = "no dra-driver-nvidia-gpu 0.5.0 (the pinned version); the local stack uses dra-driver-nvidia-gpu"
         assert f"{fallback} 0.4.1" in out
         assert "InsecureRequestWarning" not in captured.err

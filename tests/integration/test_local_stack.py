@@ -15,7 +15,7 @@ from pulumi import automation as auto
 from eks_hybrid_gpu import engine, kubeclient, local, localcluster, placement, simulate
 from tests.integration.helpers import api, get_cluster_object, local_charts, work_dir_with_stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.charts]
 DAEMONSETS = "/apis/apps/v1/namespaces/gpu-system/daemonsets"
 
 

@@ -26,7 +26,11 @@ from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulat
 from eks_hybrid_gpu.local import created_objects
 from tests.integration.helpers import work_dir_with_stack
 
-pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("_program_reads_the_simulated_cluster")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.charts,
+    pytest.mark.usefixtures("_program_reads_the_simulated_cluster"),
+]
 
 T = TypeVar("T")
 IMAGE = "registry.example.com/approved/gpu-smoke@sha256:" + "cd" * 32

@@ -31,10 +31,11 @@ from components.smoke_jobs import SmokeRequest, smoke_job_spec
 from components.stamping import Ownership, stamp
 from eks_hybrid_gpu import engine
 from tests.integration.helpers import work_dir_with_stack
+from tests.support import charts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
-SHARED = (engine.ROOT / ".." / "shared" / "charts").resolve()
+SHARED = charts.folder()
 PLUGIN_ARCHIVE = SHARED / "nvidia-device-plugin-0.20.0.tgz"
 DRA_ARCHIVE = SHARED / "dra-driver-nvidia-gpu-0.4.1.tgz"
 PLUGIN_CHART = ChartPin(version="0.20.0", source=ChartSource(archive=str(PLUGIN_ARCHIVE)))
@@ -117,7 +118,7 @@ def _device_plugin(
 
 @pytest.fixture
 def helm_repository() -> Iterator[str]:
-    """../shared/charts (it holds an index.yaml) served as a Helm repository on loopback."""
+    """The tests' chart archives (a folder with an index.yaml) served as a Helm repository on loopback."""
 
     class Quiet(http.server.SimpleHTTPRequestHandler):
         def __init__(self, *args: Any, **kwargs: Any) -> None:

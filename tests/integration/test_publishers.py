@@ -26,7 +26,7 @@ from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulat
 from eks_hybrid_gpu.local import created_objects
 from tests.integration.helpers import ledger_in, work_dir_with_stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
 NODE = "sim-dra-h100-0"
 DRA_NODES = ("sim-dra-a10g-0", "sim-dra-h100-0", "sim-dra-h200-0")

@@ -29,10 +29,11 @@ from eks_hybrid_gpu.review.render import (
 )
 from eks_hybrid_gpu.review.report import Review, summary
 from tests.integration.helpers import api, work_dir_with_stack
+from tests.support import charts
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
-SHARED_CHARTS = (engine.ROOT / ".." / "shared" / "charts").resolve()
+SHARED_CHARTS = charts.folder()
 STACKS = engine.ROOT / "stacks"
 OFFLINE_STACKS = {
     "local": {"plugin": "device-plugin", "dra": "dra"},

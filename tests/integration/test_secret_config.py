@@ -12,7 +12,7 @@ from pulumi import automation as auto
 from eks_hybrid_gpu import engine, localcluster
 from tests.integration.helpers import LOCAL_STACK_FILE, work_dir_with_stack
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 

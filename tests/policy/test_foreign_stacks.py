@@ -1,8 +1,8 @@
 """The pack on stacks this program did not build: no stamps, no ledger, no Chart parent.
 
-What a platform team runs on every pull request: real `helm template` renders of the charts in ../shared/charts
-with the guide's values, NVIDIA's static device-plugin manifest and the guide's smoke Jobs pasted as plain
-manifests. Each headline rule gets a violating stack and its clean twin, one value apart.
+What a platform team runs on every pull request: real `helm template` renders of the pinned chart archives
+(tests/support/charts.py) with the guide's values, NVIDIA's static device-plugin manifest and the guide's smoke
+Jobs pasted as plain manifests. Each headline rule gets a violating stack and its clean twin, one value apart.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from policy.gpu_allocation.rules.ownership import OPERATOR_DEVICE_PLUGIN_DISABLE
 from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
 from policy.gpu_allocation.rules.targeting import GPU_DISCOVERY_AFFINITY_KEPT, NO_AUTO_MODE_TARGETING
 from policy.gpu_allocation.rules.workloads import SMOKE_JOB_HARDENED
+from tests.support import charts
 from tests.support.policy_harness import Harness, Item, type_of
 
-from .helm import DEVICE_PLUGIN_ARCHIVE, DRA_ARCHIVE, template
+from .helm import template
 
 pytestmark = pytest.mark.policy
 
@@ -51,8 +52,8 @@ def _rendered(chart: str, values_file: str, overrides: str) -> list[dict[str, An
             target = target.setdefault(key, {})
         target[path[-1]] = value
     if chart == "device-plugin":
-        return template("hybrid-gpu-plugin", DEVICE_PLUGIN_ARCHIVE, "gpu-system", values)
-    return template("hybrid-gpu-dra", DRA_ARCHIVE, "gpu-dra-system", values)
+        return template("hybrid-gpu-plugin", charts.device_plugin(), "gpu-system", values)
+    return template("hybrid-gpu-dra", charts.dra_driver(), "gpu-dra-system", values)
 
 
 def device_plugin(values_file: str = "device-plugin-values.yaml", **overrides: Any) -> list[dict[str, Any]]:
@@ -126,12 +127,14 @@ def selector(cohort: str) -> dict[str, str]:
 # --------------------------------------------------------------------------- single-allocation-owner
 
 
+@pytest.mark.charts
 def test_guide_renders_of_both_charts_on_their_own_cohorts_pass_without_a_ledger(harness: Harness) -> None:
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, foreign([*device_plugin(), *dra()]))
     assert outcome.violations == []
     assert outcome.not_applicable is None
 
 
+@pytest.mark.charts
 def test_dra_render_moved_onto_the_plugin_cohort_is_refused(harness: Harness) -> None:
     items = foreign([*device_plugin(), *dra(kubeletPlugin__nodeSelector=selector("device-plugin"))])
     message = harness.stack(SINGLE_ALLOCATION_OWNER, items).one()
@@ -142,6 +145,7 @@ def test_dra_render_moved_onto_the_plugin_cohort_is_refused(harness: Harness) ->
     assert "the nodeSelector (or required node affinity) of the allocator pods of" in message
 
 
+@pytest.mark.charts
 def test_nvidia_static_plugin_next_to_the_dra_driver_is_refused(harness: Harness) -> None:
     items = foreign([static_plugin(), *dra()])
     message = harness.stack(SINGLE_ALLOCATION_OWNER, items).one()
@@ -150,11 +154,13 @@ def test_nvidia_static_plugin_next_to_the_dra_driver_is_refused(harness: Harness
     assert "ledger" not in message
 
 
+@pytest.mark.charts
 def test_nvidia_static_plugin_placed_on_its_own_cohort_passes(harness: Harness) -> None:
     items = foreign([static_plugin(selector("device-plugin")), *dra()])
     assert harness.stack(SINGLE_ALLOCATION_OWNER, items).violations == []
 
 
+@pytest.mark.charts
 def test_required_affinity_that_admits_the_dra_cohort_is_refused(harness: Harness) -> None:
     admits = affinity({"key": COHORT_KEY, "operator": "In", "values": ["device-plugin", "dra"]})
     items = foreign([static_plugin({"eks.amazonaws.com/compute-type": "hybrid"}, admits), *dra()])
@@ -162,12 +168,14 @@ def test_required_affinity_that_admits_the_dra_cohort_is_refused(harness: Harnes
     assert "required nodeAffinity" in message
 
 
+@pytest.mark.charts
 def test_required_affinity_that_excludes_the_dra_cohort_passes(harness: Harness) -> None:
     excludes = affinity({"key": COHORT_KEY, "operator": "NotIn", "values": ["dra"]})
     items = foreign([static_plugin({"eks.amazonaws.com/compute-type": "hybrid"}, excludes), *dra()])
     assert harness.stack(SINGLE_ALLOCATION_OWNER, items).violations == []
 
 
+@pytest.mark.charts
 def test_companions_of_one_install_are_never_a_second_owner(harness: Harness) -> None:
     rendered = device_plugin()
     kinds = sorted(d["metadata"]["name"] for d in rendered if d["kind"] == "DaemonSet")
@@ -179,6 +187,7 @@ def test_companions_of_one_install_are_never_a_second_owner(harness: Harness) ->
     assert outcome.violations == []
 
 
+@pytest.mark.charts
 def test_two_device_plugins_on_one_cohort_are_refused(harness: Harness) -> None:
     items = foreign([*device_plugin(), static_plugin(selector("device-plugin"))])
     message = harness.stack(SINGLE_ALLOCATION_OWNER, items).one()
@@ -283,12 +292,14 @@ def test_a_gpu_job_not_named_as_a_smoke_job_is_not_judged_as_one(harness: Harnes
 # --------------------------------------------------------------------------- shared-gpu-resource-name
 
 
+@pytest.mark.charts
 def test_request_for_the_renamed_resource_on_a_time_sliced_cohort_passes(harness: Harness) -> None:
     rendered = device_plugin("device-plugin-time-slicing-values.yaml")
     items = foreign([*rendered, gpu_workload("nvidia.com/gpu.shared", selector("device-plugin"))])
     assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
 
 
+@pytest.mark.charts
 def test_request_for_nvidia_gpu_on_a_cohort_whose_config_renames_it_is_refused(harness: Harness) -> None:
     rendered = device_plugin("device-plugin-time-slicing-values.yaml")
     items = foreign([*rendered, gpu_workload("nvidia.com/gpu", selector("device-plugin"))])
@@ -300,6 +311,7 @@ def test_request_for_nvidia_gpu_on_a_cohort_whose_config_renames_it_is_refused(h
 # --------------------------------------------------------------------------- mig-strategy-consistent
 
 
+@pytest.mark.charts
 def test_mixed_mig_request_on_a_rendered_mixed_plugin_passes(harness: Harness) -> None:
     items = foreign(
         [*device_plugin(migStrategy="mixed"), gpu_workload("nvidia.com/mig-1g.5gb", selector("device-plugin"))]
@@ -307,6 +319,7 @@ def test_mixed_mig_request_on_a_rendered_mixed_plugin_passes(harness: Harness) -
     assert harness.stack(MIG_STRATEGY_CONSISTENT, items).violations == []
 
 
+@pytest.mark.charts
 def test_mixed_mig_request_on_a_plugin_without_the_mixed_strategy_is_refused(harness: Harness) -> None:
     items = foreign([*device_plugin(), gpu_workload("nvidia.com/mig-1g.5gb", selector("device-plugin"))])
     message = harness.stack(MIG_STRATEGY_CONSISTENT, items).one()

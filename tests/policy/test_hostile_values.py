@@ -51,6 +51,7 @@ def _overlap_stack() -> list[Item]:
     return foreign([static_plugin(), *dra()])
 
 
+@pytest.mark.charts
 def test_deep_json_in_the_ledger_is_reported_and_the_overlap_still_is(harness: Harness) -> None:
     ledger = harness.ledger({})
     ledger["data"][vocab.LEDGER_KEY] = DEEP_JSON
@@ -62,6 +63,7 @@ def test_deep_json_in_the_ledger_is_reported_and_the_overlap_still_is(harness: H
     assert vocab.LEDGER_NAME in message
 
 
+@pytest.mark.charts
 def test_deep_json_in_a_selector_annotation_is_cannot_tell(harness: Harness) -> None:
     manifest = harness.stamp(static_plugin(DP_SELECTOR), "device-plugin", "plugin", DP_SELECTOR)
     manifest["metadata"]["annotations"][vocab.SELECTOR_ANNOTATION] = DEEP_JSON
@@ -69,6 +71,7 @@ def test_deep_json_in_a_selector_annotation_is_cannot_tell(harness: Harness) -> 
     assert any("can select the same nodes" in m for m in messages)
 
 
+@pytest.mark.charts
 @pytest.mark.parametrize("text", [DEEP_YAML, SELF_ANCHOR], ids=["deep-yaml", "self-anchor"])
 def test_hostile_time_slicing_config_map_still_lets_the_rename_be_found(harness: Harness, text: str) -> None:
     rendered = device_plugin("device-plugin-time-slicing-values.yaml")
@@ -83,6 +86,7 @@ def test_hostile_time_slicing_config_map_still_lets_the_rename_be_found(harness:
     assert any("nvidia.com/gpu.shared" in m for m in outcome.messages)
 
 
+@pytest.mark.charts
 @pytest.mark.parametrize("text", [DEEP_YAML, SELF_ANCHOR], ids=["deep-yaml", "self-anchor"])
 def test_hostile_release_values_config_is_cannot_tell_for_that_release(harness: Harness, text: str) -> None:
     values = harness.values("device-plugin-time-slicing-values.yaml")
@@ -97,6 +101,7 @@ def test_hostile_release_values_config_is_cannot_tell_for_that_release(harness: 
     assert all("'ai-workloads/inference': container 'server' requests nvidia.com/mig-1g.5gb" in m for m in messages)
 
 
+@pytest.mark.charts
 def test_deeply_nested_props_are_cannot_tell_for_that_object(harness: Harness) -> None:
     nested: dict[str, Any] = {"leaf": "x"}
     for _ in range(90):

@@ -71,6 +71,7 @@ def test_the_pack_environment_cannot_reach_the_repository(published: tuple[Path,
     assert completed.stdout.strip() == "[]"
 
 
+@pytest.mark.charts
 def test_a_copy_of_policy_alone_serves_and_judges_a_foreign_stack(published: tuple[Path, Path]) -> None:
     python, copy = published
     environment = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

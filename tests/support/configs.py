@@ -5,10 +5,10 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pulumi
+import pytest
 
 from eks_hybrid_gpu import mocks as mocks_module
 from eks_hybrid_gpu.mocks import ParentRecordingMonitor, RecordingMocks, Registration
@@ -18,6 +18,7 @@ from policy.gpu_allocation.vocab.labels import (
     MPS_CAPABLE_LABEL,
     OPERANDS_OPT_OUT_LABEL,
 )
+from tests.support import charts
 
 DIGEST_IMAGE = "registry.example.com/approved/gpu-smoke@sha256:" + "ab" * 32
 """A well-formed digest-pinned image that is not the placeholder."""
@@ -148,8 +149,8 @@ Construct = Callable[[Callable[[], Any]], Recorder]
 
 # ---------------------------------------------------------------- invalid configs (model and program tests)
 
-DRA_CHART_041 = "../shared/charts/dra-driver-nvidia-gpu-0.4.1.tgz"
-"""The DRA chart archive in the shared chart folder, relative to the project directory."""
+DRA_CHART_041 = "{dra_041}"
+"""Stands for the DRA 0.4.1 archive (tests/support/charts.py) in a case's config and problems, filled in lazily."""
 
 HOST_DRIVER_FALSE = (
     "is false; the standalone {owner} path needs a prepared host driver, and being on premises does not imply "
@@ -188,13 +189,38 @@ def overlap(index: int, other: int, other_name: str, value: str) -> str:
     )
 
 
+def _fill(value: Any, placeholder: str, text: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(placeholder, text)
+    if isinstance(value, dict):
+        return {k: _fill(v, placeholder, text) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_fill(v, placeholder, text) for v in value]
+    return value
+
+
 @dataclass(frozen=True)
 class InvalidCase:
     """A stack config that must be refused with exactly these problems."""
 
     id: str
-    config: dict[str, Any]
+    raw: dict[str, Any]
     problems: list[str]
+
+    @property
+    def needs_charts(self) -> bool:
+        """Whether the config names the DRA archive (the case then carries the `charts` marker)."""
+        return DRA_CHART_041 in repr(self.raw)
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The config, with the DRA archive's path filled in when it names it."""
+        return _fill(self.raw, DRA_CHART_041, str(charts.dra_driver())) if self.needs_charts else self.raw
+
+
+def invalid_params() -> list[Any]:
+    """INVALID_CASES as pytest params: id, and the `charts` marker on a case that reads an archive."""
+    return [pytest.param(c, id=c.id, marks=[pytest.mark.charts] if c.needs_charts else []) for c in INVALID_CASES]
 
 
 INVALID_CASES: list[InvalidCase] = [
@@ -411,7 +437,7 @@ INVALID_CASES: list[InvalidCase] = [
             charts={"draDriver": {"version": "0.5.0", "source": {"archive": DRA_CHART_041}}},
         ),
         [
-            "eks-hybrid-gpu:charts.draDriver.source.archive: {shared}/charts/dra-driver-nvidia-gpu-0.4.1.tgz "
+            "eks-hybrid-gpu:charts.draDriver.source.archive: {dra_041} "
             "holds version 0.4.1, but the pinned version is 0.5.0: pin the archive's version or use the archive of "
             "the pinned version"
         ],
@@ -466,8 +492,8 @@ INVALID_CASES: list[InvalidCase] = [
 
 def expected_problems(case: InvalidCase, root: str) -> list[str]:
     """The case's problems with the project directory filled in."""
-    shared = str((Path(root) / ".." / "shared").resolve())
-    return [p.replace("{root}", root).replace("{shared}", shared) for p in case.problems]
+    problems = [p.replace("{root}", root) for p in case.problems]
+    return [p.replace(DRA_CHART_041, str(charts.dra_driver())) for p in problems] if case.needs_charts else problems
 
 
 SEVERAL_PROBLEMS_CONFIG = _base_config(

@@ -70,6 +70,7 @@ def test_segment_exponents() -> None:
     assert math.isclose(segment_exponents([2.0, 4.0], [1.0, 4.0])[0], 2.0)
 
 
+@pytest.mark.charts
 @pytest.mark.parametrize("cohorts", [1, 2, 8, 32, 128])
 def test_synthetic_stacks_pass_config_validation(cohorts: int) -> None:
     config = load_stack_config(synthetic_config(cohorts), ROOT)
@@ -82,6 +83,7 @@ def test_synthetic_stacks_pass_config_validation(cohorts: int) -> None:
     assert all(c.host_driver_verified for c in config.cohorts)
 
 
+@pytest.mark.charts
 def test_synthetic_stack_keeps_the_local_stack_settings() -> None:
     config = synthetic_config(8)
     assert config["cluster"]["source"] == "local"
@@ -96,6 +98,7 @@ def test_a_synthetic_stack_without_cohorts_is_refused() -> None:
         synthetic_cohorts(0)
 
 
+@pytest.mark.charts
 def test_two_dra_cohorts_would_be_refused() -> None:
     """The generator adds one dra cohort because validation allows no more."""
     config = synthetic_config(3)

@@ -6,6 +6,7 @@ The YAML blocks below are copied verbatim from the source material and compared 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from components.runtime_class import NvidiaRuntimeClass
 from components.stamping import Ownership, stamp
 from eks_hybrid_gpu.mocks import ROOT, Registration, exported_outputs
 from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION
+from tests.support import charts
 from tests.support.configs import (
     DIGEST_IMAGE,
     DRA_COHORT,
@@ -585,43 +587,36 @@ def test_operator_release_source_and_version(run: RunProgram) -> None:
     assert (release.inputs["name"], release.inputs["namespace"]) == ("gpu-operator", "gpu-operator")
 
 
+@pytest.mark.charts
 def test_archive_override_resolves_to_an_absolute_path_without_version(run: RunProgram) -> None:
+    plugin, dra = charts.device_plugin(), charts.dra_driver()
     config = _both_cohorts(
         charts={
-            "devicePlugin": {
-                "version": "0.20.0",
-                "source": {"archive": "../shared/charts/nvidia-device-plugin-0.20.0.tgz"},
-            },
-            "draDriver": {
-                "version": "0.4.1",
-                "source": {"archive": "../shared/charts/dra-driver-nvidia-gpu-0.4.1.tgz"},
-            },
+            "devicePlugin": {"version": "0.20.0", "source": {"archive": os.path.relpath(plugin, ROOT)}},
+            "draDriver": {"version": "0.4.1", "source": {"archive": os.path.relpath(dra, ROOT)}},
         }
     )
 
     recorder = run(config)
 
-    for name, file, version in [
-        ("gpu-plugin-chart", "nvidia-device-plugin-0.20.0.tgz", "0.20.0"),
-        ("gpu-dra-chart", "dra-driver-nvidia-gpu-0.4.1.tgz", "0.4.1"),
-    ]:
+    for name, archive, version in [("gpu-plugin-chart", plugin, "0.20.0"), ("gpu-dra-chart", dra, "0.4.1")]:
         chart = recorder.named(name).inputs
-        assert chart["chart"] == str((ROOT.parent / "shared" / "charts" / file).resolve())
+        assert chart["chart"] == str(archive)
         assert Path(chart["chart"]).is_absolute()
         assert ".." not in Path(chart["chart"]).parts
         assert chart["version"] == version
         assert "repositoryOpts" not in chart
 
 
+@pytest.mark.charts
 def test_operator_archive_override(run: RunProgram) -> None:
+    operator = charts.gpu_operator()
     config = _operator("gpu-cluster")
-    config["charts"] = {
-        "gpuOperator": {"version": "v26.7.0", "source": {"archive": "../shared/charts/gpu-operator-v26.7.0.tgz"}}
-    }
+    config["charts"] = {"gpuOperator": {"version": "v26.7.0", "source": {"archive": os.path.relpath(operator, ROOT)}}}
 
     release = run(config).named("gpu-operator-release").inputs
 
-    assert release["chart"] == str((ROOT.parent / "shared" / "charts" / "gpu-operator-v26.7.0.tgz").resolve())
+    assert release["chart"] == str(operator)
     assert release["version"] == "v26.7.0"
     assert "repositoryOpts" not in release
 

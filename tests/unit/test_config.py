@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -13,11 +14,11 @@ from components.config import CONFIG_KEYS, ChartPin, Mig, NoSharing, StackConfig
 from components.refusals import StackConfigError
 from components.validation import ClusterFacts, load_stack_config
 from eks_hybrid_gpu.mocks import ROOT, stack_config
+from tests.support import charts
 from tests.support.configs import (
     AUTO_MODE_OPERATOR,
     DRA_COHORT,
     DRA_TOO_OLD,
-    INVALID_CASES,
     OPERATOR_COHORT,
     PLUGIN_COHORT,
     SEVERAL_PROBLEMS,
@@ -26,6 +27,7 @@ from tests.support.configs import (
     _base_config,
     cohort,
     expected_problems,
+    invalid_params,
     selector_for,
 )
 
@@ -184,17 +186,14 @@ def test_approving_a_cohort_with_a_digest_image_is_valid() -> None:
     assert config.smoke_jobs.image == image
 
 
+@pytest.mark.charts
 def test_archive_matching_its_pin_is_valid() -> None:
-    raw = _base_config(
-        cohorts=[DRA_COHORT],
-        charts={
-            "draDriver": {"version": "0.4.1", "source": {"archive": "../shared/charts/dra-driver-nvidia-gpu-0.4.1.tgz"}}
-        },
-    )
+    archive = os.path.relpath(charts.dra_driver(), ROOT)
+    raw = _base_config(cohorts=[DRA_COHORT], charts={"draDriver": {"version": "0.4.1", "source": {"archive": archive}}})
 
     source = load_stack_config(raw, ROOT).charts.dra_driver.source
     assert source is not None
-    assert source.archive == "../shared/charts/dra-driver-nvidia-gpu-0.4.1.tgz"
+    assert source.archive == archive
 
 
 def test_unused_chart_source_is_not_checked() -> None:
@@ -267,7 +266,7 @@ def test_model_is_frozen() -> None:
 # ---------------------------------------------------------------- invalid configs
 
 
-@pytest.mark.parametrize("case", INVALID_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", invalid_params())
 def test_invalid_config_is_refused_with_exact_problems(case: InvalidCase) -> None:
     assert _problems(case.config) == expected_problems(case, str(ROOT))
 

@@ -17,6 +17,7 @@ from components.refusals import StackConfigError
 from components.validation import load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY
+from tests.support import charts
 from tests.support.configs import (
     DIGEST_IMAGE,
     DRA_COHORT,
@@ -27,7 +28,7 @@ from tests.support.configs import (
     cohort,
 )
 
-pytestmark = pytest.mark.unit
+pytestmark = [pytest.mark.unit, pytest.mark.charts]
 
 JSON = st.recursive(
     st.none()
@@ -69,19 +70,27 @@ RICH = _base_config(
         ),
     ],
     operator={"mode": "cluster-policy", "devicePluginEnabled": False},
-    charts={
-        "devicePlugin": {"version": "0.20.0", "source": {"archive": "../shared/charts/nvidia-device-plugin-0.20.0.tgz"}}
-    },
+    charts={"devicePlugin": {"version": "0.20.0", "source": {"archive": "{device_plugin}"}}},
     namespaces={"workloads": "ai"},
     dra={"largeGpuMemory": "40Gi", "featureGates": {"DynamicMIG": True}, "extraSelector": 'device.driver == "x"'},
     runtimeClass={"name": "nvidia"},
     smokeJobs={"approvedCohort": "plugin", "runAsUser": 1000, "image": DIGEST_IMAGE},
 )
-"""A config that sets every section, so replacing any one of its values reaches every validator."""
+"""A config that sets every section, so replacing any one of its values reaches every validator.
+
+Its device-plugin archive is filled in by `rich()` (tests/support/charts.py), so PATHS exist at collection.
+"""
+
+
+def rich() -> dict[str, Any]:
+    """RICH with the pinned device-plugin archive's path."""
+    raw = copy.deepcopy(RICH)
+    raw["charts"]["devicePlugin"]["source"]["archive"] = str(charts.device_plugin())
+    return raw
 
 
 def test_the_rich_config_is_valid() -> None:
-    assert len(load_stack_config(RICH, ROOT).cohorts) == 3
+    assert len(load_stack_config(rich(), ROOT).cohorts) == 3
 
 
 def _paths(value: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]:
@@ -98,7 +107,7 @@ PATHS = [p for p in _paths(RICH) if p]
 
 
 def _replaced(path: tuple[Any, ...], new: Any) -> dict[str, Any]:
-    raw = copy.deepcopy(RICH)
+    raw = rich()
     target: Any = raw
     for part in path[:-1]:
         target = target[part]
@@ -128,7 +137,7 @@ def _accepted_or_refused(raw: dict[str, Any]) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(key=st.sampled_from(CONFIG_KEYS), value=JSON)
 def test_any_json_under_a_top_level_key(key: str, value: Any) -> None:
-    _accepted_or_refused({**RICH, key: value})
+    _accepted_or_refused({**rich(), key: value})
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])

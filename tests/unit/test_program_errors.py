@@ -12,7 +12,6 @@ from tests.support.configs import (
     AUTO_MODE_OPERATOR,
     DRA_COHORT,
     DRA_TOO_OLD,
-    INVALID_CASES,
     OPERATOR_COHORT,
     PLUGIN_COHORT,
     SEVERAL_PROBLEMS,
@@ -25,6 +24,7 @@ from tests.support.configs import (
     eks_cluster,
     expected_problems,
     hybrid_node,
+    invalid_params,
     node,
 )
 
@@ -46,7 +46,7 @@ def _refused(run: RunProgram, config: dict[str, Any], recorder: Recorder, **kwar
     return str(caught.value)
 
 
-@pytest.mark.parametrize("case", INVALID_CASES, ids=lambda c: c.id)
+@pytest.mark.parametrize("case", invalid_params())
 def test_invalid_config_registers_nothing(run: RunProgram, case: InvalidCase) -> None:
     recorder = Recorder()
 

@@ -1,0 +1,99 @@
+"""The pinned chart archives the chart-rendering tests read, from the chain `local up` and `review` use.
+
+`EKS_HYBRID_GPU_CHART_MIRROR`, else `../shared/charts`, else the pinned versions pulled once from upstream into
+the user cache (eks_hybrid_gpu.chartmirror), each archive checked against its pinned sha256. Resolved once per
+session, at collection when a collected test carries the `charts` marker. With no source, that collection prints
+one line naming the archives, the variable and the folder, and every `charts` test fails with the same line —
+never skipped, so a missing source cannot look like a pass — while the tests that need no chart run as usual.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from components import versions
+from eks_hybrid_gpu import chartfetch
+from eks_hybrid_gpu.chartmirror import (
+    CHART_MIRROR_ENV,
+    SHARED_MIRROR,
+    UPSTREAMS,
+    ChartMirrorError,
+    Sources,
+    Wanted,
+    resolve,
+)
+
+MARKER = "charts"
+TEST_CHARTS = (
+    Wanted(versions.DEVICE_PLUGIN_CHART, versions.DEVICE_PLUGIN_VERSION, UPSTREAMS[versions.DEVICE_PLUGIN_CHART]),
+    Wanted(versions.DRA_DRIVER_CHART, versions.DRA_DRIVER_FALLBACK_VERSION, UPSTREAMS[versions.DRA_DRIVER_CHART]),
+    Wanted(versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_VERSION, UPSTREAMS[versions.GPU_OPERATOR_CHART]),
+)
+"""What the tests render: the pinned device plugin and Operator, and DRA 0.4.1 (no 0.5.0 archive exists here)."""
+PREFIX = "the chart-rendering tests cannot run: "
+
+
+@functools.cache
+def _resolved() -> Sources | str:
+    try:
+        return resolve(TEST_CHARTS, local=False, fix=f"set {CHART_MIRROR_ENV}=DIR")
+    except ChartMirrorError as error:
+        return PREFIX + str(error)
+
+
+def unavailable() -> str | None:
+    """The one line that says why the chart archives cannot be had, or None when every one resolved."""
+    resolved = _resolved()
+    return resolved if isinstance(resolved, str) else None
+
+
+def archive(chart: str) -> Path:
+    """The verified archive of one test chart; fails the calling test with the one line when there is none."""
+    resolved = _resolved()
+    if isinstance(resolved, str):
+        pytest.fail(resolved, pytrace=False)
+    return resolved.found[chart].archive
+
+
+def device_plugin() -> Path:
+    """nvidia-device-plugin 0.20.0."""
+    return archive(versions.DEVICE_PLUGIN_CHART)
+
+
+def dra_driver() -> Path:
+    """dra-driver-nvidia-gpu 0.4.1."""
+    return archive(versions.DRA_DRIVER_CHART)
+
+
+def gpu_operator() -> Path:
+    """gpu-operator v26.7.0."""
+    return archive(versions.GPU_OPERATOR_CHART)
+
+
+@functools.cache
+def repository() -> Path:
+    """A Helm repository folder (index.yaml + the three archives), to serve on loopback as a chart mirror."""
+    paths = [archive(w.name) for w in TEST_CHARTS]
+    folders = {p.parent for p in paths}
+    if len(folders) == 1 and (next(iter(folders)) / "index.yaml").is_file():
+        return next(iter(folders))
+    folder = Path(tempfile.mkdtemp(prefix="eks-hybrid-gpu-test-charts-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    for path in paths:
+        (folder / path.name).symlink_to(path)
+    chartfetch.write_index(folder)
+    return folder
+
+
+def folder() -> Path:
+    """repository(), for module constants: where ../shared/charts would be when no source has the archives.
+
+    A module that reads it carries the `charts` marker, so its tests fail with the one line before they use it.
+    """
+    return SHARED_MIRROR if unavailable() is not None else repository()
