@@ -14,5 +14,8 @@
 - :mod:`rules.props`: property plumbing (SDK proxies to plain data, unknowns, accessors, policy config)
 - :mod:`rules.shapes`: Kubernetes shapes (a resource and what it is, pod templates, containers, placement)
 - :mod:`rules.installations`: the GPU installation model (installs, what they render, the ledger)
+- :mod:`rules.readers`: values read as their consumers read them (Helm truthiness and chart defaults, a
+  container's effective env, DRA feature gates, time-slicing selection) and findings as records, so a value
+  that cannot be read is a violation (fail closed)
 - :mod:`rules.parsing`: bounded JSON/YAML reading, so a hostile value is "cannot tell", never a crash
 """

@@ -41,6 +41,9 @@ from .shapes import (
     Resource,
     chart_inputs_hidden,
     containers,
+    cr_mode,
+    fail_closed,
+    reads_pods_and_helm,
 )
 
 DRA_GROUP: Final = "resource.k8s.io"
@@ -452,6 +455,18 @@ def dra_webhook_needs_tls_validator(args: ResourceValidationArgs, report_violati
         report_violation(f"{resource.describe}: {finding}{where}. {_WEBHOOK_FIX}", None)
 
 
+def _reads_dra_objects(resource: Resource) -> bool:
+    return reads_pods_and_helm(resource) or resource.api_group_version.startswith(f"{DRA_GROUP}/")
+
+
+def _reads_gates(resource: Resource) -> bool:
+    return reads_pods_and_helm(resource) or cr_mode(resource) == "gpu-cluster"
+
+
+def _reads_webhook(resource: Resource) -> bool:
+    return resource.is_helm or resource.kind in {"ValidatingWebhookConfiguration", "Certificate", "Deployment"}
+
+
 DRA_API_CURRENT = ResourceValidationPolicy(
     name="dra-api-current",
     description=(
@@ -459,7 +474,7 @@ DRA_API_CURRENT = ResourceValidationPolicy(
         "resource.k8s.io/v1 with requests[].exactly, and no object uses suitableNodes, "
         "a pod-claim source wrapper or resourceHandles."
     ),
-    validate=dra_api_current_validator,
+    validate=fail_closed(_reads_dra_objects)(dra_api_current_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
@@ -488,7 +503,7 @@ DRA_FEATURE_GATES_ALLOWLISTED = ResourceValidationPolicy(
         "featureGates, the Operator's draDriver.featureGates) must be allow-listed in the pack "
         "config."
     ),
-    validate=dra_feature_gates_allowlisted_validator,
+    validate=fail_closed(_reads_gates)(dra_feature_gates_allowlisted_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
@@ -516,7 +531,7 @@ DRA_WEBHOOK_NEEDS_TLS = ResourceValidationPolicy(
         "injection on its rendered webhook configuration, an allowed named issuer and a serving "
         "Secret (in Release values: tls.mode cert-manager or secret with its settings)."
     ),
-    validate=dra_webhook_needs_tls_validator,
+    validate=fail_closed(_reads_webhook)(dra_webhook_needs_tls_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(

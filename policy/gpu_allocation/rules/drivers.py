@@ -30,6 +30,8 @@ from .installations import (
     Installation,
     Ledger,
     StackView,
+    not_applicable_unless_unreadable,
+    reads_gpu_objects,
 )
 from .props import (
     UNKNOWN,
@@ -38,6 +40,7 @@ from .props import (
     config_strings,
     show,
 )
+from .readers import report_findings
 from .shapes import (
     CHART_TYPES,
     CHART_VERSION_PATHS,
@@ -48,6 +51,8 @@ from .shapes import (
     Resource,
     chart_inputs_hidden,
     classify_chart,
+    fail_closed,
+    reads_pods_and_helm,
 )
 
 _VERIFIED_KEY: Final = "hostDriverVerified"
@@ -91,7 +96,7 @@ def driver_ownership_consistent_validator(args: StackValidationArgs, report_viol
     operators = view.by_owner(GPU_OPERATOR)
     dra_installs = view.by_owner(DRA)
     if not operators:
-        args.not_applicable("the stack installs no GPU Operator")
+        not_applicable_unless_unreadable(args, view, "the stack installs no GPU Operator", report_violation)
         return
     verified_config = config_strings(args.get_config(), "verifiedCohorts", ())
     verification = _operator_cohort_verification(view.ledger(), verified_config)
@@ -109,6 +114,13 @@ def driver_ownership_consistent_validator(args: StackValidationArgs, report_viol
                 f"{_verified_path(cohort)} to true, or set {_DRIVER_PATH} to true.",
                 operator.resource.urn,
             )
+    _check_driver_root(operators, dra_installs, report_violation)
+    report_findings(view.problems(reads_gpu_objects), report_violation)
+
+
+def _check_driver_root(
+    operators: list[Installation], dra_installs: list[Installation], report_violation: ReportViolation
+) -> None:
     managing = [o for o in operators if _driver_managed(o)]
     if not managing:
         return
@@ -134,7 +146,7 @@ def driver_verification_declared_validator(args: StackValidationArgs, report_vio
     view = StackView.from_args(args)
     operators = [o for o in view.by_owner(GPU_OPERATOR) if _driver_disabled(o)]
     if not operators:
-        args.not_applicable("no GPU Operator with driver.enabled=false")
+        not_applicable_unless_unreadable(args, view, "no GPU Operator with driver.enabled=false", report_violation)
         return
     verified_config = config_strings(args.get_config(), "verifiedCohorts", ())
     verification = _operator_cohort_verification(view.ledger(), verified_config)
@@ -301,6 +313,11 @@ def _operator_value(resource: Resource, key: str) -> Any:
     return operator.get(key) if isinstance(operator, dict) else None
 
 
+def _reads_any(resource: Resource) -> bool:
+    """Every object can carry the chart stamp."""
+    return resource.is_kubernetes or resource.is_helm
+
+
 DRIVER_OWNERSHIP_CONSISTENT = StackValidationPolicy(
     name="driver-ownership-consistent",
     description=(
@@ -363,7 +380,7 @@ CHART_VERSION_PINNED = ResourceValidationPolicy(
         "Every Helm Release, and every object a Chart v4 renders (its eks-hybrid-gpu.io/chart stamp), "
         "names an exact chart version, never a range, latest, an empty version, *, ^, ~ or >."
     ),
-    validate=chart_version_pinned_validator,
+    validate=fail_closed(_reads_any)(chart_version_pinned_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
@@ -389,7 +406,7 @@ OPERATOR_HOOKS_KEPT = ResourceValidationPolicy(
         "The GPU Operator is installed as a Helm Release that keeps its CRD, "
         "pre-delete and pre-upgrade hooks (no --no-hooks equivalents)."
     ),
-    validate=operator_hooks_kept_validator,
+    validate=fail_closed(reads_pods_and_helm)(operator_hooks_kept_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(

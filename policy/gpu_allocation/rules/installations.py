@@ -12,22 +12,24 @@ finds the installations and the program's ledger.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi_policy import PolicyResource, StackValidationArgs
+from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from ..vocab import allocators
 from ..vocab import labels as ownership
 from ..vocab.selectors import Placement
 from .parsing import load_json
 from .props import UNKNOWN, as_bool, contains_unknown, dig, string_map
+from .readers import Finding, report_findings
 from .shapes import (
     DEVICE_PLUGIN,
     DRA,
     GPU_OPERATOR,
     HELM_TYPES,
+    POD_SPEC_PATHS,
     PROJECT,
     Container,
     Resource,
@@ -129,7 +131,7 @@ class Installation:
         main = self.main_workload
         if main is None:
             return None
-        pod = main.pod_spec
+        pod = main.read_pod()
         return (main, pod) if isinstance(pod, dict) else None
 
     @property
@@ -147,12 +149,17 @@ class Installation:
             raw = self.value(*key.split("."))
             if raw is UNKNOWN or contains_unknown(raw):
                 return Setting(UNKNOWN, f"{self.describe} (values {key})")
-            return Setting(string_map(raw) if raw is not None else {}, f"{self.describe} (values {key})")
+            selector = string_map(raw) if raw is not None else {}
+            if selector is None:
+                self.resource.cannot_read(f"values {key}", "is not a map of strings")
+            return Setting(selector, f"{self.describe} (values {key})")
         found = self._main_pod()
         if found is None:
             return Setting(None, self.describe)
         main, pod = found
         raw = pod_node_selector(pod)
+        if pod.get("nodeSelector") not in (None, UNKNOWN) and not isinstance(pod.get("nodeSelector"), dict):
+            return Setting(None, f"{self.rendered(main)} (nodeSelector)")  # recorded by read_pod: cannot tell
         if raw is UNKNOWN or contains_unknown(raw):
             return Setting(UNKNOWN, f"{self.rendered(main)} (nodeSelector)")
         return Setting(string_map(raw), f"{self.rendered(main)} (nodeSelector)")
@@ -408,11 +415,41 @@ class StackView:
         return None
 
     def workloads(self) -> Iterator[tuple[Resource, dict[str, Any]]]:
-        """Every resource with a known pod spec."""
+        """Every resource with a known pod spec (its fields checked for their types: :meth:`Resource.read_pod`)."""
         for resource in self.resources:
-            pod = resource.pod_spec
+            pod = resource.read_pod()
             if isinstance(pod, dict):
                 yield resource, pod
+
+    def problems(self, reads: Callable[[Resource], bool] | None = None) -> list[Finding]:
+        """What the checks so far could not read, on the objects ``reads`` selects (all read objects by default)."""
+        return [f for r in self.resources if r.problems and (reads is None or reads(r)) for f in r.problems.values()]
+
+
+def reads_gpu_objects(resource: Resource) -> bool:
+    """What the stack families read: workloads, ConfigMaps (configs, the ledger), Helm resources, Operator CRs, CRDs."""
+    return (
+        resource.is_helm
+        or resource.kind in POD_SPEC_PATHS
+        or resource.kind in {"ConfigMap", "CustomResourceDefinition"}
+        or cr_mode(resource) is not None
+    )
+
+
+def not_applicable_unless_unreadable(
+    args: StackValidationArgs,
+    view: StackView,
+    reason: str,
+    report: ReportViolation,
+    reads: Callable[[Resource], bool] = reads_gpu_objects,
+) -> None:
+    """Say "not applicable", unless an object that cannot be read may be what the check looks for (fail closed)."""
+    list(view.workloads())
+    unreadable = view.problems(reads)
+    if unreadable:
+        report_findings(unreadable, report)
+        return
+    args.not_applicable(reason)
 
 
 def _kind(resource: PolicyResource) -> str:
@@ -427,10 +464,18 @@ def parse_ledger(resource: Resource) -> Ledger:
     if not isinstance(raw, str):
         return Ledger(resource, known=True, error="has no ownership.json key")
     document, error = load_json(raw)
+    where = f"data['{ownership.LEDGER_KEY}']"
     if error is not None:
+        resource.cannot_read(where, error)
         return Ledger(resource, known=True, error=error)
     if not isinstance(document, dict) or not isinstance(document.get("cohorts"), dict):
+        resource.cannot_read(where, "has no 'cohorts' object")
         return Ledger(resource, known=True, error="has no 'cohorts' object")
+    for name, entry in document["cohorts"].items():
+        if not isinstance(entry, dict):
+            resource.cannot_read(f"{where} cohort '{name}'", "is not an object")
+        elif entry.get("nodeSelector") is not None and string_map(entry.get("nodeSelector")) is None:
+            resource.cannot_read(f"{where} cohort '{name}' nodeSelector", "is not a map of strings")
     cohorts = {str(name): entry for name, entry in document["cohorts"].items() if isinstance(entry, dict)}
     return Ledger(
         resource,

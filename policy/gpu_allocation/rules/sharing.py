@@ -31,8 +31,9 @@ from .installations import (
     Setting,
     StackView,
     is_plugin_container,
+    not_applicable_unless_unreadable,
 )
-from .parsing import TOO_DEEP, load_yaml
+from .parsing import load_yaml
 from .props import (
     UNKNOWN,
     as_dict,
@@ -44,10 +45,12 @@ from .props import (
     show,
     string_map,
 )
+from .readers import CANNOT_JUDGE, report_findings
 from .shapes import (
     CONFIG_MAP_TYPE,
     DEVICE_PLUGIN,
     GPU_OPERATOR,
+    POD_SPEC_PATHS,
     PROJECT,
     Container,
     Resource,
@@ -206,17 +209,24 @@ _CONFIG_MANAGER: Final = "config-manager"
 
 
 def _load_documents(source: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Parse each named config; a config that cannot be read is an error (reported: fail closed)."""
     documents: dict[str, Any] = {}
     errors: list[str] = []
     for key, text in source.items():
+        if text is UNKNOWN:
+            continue
         if isinstance(text, dict):
             documents[key] = text
         elif isinstance(text, str):
             document, error = load_yaml(text)
-            if error is None:
-                documents[key] = document
-            elif error != TOO_DEEP:
+            if error is not None:
                 errors.append(f"config '{key}' {error}")
+            elif document is not None and not isinstance(document, dict):
+                errors.append(f"config '{key}' is not a YAML mapping (a device-plugin config)")
+            else:
+                documents[key] = document
+        else:
+            errors.append(f"config '{key}' is {show(text)}, not a YAML document")
     return documents, errors
 
 
@@ -298,6 +308,8 @@ def _values_sharing_config(install: Installation, view: StackView) -> Any:
     config = install.value("config")
     if config is UNKNOWN or contains_unknown(config):
         return UNKNOWN
+    if config is not None and not isinstance(config, dict):
+        install.resource.cannot_read("values config", "is not a map")
     if not isinstance(config, dict):
         return None
     config_map = config.get("map")
@@ -347,6 +359,8 @@ def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
     data = config_map.props.get("data")
     if data is UNKNOWN or contains_unknown(data):
         return UNKNOWN
+    if data is not None and not isinstance(data, dict):
+        config_map.cannot_read("data", "is not a map")
     if named is not None:
         # One file, named by the plugin itself: that file is the config in force.
         documents, errors = _load_documents({k: v for k, v in as_dict(data).items() if k == named[1]})
@@ -435,7 +449,7 @@ def _check_plugin_sharing(
             )
         return {}, False
     for error in sharing.errors:
-        report(f"{sharing.where}: {error}. Fix {path}.", urn)
+        report(f"{sharing.where}: {error}, {CANNOT_JUDGE}. Fix {path}.", urn)
     sliced = {k: t for k, d in sharing.documents.items() if (t := _time_slicing(d))}
     for key, time_slicing in sorted(sliced.items()):
         fail = time_slicing.get("failRequestsGreaterThanOne")
@@ -508,7 +522,9 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
     cohorts = _plugin_cohorts(view, ledger)
     config_maps = [r for r in view.resources if r.resource_type == CONFIG_MAP_TYPE]
     if not cohorts and not config_maps:
-        args.not_applicable("no device plugin and no ConfigMap in the stack")
+        not_applicable_unless_unreadable(
+            args, view, "no device plugin and no ConfigMap in the stack", report_violation, _reads_sharing
+        )
         return
     renamed_cohorts: list[tuple[_PluginCohort, dict[str, str], bool]] = []
     for cohort in cohorts:
@@ -543,6 +559,7 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
                     f"Request 1 replica ({path}).",
                     resource.urn,
                 )
+    report_findings(view.problems(_reads_sharing), report_violation)
 
 
 # --------------------------------------------------------------------------- MIG
@@ -609,7 +626,9 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
     operator_cohorts = _operator_cohorts(view, ledger)
     requests = [r for r in _workload_requests(view) if r[3].startswith(MIG_PREFIX)]
     if not cohorts and not requests:
-        args.not_applicable("no device plugin and no nvidia.com/mig-* request")
+        not_applicable_unless_unreadable(
+            args, view, "no device plugin and no nvidia.com/mig-* request", report_violation, _reads_sharing
+        )
         return
     _check_plugin_strategies(cohorts, report_violation)
     # An unknown strategy (preview) may be mixed: it never causes a refusal.
@@ -670,6 +689,12 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
                 f"migProfile to match ({path}).",
                 resource.urn,
             )
+    report_findings(view.problems(_reads_sharing), report_violation)
+
+
+def _reads_sharing(resource: Resource) -> bool:
+    """The objects the sharing checks read: workloads, ConfigMaps (the configs, the ledger), Helm resources."""
+    return resource.is_helm or resource.kind in POD_SPEC_PATHS or resource.resource_type == CONFIG_MAP_TYPE
 
 
 # --------------------------------------------------------------------------- policies

@@ -36,8 +36,10 @@ from .shapes import (
     Container,
     Resource,
     containers,
+    fail_closed,
     is_device_plugin_gpu,
     pod_claims,
+    reads_pods,
 )
 
 # --------------------------------------------------------------------------- helpers
@@ -407,6 +409,11 @@ def no_dual_allocation_validator(args: ResourceValidationArgs, report_violation:
 
 # --------------------------------------------------------------------------- policies
 
+
+def _reads_jobs(resource: Resource) -> bool:
+    return resource.is_kubernetes and resource.kind == "Job"
+
+
 _ANY_POD: Final = "Job, CronJob, Deployment, DaemonSet, StatefulSet, ReplicaSet or Pod"
 
 SMOKE_JOB_HARDENED = ResourceValidationPolicy(
@@ -415,7 +422,7 @@ SMOKE_JOB_HARDENED = ResourceValidationPolicy(
         "GPU smoke Jobs stay suspended unless approved and are bounded, non-root, "
         "read-only, capability-free, token-free and pinned by image digest."
     ),
-    validate=smoke_job_hardened_validator,
+    validate=fail_closed(_reads_jobs)(smoke_job_hardened_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(
@@ -445,7 +452,7 @@ GPU_REQUEST_SHAPE = ResourceValidationPolicy(
         "Extended GPU resources (nvidia.com/*) in any pod template are whole numbers "
         "and their requests equal their limits."
     ),
-    validate=gpu_request_shape_validator,
+    validate=fail_closed(reads_pods)(gpu_request_shape_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
@@ -473,7 +480,7 @@ NO_VISIBLE_DEVICES_OVERRIDE = ResourceValidationPolicy(
         "Containers that get GPUs through the device plugin or a DRA claim do not set "
         "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES."
     ),
-    validate=no_visible_devices_override_validator,
+    validate=fail_closed(reads_pods)(no_visible_devices_override_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(
@@ -502,7 +509,7 @@ NO_DUAL_ALLOCATION = ResourceValidationPolicy(
         "A pod never requests device-plugin GPUs (nvidia.com/gpu*, nvidia.com/mig-*) "
         "and a DRA resource claim at the same time."
     ),
-    validate=no_dual_allocation_validator,
+    validate=fail_closed(reads_pods)(no_dual_allocation_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     # Nothing to tune: only the enforcement level is configurable (one mechanism per pod).

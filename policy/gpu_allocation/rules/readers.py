@@ -1,0 +1,159 @@
+"""Readers shared by the rule families: each value read the way the tool that consumes it reads it.
+
+A rule that reads a value differently from its consumer misses violations or refuses clean stacks: Helm treats the
+string ``"false"`` as true, a container's env also comes from ``envFrom`` and ``valueFrom``, and the DRA driver
+judges gates by its own maturity table. And a rule that cannot read a value must say so: a :class:`Finding` records
+the object, the field, the value, why and the fix, and a check that cannot judge an object reports one as a
+violation at its policy's level (fail closed), never nothing. Values unknown during preview are not findings: they
+are judged at ``up``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .props import UNKNOWN, show
+
+# --------------------------------------------------------------------------- findings
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One offence as a record: turned into text only when it is reported."""
+
+    subject: str
+    """The object, e.g. ``kubernetes:apps/v1:DaemonSet 'gpu-system/x'``."""
+    field: str
+    """The field read, e.g. ``spec.template.spec.nodeSelector``."""
+    problem: str
+    """What is wrong, said after the field and its value."""
+    fix: str
+    """What to change."""
+    value: Any = None
+    shown: bool = False
+    """Show ``value`` after the field."""
+    urn: str | None = None
+
+    def text(self) -> str:
+        """The violation message: object, field (and value), problem, fix."""
+        value = f" is {show(self.value)}" if self.shown else ""
+        return f"{self.subject}: {self.field}{value} {self.problem}. {self.fix}"
+
+
+CANNOT_JUDGE: Final = "so this policy cannot judge the object and refuses it (fail closed)"
+"""Said by every finding of a value a check cannot read."""
+
+READ_FIX: Final = (
+    "Give the field a value of the type Kubernetes and the chart expect (plain, at most 64 levels deep), or remove "
+    "it; then preview again"
+)
+
+
+def cannot_judge(subject: str, field: str, why: str, urn: str | None = None, fix: str = READ_FIX) -> Finding:
+    """A finding for a value that a check cannot read: the object, the field and why."""
+    return Finding(subject, field, f"{why}, {CANNOT_JUDGE}", fix, urn=urn)
+
+
+def report_findings(findings: Iterable[Finding], report: Any, *, with_urn: bool = True) -> None:
+    """Report each finding once, in a stable order (resource policies pass ``with_urn=False``)."""
+    seen: set[str] = set()
+    for finding in findings:
+        message = finding.text()
+        if message in seen:
+            continue
+        seen.add(message)
+        report(message, finding.urn if with_urn else None)
+
+
+# --------------------------------------------------------------------------- Helm truthiness
+
+
+def helm_truthy(value: Any) -> Any:
+    """What ``{{ if .Values.x }}`` sees: False only for false, 0, "", null and empty lists/maps; UNKNOWN stays.
+
+    A string is true whatever it says: ``deployCR: "false"`` renders the CR.
+    """
+    if value is UNKNOWN:
+        return UNKNOWN
+    if value is None or value is False:
+        return False
+    if isinstance(value, bool):
+        return True
+    if isinstance(value, int | float):
+        return value != 0
+    if isinstance(value, str | list | dict):
+        return len(value) > 0
+    return True
+
+
+CHART_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
+    "gpu-operator": {
+        "clusterPolicy.deployCR": True,
+        "gpuCluster.deployCR": False,
+        "devicePlugin.enabled": True,
+        "driver.enabled": True,
+        "nfd.enabled": True,
+        "gfd.enabled": True,
+        "operator.upgradeCRD": True,
+    },
+    "device-plugin": {"nfd.enabled": False, "gfd.enabled": False},
+    "dra": {"webhook.enabled": False},
+}
+"""The charts' own defaults for the flags the rules read (values.yaml of gpu-operator v26.7.0,
+nvidia-device-plugin 0.20.0 and dra-driver-nvidia-gpu 0.4.1/0.5.0)."""
+
+
+def helm_flag(values: Any, owner: str, path: str) -> Any:
+    """A values flag as the chart's template reads it: the chart default when unset; True/False or UNKNOWN.
+
+    ``owner`` is ``gpu-operator``, ``device-plugin`` or ``dra``; ``path`` is dotted (``clusterPolicy.deployCR``).
+    An unset flag takes the chart default (coalesced by Helm before the template runs).
+    """
+    if values is UNKNOWN:
+        return UNKNOWN
+    current = values
+    for key in path.split("."):
+        if current is UNKNOWN:
+            return UNKNOWN
+        current = current.get(key) if isinstance(current, dict) else None
+        if current is None:
+            return bool(CHART_DEFAULTS.get(owner, {}).get(path, False))
+    return helm_truthy(current)
+
+
+def helm_flag_set(values: Any, path: str) -> bool:
+    """Tell whether a values flag is set at all (so a message can say "default")."""
+    current = values
+    for key in path.split("."):
+        current = current.get(key) if isinstance(current, dict) else None
+        if current is None:
+            return False
+    return True
+
+
+def kube_bool(value: Any) -> Any:
+    """A field of a Kubernetes object typed boolean (a CR's spec): True/False, None when unset, UNKNOWN.
+
+    The API server refuses any other type for such a field; a string is returned as itself so the caller can
+    report the wrong type (it cannot be judged).
+    """
+    if value is UNKNOWN or value is None or isinstance(value, bool):
+        return value
+    return value if isinstance(value, str) else repr(value)
+
+
+# --------------------------------------------------------------------------- Go strconv.ParseBool
+
+_TRUE: Final = frozenset({"1", "t", "T", "TRUE", "true", "True"})
+_FALSE: Final = frozenset({"0", "f", "F", "FALSE", "false", "False"})
+
+
+def parse_go_bool(text: str) -> bool | None:
+    """``strconv.ParseBool`` (how component-base reads ``FEATURE_GATES``): True/False, None if not a boolean."""
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    return None
