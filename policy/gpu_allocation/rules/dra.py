@@ -34,6 +34,7 @@ from .props import (
     dig,
     show,
 )
+from .readers import helm_flag
 from .shapes import (
     DRA,
     GPU_OPERATOR,
@@ -336,7 +337,8 @@ def _is_dra_object(resource: Resource) -> bool:
 def _values_webhook_findings(resource: Resource, issuer_types: tuple[str, ...]) -> Any:
     """Findings for a Helm resource whose values are visible (a Release); UNKNOWN during preview."""
     webhook = dig(resource.values, "webhook")
-    enabled = as_bool(dig(webhook, "enabled"))
+    # `{{ if .Values.webhook.enabled }}`: Helm truthiness.
+    enabled = helm_flag(resource.values, DRA, "webhook.enabled")
     if webhook is UNKNOWN or enabled is UNKNOWN:
         return UNKNOWN
     if enabled is not True:

@@ -40,7 +40,7 @@ from .props import (
     config_strings,
     show,
 )
-from .readers import report_findings
+from .readers import helm_flag, report_findings
 from .shapes import (
     CHART_TYPES,
     CHART_VERSION_PATHS,
@@ -80,14 +80,13 @@ def _operator_cohort_verification(ledger: Ledger | None, verified_config: tuple[
 
 
 def _driver_disabled(operator: Installation) -> bool:
-    return as_bool(operator.setting("driver", "enabled")) is False
+    return operator.operand_enabled("driver") is False
 
 
 def _driver_managed(operator: Installation) -> bool:
     if operator.values is UNKNOWN:
         return False
-    value = as_bool(operator.setting("driver", "enabled"))
-    return value is True or value is None
+    return operator.operand_enabled("driver") is True
 
 
 def driver_ownership_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -286,7 +285,8 @@ def operator_hooks_kept_validator(args: ResourceValidationArgs, report_violation
                 f"{subject} sets {option}: true, which {effect}. {fix}: remove {option} from the Operator Release.",
                 None,
             )
-    upgrade_crd = as_bool(_operator_value(resource, "upgradeCRD"))
+    # `{{ if .Values.operator.upgradeCRD }}`: Helm truthiness (the string "false" keeps the hook).
+    upgrade_crd = helm_flag(resource.values, GPU_OPERATOR, "operator.upgradeCRD")
     if upgrade_crd is False:
         report_violation(
             f"{subject} values operator.upgradeCRD is false, which removes the "
@@ -303,14 +303,6 @@ def _renders_operator(resource: Resource) -> bool:
     if resource.rendered_chart_owner == GPU_OPERATOR or resource.owner == GPU_OPERATOR:
         return True
     return resource.identity == (GPU_OPERATOR, "operator")
-
-
-def _operator_value(resource: Resource, key: str) -> Any:
-    values = resource.values
-    if values is UNKNOWN:
-        return UNKNOWN
-    operator = values.get("operator")
-    return operator.get(key) if isinstance(operator, dict) else None
 
 
 def _reads_any(resource: Resource) -> bool:

@@ -23,7 +23,7 @@ from ..vocab import labels as ownership
 from ..vocab.selectors import Placement
 from .parsing import load_json
 from .props import UNKNOWN, as_bool, contains_unknown, dig, string_map
-from .readers import Finding, report_findings
+from .readers import Finding, helm_condition, helm_flag, helm_rendered_bool, report_findings
 from .shapes import (
     DEVICE_PLUGIN,
     DRA,
@@ -34,6 +34,7 @@ from .shapes import (
     Container,
     Resource,
     containers,
+    cr_flag,
     cr_mode,
     pod_node_selector,
     pod_volumes,
@@ -218,18 +219,16 @@ class Installation:
         if self.inputs_visible:
             if self.values is UNKNOWN:
                 return Setting(UNKNOWN, self.describe)
-            nfd = as_bool(self.value("nfd", "enabled"))
+            # The NFD subchart's Chart.yaml condition, as Helm evaluates it.
             if self.owner == DEVICE_PLUGIN:
-                gfd = as_bool(self.value("gfd", "enabled"))
-                if nfd is UNKNOWN or (nfd is None and gfd is UNKNOWN):
-                    return Setting(UNKNOWN, self.describe)
+                enabled = helm_condition(self.values, DEVICE_PLUGIN, "nfd.enabled,gfd.enabled")
+                nfd = self.value("nfd", "enabled")
                 detail = "nfd.enabled=true" if nfd is True else "gfd.enabled=true"
-                return Setting(nfd is True or (nfd is None and gfd is True), f"{self.describe} ({detail})")
+                return Setting(enabled, f"{self.describe} ({detail})")
             if self.owner == GPU_OPERATOR:
-                if nfd is UNKNOWN:
-                    return Setting(UNKNOWN, self.describe)
-                detail = "nfd.enabled=true (default)" if nfd is None else "nfd.enabled=true"
-                return Setting(nfd is True or nfd is None, f"{self.describe} ({detail})")
+                enabled = helm_condition(self.values, GPU_OPERATOR, "nfd.enabled")
+                default = "" if isinstance(self.value("nfd", "enabled"), bool) else " (default)"
+                return Setting(enabled, f"{self.describe} (nfd.enabled=true{default})")
             return Setting(False, self.describe)
         rendered = [c for c in self.children if c.is_nfd and c.kind in {"DaemonSet", "Deployment"}]
         if not rendered:
@@ -286,6 +285,25 @@ class Installation:
         if len(modes) > 1:
             return "both"
         return next(iter(modes), None)
+
+    def operand_enabled(self, component: str) -> Any:
+        """Whether the Operator deploys an operand (``devicePlugin``, ``driver``), as the ClusterPolicy reads it.
+
+        The chart prints ``{component}.enabled`` into the CR's ``spec.{component}.enabled`` (so the string
+        ``"false"`` is false there); a rendered CR is read directly. True/False, UNKNOWN, or None when it cannot be
+        told (recorded: fail closed).
+        """
+        field_name = f"{component}.enabled"
+        if self.inputs_visible:
+            value = helm_rendered_bool(self.values, GPU_OPERATOR, field_name)
+            if value is None:
+                self.resource.cannot_read(
+                    f"values {field_name}", f"is no boolean the chart can print into spec.{field_name}"
+                )
+            return value
+        for resource in sorted(self.custom_resources, key=lambda r: r.kind != "ClusterPolicy"):
+            return cr_flag(resource, component)
+        return True
 
     def setting(self, *path: str) -> Any:
         """An Operator setting (e.g. ``driver.enabled``): the values, else the rendered CR's spec."""
@@ -489,15 +507,16 @@ def operator_mode(values: Any) -> Any:
     """Return the GPU Operator mode from its values.
 
     Returns ``cluster-policy``, ``gpu-cluster``, ``both``, None (no CR) or UNKNOWN.
-    ``clusterPolicy.deployCR`` defaults to true, ``gpuCluster.deployCR`` to false.
+    ``clusterPolicy.deployCR`` defaults to true, ``gpuCluster.deployCR`` to false; each is read with Helm truthiness.
     """
     if values is UNKNOWN:
         return UNKNOWN
-    cluster_policy = as_bool(dig(values, "clusterPolicy", "deployCR"))
-    gpu_cluster = as_bool(dig(values, "gpuCluster", "deployCR"))
+    # `{{ if .Values.clusterPolicy.deployCR }}`: Helm truthiness, so the string "false" renders the CR.
+    cluster_policy = helm_flag(values, GPU_OPERATOR, "clusterPolicy.deployCR")
+    gpu_cluster = helm_flag(values, GPU_OPERATOR, "gpuCluster.deployCR")
     if cluster_policy is UNKNOWN or gpu_cluster is UNKNOWN:
         return UNKNOWN
-    cluster_policy_on = cluster_policy is not False
+    cluster_policy_on = cluster_policy is True
     gpu_cluster_on = gpu_cluster is True
     if cluster_policy_on and gpu_cluster_on:
         return "both"

@@ -32,7 +32,6 @@ from .installations import (
 from .parsing import contained
 from .props import (
     UNKNOWN,
-    as_bool,
     as_dict,
     compact_json,
     dig,
@@ -49,6 +48,7 @@ from .shapes import (
     POD_SPEC_PATHS,
     PROJECT,
     Resource,
+    cr_flag,
     cr_mode,
     pod_placement,
 )
@@ -284,8 +284,8 @@ def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> N
             continue
         if operator.mode not in {"cluster-policy", "both"}:
             continue
-        enabled = as_bool(operator.setting("devicePlugin", "enabled"))
-        if enabled is False or enabled is UNKNOWN:
+        enabled = operator.operand_enabled("devicePlugin")
+        if enabled is not True:
             continue
         message = (
             f"{operator.resource.describe} deploys its own device plugin "
@@ -303,8 +303,7 @@ def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> N
         if cr_mode(resource) != "cluster-policy" or view.installation_of(resource) is not None:
             continue
         raw = dig(resource.props, "spec", "devicePlugin", "enabled")
-        enabled = as_bool(raw)
-        if enabled is False or enabled is UNKNOWN:
+        if cr_flag(resource, "devicePlugin") is not True:
             continue
         message = (
             f"{resource.describe} deploys the GPU Operator's own device plugin (spec.devicePlugin.enabled is "

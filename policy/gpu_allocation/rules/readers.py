@@ -98,7 +98,7 @@ CHART_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
         "gfd.enabled": True,
         "operator.upgradeCRD": True,
     },
-    "device-plugin": {"nfd.enabled": False, "gfd.enabled": False},
+    "device-plugin": {"gfd.enabled": False},
     "dra": {"webhook.enabled": False},
 }
 """The charts' own defaults for the flags the rules read (values.yaml of gpu-operator v26.7.0,
@@ -121,6 +121,55 @@ def helm_flag(values: Any, owner: str, path: str) -> Any:
         if current is None:
             return bool(CHART_DEFAULTS.get(owner, {}).get(path, False))
     return helm_truthy(current)
+
+
+def _lookup(values: Any, owner: str, path: str) -> Any:
+    """A value after Helm coalesces the chart defaults: the set value, else the default, else None."""
+    current = values
+    for key in path.split("."):
+        if current is UNKNOWN:
+            return UNKNOWN
+        current = current.get(key) if isinstance(current, dict) else None
+        if current is None:
+            return CHART_DEFAULTS.get(owner, {}).get(path)
+    return current
+
+
+def helm_condition(values: Any, owner: str, condition: str) -> Any:
+    """A Chart.yaml dependency ``condition`` as Helm evaluates it: the first path holding a boolean decides.
+
+    Helm skips a path that is unset or holds a non-boolean (a string ``"false"`` only logs a warning) and enables
+    the subchart when no path decides. True/False, or UNKNOWN.
+    """
+    for path in condition.split(","):
+        value = _lookup(values, owner, path.strip())
+        if value is UNKNOWN:
+            return UNKNOWN
+        if isinstance(value, bool):
+            return value
+    return True
+
+
+_YAML_TRUE: Final = frozenset({"true", "yes", "on", "y"})
+_YAML_FALSE: Final = frozenset({"false", "no", "off", "n"})
+
+
+def helm_rendered_bool(values: Any, owner: str, path: str) -> Any:
+    """A flag the chart prints into a CR field (``enabled: {{ .Values.x.enabled }}``), read as the CR reads it.
+
+    The printed text is parsed as YAML: ``"false"`` becomes false. True/False, UNKNOWN, or None when the text is no
+    boolean (the API server refuses the CR: cannot tell).
+    """
+    value = _lookup(values, owner, path)
+    if value is UNKNOWN or isinstance(value, bool):
+        return value
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text in _YAML_TRUE:
+            return True
+        if text in _YAML_FALSE:
+            return False
+    return None
 
 
 def helm_flag_set(values: Any, path: str) -> bool:
