@@ -62,6 +62,7 @@ STACK_POLICIES = {
     "nfd-one-owner",
     "ownership-ledger-consistent",
     "operator-cr-exclusive",
+    "no-visible-devices-override",
     "shared-gpu-resource-name",
     "mig-strategy-consistent",
     "driver-ownership-consistent",

@@ -332,6 +332,7 @@ class StackView:
     resources: list[Resource]
     by_urn: dict[str, Resource]
     _installations: dict[str, Installation] | None = None
+    _named: dict[tuple[str, str], list[Resource]] | None = None
 
     @classmethod
     def from_args(cls, args: StackValidationArgs, kinds: frozenset[str] | None = None) -> StackView:
@@ -438,6 +439,16 @@ class StackView:
             pod = resource.read_pod()
             if isinstance(pod, dict):
                 yield resource, pod
+
+    def named(self, kind: str, name: str) -> list[Resource]:
+        """The core/v1 objects of a kind (ConfigMap, Secret) with this metadata.name."""
+        if self._named is None:
+            self._named = {}
+            for resource in self.resources:
+                found = resource.metadata.get("name")
+                if resource.resource_type.startswith("kubernetes:core/v1:") and isinstance(found, str):
+                    self._named.setdefault((resource.kind, found), []).append(resource)
+        return self._named.get((kind, name), [])
 
     def problems(self, reads: Callable[[Resource], bool] | None = None) -> list[Finding]:
         """What the checks so far could not read, on the objects ``reads`` selects (all read objects by default)."""

@@ -206,3 +206,119 @@ def parse_go_bool(text: str) -> bool | None:
     if text in _FALSE:
         return False
     return None
+
+
+# --------------------------------------------------------------------------- container env
+
+
+@dataclass(frozen=True)
+class EnvEntry:
+    """One variable of a container's effective env, and where it comes from."""
+
+    name: str
+    value: Any
+    """The literal value, UNKNOWN, or None when it comes from a reference (shown by ``source``)."""
+    source: str
+    """``env``, ``env valueFrom configMapKeyRef 'cm' key 'k'``, ``envFrom[0] ConfigMap 'cm' key 'k'``..."""
+
+
+@dataclass
+class EffectiveEnv:
+    """A container's env as the kubelet builds it: ``envFrom`` sources in order, then ``env`` over them."""
+
+    entries: dict[str, EnvEntry]
+    unknown: bool
+    """Some source is unknown during preview (judged at ``up``)."""
+    cannot_tell: list[str]
+    """Sources whose names cannot be told (an ``envFrom`` object that is not in the stack, a wrong type)."""
+
+
+EnvLookup = Any
+"""``lookup(kind, name) -> props | None | UNKNOWN``: a ConfigMap or Secret of the workload's namespace in the stack."""
+
+
+_REF_KINDS: Final = (("configMapRef", "ConfigMap"), ("secretRef", "Secret"))
+_KEY_REF_KINDS: Final = (("configMapKeyRef", "ConfigMap"), ("secretKeyRef", "Secret"))
+
+
+def _env_keys(props: Any) -> Any:
+    """The keys a ConfigMap/Secret gives ``envFrom`` (``data`` and, for a Secret, ``stringData``); UNKNOWN."""
+    keys: list[str] = []
+    for table in ("data", "stringData"):
+        value = props.get(table) if isinstance(props, dict) else None
+        if value is UNKNOWN:
+            return UNKNOWN
+        if isinstance(value, dict):
+            keys += [str(k) for k in value]
+    return keys
+
+
+def effective_env(spec: Mapping[str, Any], lookup: EnvLookup) -> EffectiveEnv:
+    """Read a container's env the way the kubelet does: ``envFrom`` (with ``prefix``), then ``env``.
+
+    A value from ``valueFrom`` is named by its reference; a Secret's value is never read. An ``envFrom`` source
+    that is not in the stack cannot be told: the caller fails closed on it where the names matter.
+    """
+    entries: dict[str, EnvEntry] = {}
+    unknown = False
+    cannot_tell: list[str] = []
+    sources = spec.get("envFrom")
+    if sources is UNKNOWN:
+        unknown = True
+    for index, source in enumerate(sources if isinstance(sources, list) else []):
+        if not isinstance(source, dict):
+            unknown = unknown or source is UNKNOWN
+            continue
+        prefix = source.get("prefix") or ""
+        found = next(((field, kind) for field, kind in _REF_KINDS if field in source), None)
+        if found is None:
+            continue
+        ref = source.get(found[0])
+        name = ref.get("name") if isinstance(ref, dict) else None
+        if ref is UNKNOWN or name is UNKNOWN or prefix is UNKNOWN:
+            unknown = True
+            continue
+        if not isinstance(name, str) or not isinstance(prefix, str):
+            cannot_tell.append(f"envFrom[{index}] names no {found[1]}")
+            continue
+        props = lookup(found[1], name)
+        keys = UNKNOWN if props is UNKNOWN else (None if props is None else _env_keys(props))
+        if keys is UNKNOWN:
+            unknown = True
+            continue
+        if keys is None:
+            cannot_tell.append(
+                f"envFrom[{index}] {found[1]} '{name}' is not in this stack, so the variables it sets cannot be told"
+            )
+            continue
+        for key in keys:
+            entries[prefix + key] = EnvEntry(prefix + key, None, f"envFrom[{index}] {found[1]} '{name}' key '{key}'")
+    env = spec.get("env")
+    if env is UNKNOWN:
+        unknown = True
+    for entry in env if isinstance(env, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        name = entry.get("name")
+        if name is UNKNOWN:
+            unknown = True
+            continue
+        if not isinstance(name, str):
+            continue
+        value_from = entry.get("valueFrom")
+        if isinstance(value_from, dict):
+            entries[name] = EnvEntry(name, None, _value_from_source(value_from))
+        else:
+            entries[name] = EnvEntry(name, entry.get("value"), "env")
+    return EffectiveEnv(entries, unknown, cannot_tell)
+
+
+def _value_from_source(value_from: Mapping[str, Any]) -> str:
+    for field, kind in _KEY_REF_KINDS:
+        ref = value_from.get(field)
+        if isinstance(ref, dict):
+            return f"env valueFrom {field} ({kind} {show(ref.get('name'))} key {show(ref.get('key'))})"
+    for field in ("fieldRef", "resourceFieldRef"):
+        if field in value_from:
+            return f"env valueFrom {field}"
+    return "env valueFrom"

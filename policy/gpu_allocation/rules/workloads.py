@@ -17,11 +17,14 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
     Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
 )
 
 from ..vocab import grammar
 from ..vocab import labels as vocab
 from ..vocab.grammar import parse_quantity
+from .installations import StackView, not_applicable_unless_unreadable
 from .props import (
     UNKNOWN,
     as_dict,
@@ -31,7 +34,9 @@ from .props import (
     dig,
     show,
 )
+from .readers import CANNOT_JUDGE, EnvLookup, effective_env, report_findings
 from .shapes import (
+    POD_SPEC_PATHS,
     PROJECT,
     Container,
     Resource,
@@ -340,38 +345,73 @@ def gpu_consumers(pod: dict[str, Any]) -> list[tuple[Container, str]]:
     return result
 
 
-def visible_devices_problems(pod: dict[str, Any], forbidden: Sequence[str]) -> list[str]:
-    """Env overrides of the visible devices in containers that get GPUs."""
+def visible_devices_problems(pod: dict[str, Any], forbidden: Sequence[str], lookup: EnvLookup) -> list[str]:
+    """Overrides of the visible devices in containers that get GPUs, through env, valueFrom or envFrom.
+
+    A container whose ``envFrom`` names an object that is not in the stack cannot be judged: it is refused.
+    """
     problems: list[str] = []
+    names = ", ".join(forbidden)
     for container, how in gpu_consumers(pod):
-        for entry in container.env:
-            name = entry.get("name")
-            if name not in forbidden:
+        env = effective_env(container.spec, lookup)
+        for name in forbidden:
+            entry = env.entries.get(name)
+            if entry is None:
                 continue
-            value = entry.get("value", entry.get("valueFrom"))
+            shown = f"{name}={show(entry.value)}" if entry.source == "env" else f"{name} ({entry.source})"
+            fix = f"Remove {name} from the env" + ("" if entry.source == "env" else f" and from {entry.source}")
             problems.append(
                 f"container '{container.name}' gets GPUs through {how} and sets env "
-                f"{name}={show(value)}. The device plugin/DRA driver and the runtime "
+                f"{shown}. The device plugin/DRA driver and the runtime "
                 "supply the assigned devices, and CUDA's process-visible indices can "
                 "differ from physical ones, so the override can hide or misidentify "
-                f"the allocation and grants no extra GPUs. Remove {name} from the env"
+                f"the allocation and grants no extra GPUs. {fix}"
+            )
+        for why in env.cannot_tell:
+            problems.append(
+                f"container '{container.name}' gets GPUs through {how} and {why}: whether it sets {names} "
+                f"cannot be told, {CANNOT_JUDGE}. Put that object in this stack, or set the container's env "
+                "explicitly"
             )
     return problems
 
 
-def no_visible_devices_override_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse CUDA/NVIDIA_VISIBLE_DEVICES in containers that get GPUs."""
-    found = _pod_or_not_applicable(args)
-    if found is None:
-        return
-    resource, pod = found
+def _env_lookup(view: StackView, resource: Resource) -> EnvLookup:
+    """Find a ConfigMap or Secret of the workload's namespace among the stack's objects (props or UNKNOWN)."""
+    namespace = resource.metadata.get("namespace")
+
+    def lookup(kind: str, name: str) -> Any:
+        for candidate in view.named(kind, name):
+            other_namespace = candidate.metadata.get("namespace")
+            if other_namespace is UNKNOWN:
+                return UNKNOWN
+            if not isinstance(namespace, str) or not isinstance(other_namespace, str) or other_namespace == namespace:
+                return candidate.props
+        return None
+
+    return lookup
+
+
+def no_visible_devices_override_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Refuse CUDA/NVIDIA_VISIBLE_DEVICES in containers that get GPUs, however the env is built."""
+    view = StackView.from_args(args, _ENV_KINDS)
     forbidden = config_strings(
         args.get_config(),
         "forbiddenEnvVars",
         ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
     )
-    for problem in visible_devices_problems(pod, forbidden):
-        report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", None)
+    judged = False
+    for resource, pod in view.workloads():
+        judged = True
+        for problem in visible_devices_problems(pod, forbidden, _env_lookup(view, resource)):
+            report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", resource.urn)
+    if not judged:
+        not_applicable_unless_unreadable(args, view, "no workload with a pod template", report_violation, reads_pods)
+        return
+    report_findings(view.problems(reads_pods), report_violation)
+
+
+_ENV_KINDS: Final = frozenset({*POD_SPEC_PATHS, "ConfigMap", "Secret"})
 
 
 def dual_allocation_problem(pod: dict[str, Any]) -> str | None:
@@ -474,13 +514,13 @@ GPU_REQUEST_SHAPE = ResourceValidationPolicy(
     tags=["workloads", "gpu"],
 )
 
-NO_VISIBLE_DEVICES_OVERRIDE = ResourceValidationPolicy(
+NO_VISIBLE_DEVICES_OVERRIDE = StackValidationPolicy(
     name="no-visible-devices-override",
     description=(
         "Containers that get GPUs through the device plugin or a DRA claim do not set "
         "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES."
     ),
-    validate=fail_closed(reads_pods)(no_visible_devices_override_validator),
+    validate=no_visible_devices_override_validator,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(
