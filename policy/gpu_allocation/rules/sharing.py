@@ -686,7 +686,7 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
     ledger = view.ledger()
     cohorts = _plugin_cohorts(view, ledger)
     config_maps = [r for r in view.resources if r.resource_type == CONFIG_MAP_TYPE]
-    operators = view.by_owner(GPU_OPERATOR) or [r for r in view.resources if cr_mode(r) == "cluster-policy"]
+    operators = bool(view.by_owner(GPU_OPERATOR)) or any(cr_mode(r) == "cluster-policy" for r in view.resources)
     if not cohorts and not config_maps and not operators:
         not_applicable_unless_unreadable(
             args, view, "no device plugin, GPU Operator or ConfigMap in the stack", report_violation, _reads_sharing
