@@ -12,7 +12,11 @@ from typing import Any
 
 import pytest
 
-from policy.gpu_allocation.rules.sharing import PLUGIN_CONFIG_LABEL, SHARED_GPU_RESOURCE_NAME
+from policy.gpu_allocation.rules.sharing import (
+    PLUGIN_CONFIG_LABEL,
+    SHARED_GPU_RESOURCE_NAME,
+    TIME_SLICING_CONFIG_ATTACHED,
+)
 from tests.support.policy_harness import Harness
 
 from .test_foreign_stacks import device_plugin, foreign, gpu_workload, selector
@@ -137,8 +141,9 @@ def test_cluster_policy_config_map_is_referenced(harness: Harness) -> None:
     """Its ConfigMap is read by the Operator's plugin: never 'referenced by no device plugin'."""
     rendered = operator_render({"shared": SHARED, "exclusive": EXCLUSIVE}, "exclusive")
     assert messages(harness, rendered) == []
+    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, foreign(rendered)).violations == []
     loose = [o for o in rendered if o["kind"] == "ConfigMap"]
-    outcome = harness.stack(SHARED_GPU_RESOURCE_NAME, foreign(loose))
+    outcome = harness.stack(TIME_SLICING_CONFIG_ATTACHED, foreign(loose))
     assert any("no device plugin references" in m for m in outcome.messages)
 
 

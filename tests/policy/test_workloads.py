@@ -12,6 +12,7 @@ from policy.gpu_allocation.rules.sharing import (
     MIG_PROFILES,
     MIG_STRATEGY_CONSISTENT,
     SHARED_GPU_RESOURCE_NAME,
+    TIME_SLICING_CONFIG_ATTACHED,
     normalize_gpu_model,
     normalize_profile,
 )
@@ -478,7 +479,7 @@ def test_unattached_config_map(harness: Harness) -> None:
     loose = copy.deepcopy(rendered)
     loose["metadata"] = {"name": "time-slicing-config", "namespace": "gpu-system"}
     items = [*harness.device_plugin(), harness.item(loose)]
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).one() == (
+    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, items).one() == (
         "kubernetes:core/v1:ConfigMap 'gpu-system/time-slicing-config' holds a time-slicing device-plugin config "
         "(time-slicing) that no device plugin references (config.name), so it changes nothing: the GPUs stay "
         "exclusive. Attach it through the device plugin's config.name/config.default "
@@ -488,11 +489,11 @@ def test_unattached_config_map(harness: Harness) -> None:
     items = [*harness.device_plugin(), harness.item(loose)]
     plugin = child(items, "DaemonSet", "/hybrid-gpu-plugin-nvidia-device-plugin")
     pod(plugin.props)["volumes"].append({"name": "available-configs", "configMap": {"name": "time-slicing-config"}})
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, items).violations == []
     values = harness.values("device-plugin-values.yaml")
     values["config"] = {"name": "time-slicing-config", "default": "time-slicing"}
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release, harness.item(loose)]).violations == []
+    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, [release, harness.item(loose)]).violations == []
 
 
 def test_sharing_unknowns_do_not_crash(harness: Harness) -> None:

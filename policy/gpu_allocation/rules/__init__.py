@@ -4,9 +4,9 @@
   gpu-cluster-excludes-standalone-dra, compute-domain-crds-one-owner, nfd-one-owner,
   ownership-ledger-consistent, operator-cr-exclusive
 - :mod:`rules.targeting`: no-auto-mode-targeting, gpu-discovery-affinity-kept
-- :mod:`rules.workloads`: smoke-job-hardened, gpu-request-shape,
+- :mod:`rules.workloads`: smoke-job-hardened, smoke-job-run-approved, gpu-request-shape,
   no-visible-devices-override, no-dual-allocation
-- :mod:`rules.sharing`: shared-gpu-resource-name, mig-strategy-consistent
+- :mod:`rules.sharing`: shared-gpu-resource-name, time-slicing-config-attached, mig-strategy-consistent
 - :mod:`rules.dra`: dra-api-current, dra-feature-gates-allowlisted,
   dra-webhook-needs-tls
 - :mod:`rules.drivers`: driver-ownership-consistent,

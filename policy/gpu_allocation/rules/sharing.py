@@ -701,13 +701,21 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
         if configs and isinstance(sharing, _SharingConfig):
             slicings.append(_Slicing(cohort.title, configs, sharing.default_key, cohort.confines))
     slicings += _operator_slicings(view, cohorts, require_fail, report_violation)
-    _check_unattached_config_maps(view, report_violation)
     for resource, selector, container, name, value in _workload_requests(view):
         for slicing in slicings:
             if not slicing.confines(resource, selector):
                 continue
             _check_request(slicing, resource, selector, container.name, name, value, report_violation)
     report_findings(view.problems(_reads_sharing), report_violation)
+
+
+def time_slicing_config_attached_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Advise on a time-slicing ConfigMap that no device plugin reads: it changes nothing."""
+    view = StackView.from_args(args, frozenset({*POD_SPEC_PATHS, "ConfigMap", "ClusterPolicy"}))
+    if not any(r.resource_type == CONFIG_MAP_TYPE for r in view.resources):
+        args.not_applicable("no ConfigMap in the stack")
+        return
+    _check_unattached_config_maps(view, report_violation)
 
 
 # --------------------------------------------------------------------------- MIG
@@ -912,4 +920,23 @@ MIG_STRATEGY_CONSISTENT = StackValidationPolicy(
 )
 
 
-POLICIES: Final = (SHARED_GPU_RESOURCE_NAME, MIG_STRATEGY_CONSISTENT)
+TIME_SLICING_CONFIG_ATTACHED = StackValidationPolicy(
+    name="time-slicing-config-attached",
+    description=(
+        "A ConfigMap holding a time-slicing device-plugin config is read by a device plugin (its config.name, the "
+        "mounted config volume or file, or the Operator's devicePlugin.config); an unattached one changes nothing "
+        "(advisory)."
+    ),
+    validate=time_slicing_config_attached_validator,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    severity=Severity.LOW,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        f"Attach the config through the device plugin's config.name/config.default ({PROJECT}:cohorts[i].sharing) "
+        "or the Operator's devicePlugin.config, or delete the ConfigMap."
+    ),
+    url="https://github.com/NVIDIA/k8s-device-plugin#shared-access-to-gpus",
+    tags=["workloads", "time-slicing", "review"],
+)
+
+POLICIES: Final = (SHARED_GPU_RESOURCE_NAME, TIME_SLICING_CONFIG_ATTACHED, MIG_STRATEGY_CONSISTENT)
