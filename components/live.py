@@ -23,6 +23,7 @@ from components.kube_http import Unreachable, send, status_message
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
 DAEMONSETS = "/apis/apps/v1/daemonsets"
+RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 """resource.k8s.io versions tried in order; a cluster that serves none of them can hold no ResourceSlice."""
 
@@ -52,6 +53,15 @@ class LiveCluster:
     slices: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
+    runtime_classes: list[dict[str, Any]] | None = None
+    """The cluster's RuntimeClasses; None when not read (a LiveCluster built without them)."""
+
+
+def missing_file(path: str) -> str:
+    """Why a path given as a file is not one, in a refusal's words: a folder says it is a folder."""
+    if path and Path(path).is_dir():
+        return "is a folder, not a kubeconfig file"
+    return "does not exist"
 
 
 class Reader:
@@ -61,7 +71,7 @@ class Reader:
         """Load the kubeconfig; an unusable one is a LiveReadError."""
         self.source = source
         if source.kubeconfig_content is None and not Path(source.kubeconfig_path or "").is_file():
-            msg = f"preflight: {source.described_as} does not exist; {source.fix}"
+            msg = f"preflight: {source.described_as} {missing_file(source.kubeconfig_path or '')}; {source.fix}"
             raise LiveReadError(msg)
         try:
             if source.kubeconfig_content is not None:
@@ -115,15 +125,16 @@ class Reader:
 
 
 def read_live(source: Source) -> LiveCluster:
-    """Nodes, unfinished pods and DaemonSets of every namespace, and the ResourceSlices the cluster serves."""
+    """Nodes, unfinished pods and DaemonSets of every namespace, RuntimeClasses, and the ResourceSlices it serves."""
     reader = Reader(source)
     nodes = reader.items(NODES, "nodes") or []
     pods = reader.items(PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed") or []
     daemonsets = reader.items(DAEMONSETS, "DaemonSets") or []
+    runtime_classes = reader.items(RUNTIME_CLASSES, "RuntimeClasses") or []
     slices: list[dict[str, Any]] = []
     for version in SLICE_VERSIONS:
         found = reader.items(f"/apis/resource.k8s.io/{version}/resourceslices", "ResourceSlices")
         if found is not None:
             slices = found
             break
-    return LiveCluster(nodes, slices, pods, daemonsets)
+    return LiveCluster(nodes, slices, pods, daemonsets, runtime_classes)

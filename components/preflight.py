@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.cluster import ClusterTarget
-from components.config import ClusterConfig, StackConfig
+from components.config import ClusterConfig, StackConfig, needs_runtime_class
 from components.live import LiveCluster, Source, read_live
 from components.publishers import foreign, labels_of, observe
 from components.refusals import Problem
@@ -107,9 +107,35 @@ def check_publishers(config: StackConfig, live: LiveCluster) -> list[Problem]:
     return problems
 
 
+def check_runtime_class(config: StackConfig, live: LiveCluster) -> list[Problem]:
+    """Where the program reuses an existing RuntimeClass (hostsHaveNvidiaHandler false), it exists in the cluster.
+
+    Otherwise the update fails only when the provider reads the class, after other objects were created.
+    """
+    runtime = config.runtime_class
+    if runtime.hosts_have_nvidia_handler or live.runtime_classes is None or not needs_runtime_class(config):
+        return []
+    found = next((r for r in live.runtime_classes if r.get("metadata", {}).get("name") == runtime.name), None)
+    if found is not None:
+        return []
+    handlers = ", ".join(
+        sorted(f"{r.get('metadata', {}).get('name')} (handler {r.get('handler')})" for r in live.runtime_classes)
+    )
+    return [
+        Problem(
+            "runtimeClass.name",
+            f"RuntimeClass {runtime.name} does not exist in the cluster (it has: {handlers or 'none'}), and "
+            "runtimeClass.hostsHaveNvidiaHandler is false, which means: reuse an existing RuntimeClass of that "
+            "name rather than create one. Create it with the handler the hosts' containerd has (handler nvidia, "
+            "which `eks-hybrid-gpu hostcheck` verifies), or set runtimeClass.hostsHaveNvidiaHandler to true once "
+            "hostcheck shows every GPU host has the nvidia handler, so the program creates it",
+        )
+    ]
+
+
 def check(config: StackConfig, live: LiveCluster) -> list[Problem]:
-    """The whole preflight: node labels first, then who already publishes the cohorts' GPUs."""
-    return check_nodes(config, live.nodes) + check_publishers(config, live)
+    """The whole preflight: node labels first, then who already publishes the cohorts' GPUs, then the RuntimeClass."""
+    return check_nodes(config, live.nodes) + check_publishers(config, live) + check_runtime_class(config, live)
 
 
 def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
