@@ -19,21 +19,13 @@ from policy.gpu_allocation.rules.sharing import (
 )
 from tests.support.policy_harness import Harness
 
-from .test_foreign_stacks import device_plugin, foreign, gpu_workload, selector
+from .test_foreign_stacks import TIME_SLICING, device_plugin, foreign, gpu_workload, selector
 from .test_helm_truthiness import OPERATOR_ARCHIVE, render
 
 pytestmark = pytest.mark.policy
 
 EXCLUSIVE = "version: v1\nflags:\n  migStrategy: none\n"
-SHARED = """version: v1
-sharing:
-  timeSlicing:
-    renameByDefault: true
-    failRequestsGreaterThanOne: true
-    resources:
-      - name: nvidia.com/gpu
-        replicas: 4
-"""
+SHARED = TIME_SLICING
 PER_RESOURCE_RENAME = """version: v1
 sharing:
   timeSlicing:

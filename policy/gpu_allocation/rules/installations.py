@@ -30,7 +30,6 @@ from .shapes import (
     GPU_OPERATOR,
     HELM_TYPES,
     POD_SPEC_PATHS,
-    PROJECT,
     Container,
     Resource,
     containers,
@@ -186,15 +185,19 @@ class Installation:
         """Tell whether this program stamped what the install renders."""
         return any(child.stamped for child in self.children)
 
-    def config_path(self, suffix: str, default: str) -> str:
-        """Return the stack-config path stamped on a child, plus ``suffix``; for a foreign install, the object."""
+    def config_path(self, suffix: str, program_path: str) -> str:
+        """Where to fix a setting: the stack-config path stamped on a child plus ``suffix``.
+
+        ``program_path`` for this program's install without that stamp; for an install this program did not stamp,
+        its own setting.
+        """
         for child in self.children:
             stamped = child.annotation(ownership.CONFIG_PATH_ANNOTATION)
             if isinstance(stamped, str) and stamped:
                 return f"{stamped}{suffix}"
-        if not self.stamped and default.startswith(f"{PROJECT}:"):
+        if not self.stamped:
             return f"the {suffix.lstrip('.') or 'settings'} of {self.describe}"
-        return default
+        return program_path
 
     # ---- device plugin
 

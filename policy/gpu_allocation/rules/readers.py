@@ -111,20 +111,14 @@ def helm_flag(values: Any, owner: str, path: str) -> Any:
     ``owner`` is ``gpu-operator``, ``device-plugin`` or ``dra``; ``path`` is dotted (``clusterPolicy.deployCR``).
     An unset flag takes the chart default (coalesced by Helm before the template runs).
     """
-    if values is UNKNOWN:
-        return UNKNOWN
-    current = values
-    for key in path.split("."):
-        if current is UNKNOWN:
-            return UNKNOWN
-        current = current.get(key) if isinstance(current, dict) else None
-        if current is None:
-            return bool(CHART_DEFAULTS.get(owner, {}).get(path, False))
-    return helm_truthy(current)
+    value = _lookup(values, owner, path)
+    return UNKNOWN if value is UNKNOWN else helm_truthy(value)
 
 
 def _lookup(values: Any, owner: str, path: str) -> Any:
-    """A value after Helm coalesces the chart defaults: the set value, else the default, else None."""
+    """A value after Helm coalesces the chart defaults: the set value, else the default, else None; UNKNOWN."""
+    if values is UNKNOWN:
+        return UNKNOWN
     current = values
     for key in path.split("."):
         if current is UNKNOWN:
