@@ -649,16 +649,22 @@ def reads_pods_and_helm(resource: Resource) -> bool:
     return resource.is_helm or reads_pods(resource)
 
 
-def fail_closed(reads: Callable[[Resource], bool]) -> Callable[[Validator], Validator]:
+def fail_closed(
+    reads: Callable[[Resource], bool], kinds: frozenset[str] | None = None
+) -> Callable[[Validator], Validator]:
     """Wrap a resource validator: what it could not read on an object it ``reads`` is a violation, never silence.
 
     The pod template of such an object is type-checked first (:meth:`Resource.read_pod`); a validator that
     found nothing to judge ("not applicable") on an object with unreadable fields reports those fields instead.
+    ``kinds``: the only kinds the validator judges (others go straight to it, without copying their props).
     """
 
     def wrap(validate: Validator) -> Validator:
         @functools.wraps(validate)
         def run(args: ResourceValidationArgs, report: ReportViolation) -> None:
+            if kinds is not None and args.resource_type.rsplit(":", 1)[-1] not in kinds:
+                validate(args, report)
+                return
             resource = Resource.from_args(args)
             relevant = reads(resource)
             if relevant:

@@ -261,6 +261,9 @@ def _container_findings(container: Container, pod_context: dict[str, Any], where
 
 def _smoke_job(args: ResourceValidationArgs) -> tuple[Resource, dict[str, Any]] | None:
     """The smoke Job and its spec, or None (reported not applicable)."""
+    if not args.resource_type.startswith("kubernetes:") or not args.resource_type.endswith(":Job"):
+        args.not_applicable("not a Job")  # said from the type alone: the props are not copied
+        return None
     resource = Resource.from_args(args)
     if resource.kind != "Job" or not resource.is_kubernetes:
         args.not_applicable("not a Job")
@@ -527,6 +530,9 @@ def no_dual_allocation_validator(args: ResourceValidationArgs, report_violation:
 # --------------------------------------------------------------------------- policies
 
 
+_JOB: Final = frozenset({"Job"})
+
+
 def _reads_jobs(resource: Resource) -> bool:
     return resource.is_kubernetes and resource.kind == "Job"
 
@@ -539,7 +545,7 @@ SMOKE_JOB_HARDENED = ResourceValidationPolicy(
         "GPU smoke Jobs stay suspended unless approved and are bounded, non-root, "
         "read-only, capability-free, token-free and pinned by image digest."
     ),
-    validate=fail_closed(_reads_jobs)(smoke_job_hardened_validator),
+    validate=fail_closed(_reads_jobs, _JOB)(smoke_job_hardened_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(
@@ -647,7 +653,7 @@ SMOKE_JOB_RUN_APPROVED = ResourceValidationPolicy(
         "unsuspends only the intended Job through the normal deployment process (advisory: the pack cannot see "
         "another program's approval)."
     ),
-    validate=fail_closed(_reads_jobs)(smoke_job_run_approved_validator),
+    validate=fail_closed(_reads_jobs, _JOB)(smoke_job_run_approved_validator),
     enforcement_level=EnforcementLevel.ADVISORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(properties={}),
