@@ -10,6 +10,7 @@ import pytest
 
 from policy.gpu_allocation.rules.props import UNKNOWN
 from policy.gpu_allocation.rules.readers import CANNOT_JUDGE, effective_env
+from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT
 from policy.gpu_allocation.rules.workloads import NO_VISIBLE_DEVICES_OVERRIDE
 from tests.support.policy_harness import Harness
 
@@ -105,3 +106,23 @@ def test_chart_renders_that_use_value_from_without_gpus_pass(harness: Harness) -
     rendered = dra()
     assert any("valueFrom" in str(m) for m in rendered)
     assert harness.stack(NO_VISIBLE_DEVICES_OVERRIDE, foreign(rendered)).violations == []
+
+
+def test_an_allocator_setting_taken_from_value_from_cannot_be_judged(harness: Harness) -> None:
+    """The plugin's MIG_STRATEGY through valueFrom is not read as the default 'none': it is refused."""
+    rendered = device_plugin()
+    plugin = next(m for m in rendered if m["kind"] == "DaemonSet")
+    container = plugin["spec"]["template"]["spec"]["containers"][0]
+    assert any(e["name"] == "MIG_STRATEGY" for e in container["env"])
+    workload = gpu_workload("nvidia.com/mig-1g.5gb", selector("device-plugin"))
+    clean = harness.stack(MIG_STRATEGY_CONSISTENT, foreign([*rendered, workload])).messages
+    assert clean  # migStrategy none: the request is refused plainly
+    assert all(CANNOT_JUDGE not in m for m in clean)
+    for entry in container["env"]:
+        if entry["name"] == "MIG_STRATEGY":
+            entry.pop("value")
+            entry["valueFrom"] = {"configMapKeyRef": {"name": "plugin-settings", "key": "mig"}}
+    messages = harness.stack(MIG_STRATEGY_CONSISTENT, foreign([*rendered, workload])).messages
+    refused = [m for m in messages if CANNOT_JUDGE in m]
+    assert len(refused) == 1
+    assert "env MIG_STRATEGY comes from env valueFrom configMapKeyRef" in refused[0]

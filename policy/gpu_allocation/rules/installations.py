@@ -213,7 +213,7 @@ class Installation:
         plugin = next((c for c in containers(pod) if is_plugin_container(c)), None)
         if plugin is None:
             return Setting(UNKNOWN, self.describe)
-        raw = plugin.env_value("MIG_STRATEGY")
+        raw = main.env_value(plugin, "MIG_STRATEGY")
         subject = f"{self.rendered(main)} container '{plugin.name}' env MIG_STRATEGY"
         return Setting("none" if raw is None else raw, subject, raw is None)
 
@@ -253,7 +253,7 @@ class Installation:
             return Setting(UNKNOWN, self.describe)
         main, pod = found
         for container in sorted(containers(pod), key=lambda c: c.field_name != "containers"):
-            raw = container.env_value("NVIDIA_DRIVER_ROOT")
+            raw = main.env_value(container, "NVIDIA_DRIVER_ROOT")
             if raw is UNKNOWN:
                 return Setting(UNKNOWN, self.describe)
             if isinstance(raw, str):

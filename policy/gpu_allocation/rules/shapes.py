@@ -23,7 +23,7 @@ from ..vocab import labels as ownership
 from ..vocab.selectors import Placement
 from .parsing import load_json
 from .props import UNKNOWN, as_dict, as_list, contains_unknown, dig, readable, string_map
-from .readers import Finding, cannot_judge, report_findings
+from .readers import Finding, cannot_judge, effective_env, report_findings
 
 PROJECT: Final = ownership.PROJECT
 LABELS_NOTE: Final = (
@@ -398,6 +398,28 @@ class Resource:
         if spec is not None or self.props.get("spec") is not None:
             self.cannot_read(".".join(path), "is not an object (a pod spec)")
         return None
+
+    def env_value(self, container: Container, name: str) -> Any:
+        """A variable of a container's effective env, as the kubelet builds it: a string, None, or UNKNOWN.
+
+        A variable set through ``valueFrom``, or one an ``envFrom`` source may set, cannot be read from this object:
+        it is recorded (fail closed) and UNKNOWN is returned, so no check assumes the default instead.
+        """
+        env = effective_env(container.spec, lambda kind, found: None)
+        if env.unknown and name not in env.entries:
+            return UNKNOWN
+        entry = env.entries.get(name)
+        where = f"container '{container.name}' env {name}"
+        if entry is not None and entry.source != "env":
+            self.cannot_read(where, f"comes from {entry.source}, which this check cannot read")
+            return UNKNOWN
+        if entry is None and env.cannot_tell:
+            sources = "; ".join(why.split(" is not in this stack", 1)[0] for why in env.cannot_tell)
+            self.cannot_read(where, f"may be set by {sources}, which this check cannot read")
+            return UNKNOWN
+        if entry is None:
+            return None
+        return entry.value if entry.value is UNKNOWN or isinstance(entry.value, str) else None
 
     def read_pod(self) -> Any:
         """The pod spec like :attr:`pod_spec`, with every field the rules read checked for its type first.

@@ -377,8 +377,8 @@ def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
         )
     documents, errors = _load_documents(as_dict(data))
     managers = [c for c in containers(pod) if _CONFIG_MANAGER in c.command_line[:1]]
-    default = next((v for c in managers if (v := c.env_value("DEFAULT_CONFIG")) is not None), None)
-    fallback_text = next((v for c in managers if (v := c.env_value("FALLBACK_STRATEGIES")) is not None), None)
+    default = next((v for c in managers if (v := main.env_value(c, "DEFAULT_CONFIG")) is not None), None)
+    fallback_text = next((v for c in managers if (v := main.env_value(c, "FALLBACK_STRATEGIES")) is not None), None)
     if default is UNKNOWN or fallback_text is UNKNOWN:
         return UNKNOWN
     fallbacks: list[Any] = fallback_text.split(",") if isinstance(fallback_text, str) else ["named", "single"]
