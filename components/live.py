@@ -54,7 +54,9 @@ class LiveCluster:
     pods: list[dict[str, Any]] = field(default_factory=list)
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
     runtime_classes: list[dict[str, Any]] | None = None
-    """The cluster's RuntimeClasses; None when not read (a LiveCluster built without them)."""
+    """The cluster's RuntimeClasses; None when not read (a LiveCluster built without them, or refused)."""
+    runtime_classes_error: str | None = None
+    """Why the RuntimeClasses could not be listed (judged only where the stack reuses an existing class)."""
 
 
 def missing_file(path: str) -> str:
@@ -130,11 +132,16 @@ def read_live(source: Source) -> LiveCluster:
     nodes = reader.items(NODES, "nodes") or []
     pods = reader.items(PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed") or []
     daemonsets = reader.items(DAEMONSETS, "DaemonSets") or []
-    runtime_classes = reader.items(RUNTIME_CLASSES, "RuntimeClasses") or []
     slices: list[dict[str, Any]] = []
     for version in SLICE_VERSIONS:
         found = reader.items(f"/apis/resource.k8s.io/{version}/resourceslices", "ResourceSlices")
         if found is not None:
             slices = found
             break
-    return LiveCluster(nodes, slices, pods, daemonsets, runtime_classes)
+    # Listed last, and a refusal kept rather than raised: only a stack that reuses an existing class needs them.
+    try:
+        runtime_classes: list[dict[str, Any]] | None = reader.items(RUNTIME_CLASSES, "RuntimeClasses") or []
+        runtime_error = None
+    except LiveReadError as error:
+        runtime_classes, runtime_error = None, str(error).removeprefix("preflight: ")
+    return LiveCluster(nodes, slices, pods, daemonsets, runtime_classes, runtime_error)

@@ -113,7 +113,19 @@ def check_runtime_class(config: StackConfig, live: LiveCluster) -> list[Problem]
     Otherwise the update fails only when the provider reads the class, after other objects were created.
     """
     runtime = config.runtime_class
-    if runtime.hosts_have_nvidia_handler or live.runtime_classes is None or not needs_runtime_class(config):
+    if runtime.hosts_have_nvidia_handler or not needs_runtime_class(config):
+        return []
+    if live.runtime_classes_error is not None:
+        return [
+            Problem(
+                "runtimeClass.name",
+                f"RuntimeClass {runtime.name} is to be reused (runtimeClass.hostsHaveNvidiaHandler is false) but "
+                f"the preflight cannot list RuntimeClasses: {live.runtime_classes_error}; grant list on "
+                "runtimeclasses (node.k8s.io), or set runtimeClass.hostsHaveNvidiaHandler to true once "
+                "`eks-hybrid-gpu hostcheck` shows every GPU host has the nvidia handler",
+            )
+        ]
+    if live.runtime_classes is None:
         return []
     found = next((r for r in live.runtime_classes if r.get("metadata", {}).get("name") == runtime.name), None)
     if found is not None:

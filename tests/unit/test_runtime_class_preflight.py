@@ -64,6 +64,21 @@ def test_read_live_lists_the_runtime_classes(api: LoopbackApi) -> None:
     assert live.runtime_classes == _classes(("nvidia", "nvidia"))
 
 
+def test_runtime_classes_that_cannot_be_listed_are_refused_only_where_a_class_is_reused(api: LoopbackApi) -> None:
+    handler, _, kubeconfig = api
+    handler.served = {"/api/v1/nodes": [], "/api/v1/pods": [], "/apis/apps/v1/daemonsets": []}
+    handler.forbidden = ("/apis/node.k8s.io/",)
+    cluster = ClusterConfig.model_validate({"source": "kubeconfig", "kubeconfig": kubeconfig})
+    live = read_live(source_of(cluster, ClusterTarget(ClusterFacts(), kubeconfig, None, None)))
+    assert live.runtime_classes is None
+    assert live.runtime_classes_error is not None
+    assert "permission denied listing RuntimeClasses" in live.runtime_classes_error
+    problems = check_runtime_class(_config(False), live)
+    assert len(problems) == 1
+    assert "the preflight cannot list RuntimeClasses: permission denied listing RuntimeClasses" in problems[0].message
+    assert check_runtime_class(_config(True), live) == []
+
+
 def test_a_folder_given_as_kubeconfig_says_it_is_a_folder(tmp_path: Path) -> None:
     cluster = ClusterConfig.model_validate({"source": "kubeconfig", "kubeconfig": str(tmp_path)})
     with pytest.raises(LiveReadError) as refused:
