@@ -449,8 +449,9 @@ class RuntimeClassConfig(_Strict):
     hosts_have_nvidia_handler: bool = Field(
         default=False,
         alias="hostsHaveNvidiaHandler",
-        description="true: the hosts' containerd has an `nvidia` handler, so create the class. "
-        "false: the class must already exist; the class name alone does not configure the handler.",
+        description="Who makes the RuntimeClass. true: every GPU host's containerd has an `nvidia` handler, so the "
+        "program creates the class with handler nvidia. false: reuse an existing class of this name (the preflight "
+        "checks that it exists); the class name alone does not configure the handler.",
     )
 
     @field_validator("name")
@@ -549,3 +550,14 @@ class StackConfig(_Strict):
 
 CONFIG_KEYS: tuple[str, ...] = tuple(field.alias or name for name, field in StackConfig.model_fields.items())
 """The Pulumi config keys (without the project namespace) the program reads."""
+
+
+def needs_runtime_class(config: StackConfig) -> bool:
+    """The device-plugin path (and a ClusterPolicy Operator without its toolkit) runs pods with the RuntimeClass."""
+    if config.cohorts_of("device-plugin"):
+        return True
+    operator = config.operator
+    # With its toolkit on, the Operator provides the class and the handler itself.
+    return (
+        bool(config.cohorts_of("gpu-operator")) and operator.mode == "cluster-policy" and not operator.toolkit_enabled
+    )

@@ -23,6 +23,7 @@ from components.kube_http import Unreachable, send, status_message
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
 DAEMONSETS = "/apis/apps/v1/daemonsets"
+RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 """resource.k8s.io versions tried in order; a cluster that serves none of them can hold no ResourceSlice."""
 
@@ -54,6 +55,17 @@ class LiveCluster:
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
     claims: list[dict[str, Any]] = field(default_factory=list)
     """ResourceClaims of every namespace: which pods hold DRA devices on which node (`components.consumers`)."""
+    runtime_classes: list[dict[str, Any]] | None = None
+    """The cluster's RuntimeClasses; None when not read (a LiveCluster built without them, or refused)."""
+    runtime_classes_error: str | None = None
+    """Why the RuntimeClasses could not be listed (judged only where the stack reuses an existing class)."""
+
+
+def missing_file(path: str) -> str:
+    """Why a path given as a file is not one, in a refusal's words: a folder says it is a folder."""
+    if path and Path(path).is_dir():
+        return "is a folder, not a kubeconfig file"
+    return "does not exist"
 
 
 class Reader:
@@ -63,7 +75,7 @@ class Reader:
         """Load the kubeconfig; an unusable one is a LiveReadError."""
         self.source = source
         if source.kubeconfig_content is None and not Path(source.kubeconfig_path or "").is_file():
-            msg = f"preflight: {source.described_as} does not exist; {source.fix}"
+            msg = f"preflight: {source.described_as} {missing_file(source.kubeconfig_path or '')}; {source.fix}"
             raise LiveReadError(msg)
         try:
             if source.kubeconfig_content is not None:
@@ -117,9 +129,10 @@ class Reader:
 
 
 def read_live(source: Source) -> LiveCluster:
-    """Nodes, unfinished pods and DaemonSets of every namespace, and the ResourceSlices and ResourceClaims served.
+    """Nodes, pods, DaemonSets, RuntimeClasses, and the ResourceSlices and ResourceClaims the cluster serves.
 
-    Each kind is listed once per preview; the DRA lists come from the first resource.k8s.io version served.
+    Pods are the unfinished ones of every namespace. Each kind is listed once per preview; the DRA lists come from
+    the first resource.k8s.io version served.
     """
     reader = Reader(source)
     nodes = reader.items(NODES, "nodes") or []
@@ -133,4 +146,10 @@ def read_live(source: Source) -> LiveCluster:
             slices = found
             claims = reader.items(f"/apis/resource.k8s.io/{version}/resourceclaims", "ResourceClaims") or []
             break
-    return LiveCluster(nodes, slices, pods, daemonsets, claims)
+    # Listed last, and a refusal kept rather than raised: only a stack that reuses an existing class needs them.
+    try:
+        runtime_classes: list[dict[str, Any]] | None = reader.items(RUNTIME_CLASSES, "RuntimeClasses") or []
+        runtime_error = None
+    except LiveReadError as error:
+        runtime_classes, runtime_error = None, str(error).removeprefix("preflight: ")
+    return LiveCluster(nodes, slices, pods, daemonsets, claims, runtime_classes, runtime_error)

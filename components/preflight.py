@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.cluster import ClusterTarget
-from components.config import ClusterConfig, StackConfig
+from components.config import ClusterConfig, StackConfig, needs_runtime_class
 from components.consumers import consumers_by_node, mechanism_of, other_mechanism
 from components.live import LiveCluster, Source, read_live
 from components.node_facts import check_node, node_owner
@@ -166,13 +166,52 @@ def check_node_facts(config: StackConfig, nodes: Sequence[Node]) -> list[Problem
     return problems
 
 
+def check_runtime_class(config: StackConfig, live: LiveCluster) -> list[Problem]:
+    """Where the program reuses an existing RuntimeClass (hostsHaveNvidiaHandler false), it exists in the cluster.
+
+    Otherwise the update fails only when the provider reads the class, after other objects were created.
+    """
+    runtime = config.runtime_class
+    if runtime.hosts_have_nvidia_handler or not needs_runtime_class(config):
+        return []
+    if live.runtime_classes_error is not None:
+        return [
+            Problem(
+                "runtimeClass.name",
+                f"RuntimeClass {runtime.name} is to be reused (runtimeClass.hostsHaveNvidiaHandler is false) but "
+                f"the preflight cannot list RuntimeClasses: {live.runtime_classes_error}; grant list on "
+                "runtimeclasses (node.k8s.io), or set runtimeClass.hostsHaveNvidiaHandler to true once "
+                "`eks-hybrid-gpu hostcheck` shows every GPU host has the nvidia handler",
+            )
+        ]
+    if live.runtime_classes is None:
+        return []
+    found = next((r for r in live.runtime_classes if r.get("metadata", {}).get("name") == runtime.name), None)
+    if found is not None:
+        return []
+    handlers = ", ".join(
+        sorted(f"{r.get('metadata', {}).get('name')} (handler {r.get('handler')})" for r in live.runtime_classes)
+    )
+    return [
+        Problem(
+            "runtimeClass.name",
+            f"RuntimeClass {runtime.name} does not exist in the cluster (it has: {handlers or 'none'}), and "
+            "runtimeClass.hostsHaveNvidiaHandler is false, which means: reuse an existing RuntimeClass of that "
+            "name rather than create one. Create it with the handler the hosts' containerd has (handler nvidia, "
+            "which `eks-hybrid-gpu hostcheck` verifies), or set runtimeClass.hostsHaveNvidiaHandler to true once "
+            "hostcheck shows every GPU host has the nvidia handler, so the program creates it",
+        )
+    ]
+
+
 def check(config: StackConfig, live: LiveCluster) -> list[Problem]:
-    """The whole preflight: node labels, who publishes the cohorts' GPUs, who holds them now, then node facts."""
+    """The whole preflight: node labels, who publishes and who holds the GPUs, node facts, the RuntimeClass."""
     return (
         check_nodes(config, live.nodes)
         + check_publishers(config, live)
         + check_consumers(config, live)
         + check_node_facts(config, live.nodes)
+        + check_runtime_class(config, live)
     )
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import CohortConfig, StackConfig
+from components.config import CohortConfig, StackConfig, needs_runtime_class
 from components.device_plugin import DevicePlugin
 from components.dra_driver import DraDriver
 from components.dra_objects import DraObjects
@@ -32,16 +32,6 @@ def _ownership(config: StackConfig, index: int, cohort: CohortConfig) -> Ownersh
         selector=cohort.selector(config.cohort_label_key),
         sharing=cohort.sharing_label,
         config_path=f"eks-hybrid-gpu:cohorts[{index}]",
-    )
-
-
-def _needs_runtime_class(config: StackConfig) -> bool:
-    if config.cohorts_of("device-plugin"):
-        return True
-    operator = config.operator
-    # With its toolkit on, the Operator provides the class and the handler itself.
-    return (
-        bool(config.cohorts_of("gpu-operator")) and operator.mode == "cluster-policy" and not operator.toolkit_enabled
     )
 
 
@@ -100,7 +90,7 @@ class HybridGpuCluster(pulumi.ComponentResource):
             return namespaces.names.apply(lambda names: names[role])
 
         runtime_class = config.runtime_class
-        if _needs_runtime_class(config):
+        if needs_runtime_class(config):
             NvidiaRuntimeClass(
                 f"{name}-runtime-class",
                 class_name=runtime_class.name,

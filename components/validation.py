@@ -6,9 +6,8 @@ Nothing is registered until this passes, so an invalid stack never half-applies.
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -45,15 +44,15 @@ def selectors_disjoint(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
     return not selectors_overlap(a, b)
 
 
-def _cohort_problems(config: StackConfig) -> Iterable[Problem]:
+def _cohort_problems(config: StackConfig, at: CohortPath) -> Iterable[Problem]:
     names: dict[str, int] = {}
     label_key = config.cohort_label_key
     for i, cohort in enumerate(config.cohorts):
-        path = f"cohorts[{i}]"
+        path = at(i)
         if cohort.name in names:
             yield Problem(
                 f"{path}.name",
-                f"'{cohort.name}' is also the name of cohorts[{names[cohort.name]}]; "
+                f"'{cohort.name}' is also the name of {at(names[cohort.name])}; "
                 "cohort names must be unique: rename one",
                 kind="duplicate-name",
             )
@@ -82,18 +81,54 @@ def _cohort_problems(config: StackConfig) -> Iterable[Problem]:
                 "`eks-hybrid-gpu hostcheck` on every host of the cohort, then set it to true",
             )
 
-    # Each selector is built once, not once per pair: the pairwise check is quadratic in the cohorts.
     selectors = [cohort.selector(label_key) for cohort in config.cohorts]
-    for i, j in combinations(range(len(selectors)), 2):
+    for j, i in first_overlaps(selectors):
         sel_a, sel_b = selectors[i], selectors[j]
-        if not selectors_disjoint(sel_a, sel_b):
-            yield Problem(
-                f"cohorts[{j}].nodeSelector",
-                f"{sel_b} can select the same nodes as cohorts[{i}] "
-                f"({config.cohorts[i].name}: {sel_a}); one GPU must have one allocation owner: give the cohorts "
-                f"different values of {label_key}",
-                kind="overlap",
-            )
+        yield Problem(
+            f"{at(j)}.nodeSelector",
+            f"{sel_b} can select the same nodes as {at(i)} "
+            f"({config.cohorts[i].name}: {sel_a}); one GPU must have one allocation owner: give the cohorts "
+            f"different values of {label_key}",
+            kind="overlap",
+        )
+
+
+def first_overlaps(selectors: Sequence[Mapping[str, str]]) -> list[tuple[int, int]]:
+    """(j, i): for each selector j that can select a node of an earlier one, the first such i < j.
+
+    Near-linear: selectors that differ on a key all of them carry are disjoint, so the cohorts are split by the
+    values of such keys (again within each part) before any two are compared; what is left in a part shares those
+    values and is compared in index order, stopping at the first overlap (identical selectors stop at once).
+    """
+    found: dict[int, int] = {}
+    parts: list[list[int]] = [list(range(len(selectors)))]
+    while parts:
+        part = parts.pop()
+        if len(part) < 2:
+            continue
+        shared = set(selectors[part[0]]).intersection(*(selectors[k].keys() for k in part[1:]))
+        varying = sorted(key for key in shared if len({selectors[k][key] for k in part}) > 1)
+        if varying:
+            groups: dict[tuple[str, ...], list[int]] = {}
+            for k in part:
+                groups.setdefault(tuple(selectors[k][key] for key in varying), []).append(k)
+            parts.extend(groups.values())
+            continue
+        seen: dict[tuple[tuple[str, str], ...], int] = {}
+        distinct: list[int] = []
+        for j in part:
+            signature = tuple(sorted(selectors[j].items()))
+            twin = seen.get(signature)
+            if twin is not None:
+                # An identical selector meets what its first occurrence meets, and that occurrence itself.
+                found[j] = found.get(twin, twin)
+                continue
+            seen[signature] = j
+            earlier = next((i for i in distinct if not selectors_disjoint(selectors[i], selectors[j])), None)
+            if earlier is not None:
+                found[j] = earlier
+            distinct.append(j)
+    return sorted(found.items())
 
 
 def _sharing_problems(path: str, cohort: CohortConfig) -> Iterable[Problem]:
@@ -138,32 +173,32 @@ def _sharing_problems(path: str, cohort: CohortConfig) -> Iterable[Problem]:
             )
 
 
-def _owner_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[Problem]:
+def _owner_problems(config: StackConfig, facts: ClusterFacts, at: CohortPath) -> Iterable[Problem]:
     operators = config.cohorts_of("gpu-operator")
     dra = config.cohorts_of("dra")
     for i, _ in operators[1:]:
         yield Problem(
-            f"cohorts[{i}].owner",
-            f"is a second gpu-operator cohort (cohorts[{operators[0][0]}] is the "
+            f"{at(i)}.owner",
+            f"is a second gpu-operator cohort ({at(operators[0][0])} is the "
             "first); the Operator is cluster-wide and cannot be pinned to a cohort: keep one",
         )
     for i, _ in dra[1:]:
         yield Problem(
-            f"cohorts[{i}].owner",
-            f"is a second dra cohort (cohorts[{dra[0][0]}] is the first); the DRA "
+            f"{at(i)}.owner",
+            f"is a second dra cohort ({at(dra[0][0])} is the first); the DRA "
             "chart's names and DeviceClasses are cluster-wide, so it installs once: merge the cohorts",
         )
     if operators and config.operator.mode == "gpu-cluster":
         for i, _ in dra:
             yield Problem(
-                f"cohorts[{i}].owner",
+                f"{at(i)}.owner",
                 "is dra next to an Operator in gpu-cluster mode; GPUCluster "
                 "deploys its own DRA driver and must not get an additional standalone DRA release: "
                 "remove this cohort or set operator.mode to cluster-policy",
             )
     plugins = config.cohorts_of("device-plugin")
     if operators and plugins and config.operator.mode == "cluster-policy" and config.operator.device_plugin_enabled:
-        names = ", ".join(f"cohorts[{i}] ({cohort.name})" for i, cohort in plugins)
+        names = ", ".join(f"{at(i)} ({cohort.name})" for i, cohort in plugins)
         yield Problem(
             "operator.devicePluginEnabled",
             f"is true while the standalone device plugin serves {names}; ClusterPolicy operands are not "
@@ -173,7 +208,7 @@ def _owner_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[Proble
     auto_mode = facts.auto_mode if facts.auto_mode is not None else config.cluster.auto_mode
     if operators and auto_mode:
         yield Problem(
-            f"cohorts[{operators[0][0]}].owner",
+            f"{at(operators[0][0])}.owner",
             "is gpu-operator on an EKS Auto Mode cluster; Operator "
             "operands are placed by GPU discovery, not by the cohort selector, and would reach Auto "
             "Mode GPUs: use the standalone device-plugin or dra owner, or an isolated cluster",
@@ -182,7 +217,7 @@ def _owner_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[Proble
         for i, cohort in operators:
             if not cohort.host_driver_verified:
                 yield Problem(
-                    f"cohorts[{i}].hostDriverVerified",
+                    f"{at(i)}.hostDriverVerified",
                     "is false while operator.driverEnabled is false; "
                     "driver.enabled=false is only right where the host driver is verified: run "
                     "`eks-hybrid-gpu hostcheck`, then set it to true, or set operator.driverEnabled",
@@ -294,13 +329,32 @@ def _chart_problems(config: StackConfig, project_dir: Path) -> Iterable[Problem]
             yield from archive_problems(f"{path}.archive", project_dir, source.archive, pin.version, chart_name)
 
 
-def validate(config: StackConfig, project_dir: Path, facts: ClusterFacts | None = None) -> list[Problem]:
-    """Every cross-field problem of a config that passed the field-level model."""
+class CohortPath:
+    """Names a cohort by its place in the stack file, also when the model holds only the cohorts that parsed."""
+
+    def __init__(self, positions: Sequence[int] | None = None) -> None:
+        """``positions[i]``: where the model's i-th cohort sits in the file (None: the same place)."""
+        self.positions = positions
+
+    def __call__(self, index: int) -> str:
+        """``cohorts[<index in the file>]``."""
+        return f"cohorts[{self.positions[index] if self.positions is not None else index}]"
+
+
+def validate(
+    config: StackConfig, project_dir: Path, facts: ClusterFacts | None = None, positions: Sequence[int] | None = None
+) -> list[Problem]:
+    """Every cross-field problem of a config that passed the field-level model.
+
+    ``positions``: where each cohort of ``config`` sits in the stack file, when cohorts that failed the model were
+    left out (their problems are reported by the model).
+    """
     facts = facts or ClusterFacts()
+    at = CohortPath(positions)
     return [
         *_cluster_problems(config),
-        *_cohort_problems(config),
-        *_owner_problems(config, facts),
+        *_cohort_problems(config, at),
+        *_owner_problems(config, facts, at),
         *_smoke_problems(config),
         *_namespace_problems(config),
         *_chart_problems(config, project_dir),
@@ -342,17 +396,6 @@ def _parse(
         return None, problems, failed, index_map
 
 
-def _reindexed(problem: Problem, index_map: list[int]) -> Problem:
-    def original(match: re.Match[str]) -> str:
-        return f"cohorts[{index_map[int(match[1])]}]"
-
-    return Problem(
-        re.sub(r"cohorts\[([0-9]+)\]", original, problem.path),
-        re.sub(r"cohorts\[([0-9]+)\]", original, problem.message),
-        problem.kind,
-    )
-
-
 def load_stack_config(
     raw: Mapping[str, Any],
     project_dir: Path,
@@ -367,9 +410,10 @@ def load_stack_config(
     """
     config, problems, failed, index_map = _parse(raw, {"secret_keys": frozenset(secret_keys)})
     if config is not None:
-        cross = validate(config, project_dir, facts)
+        cross = validate(config, project_dir, facts, index_map)
         if index_map is not None:
-            cross = [_reindexed(p, index_map) for p in cross if p.path != "smokeJobs.approvedCohort"]
+            # The approved cohort may be one that failed the model: the model's own problem says so.
+            cross = [p for p in cross if p.path != "smokeJobs.approvedCohort"]
         cross = [p for p in cross if re.split(r"[.\[]", p.path, maxsplit=1)[0] not in failed - {"cohorts"}]
         problems = [*problems, *(p for p in cross if p not in problems)]
     if problems or config is None:

@@ -22,6 +22,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from components.config import NamespacesConfig
 from components.kube_http import Unreachable, send
+from components.live import missing_file
 
 ACCESS_EXIT_CODE = 2
 """Exit code of a command that could not talk to the cluster at all."""
@@ -182,7 +183,9 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
     """A client for the kubeconfig's context; a missing or unusable kubeconfig is a KubeAccessError."""
     path = kubeconfig or default_kubeconfig()
     if not Path(path).is_file():
-        msg = f"kubeconfig {path} does not exist; pass --kubeconfig PATH (and --context) of the cluster to inspect"
+        msg = (
+            f"kubeconfig {path} {missing_file(path)}; pass --kubeconfig PATH (and --context) of the cluster to inspect"
+        )
         raise KubeAccessError(msg)
     try:
         contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]

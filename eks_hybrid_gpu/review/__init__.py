@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"no stack '{args.stack}': stacks/Pulumi.{args.stack}.yaml does not exist (stacks: {known})")
     for option, path in (("--kubeconfig", args.kubeconfig), ("--policy-config", args.policy_config)):
         if path is not None and not path.is_file():
-            return _fail(f"{option} {path} does not exist")
+            return _fail(f"{option} {path} {'is a folder, not a file' if path.is_dir() else 'does not exist'}")
     try:
         with tempfile.TemporaryDirectory(prefix="eks-hybrid-gpu-review-") as tmp, ExitStack() as cleanup:
             scratch = Path(tmp)

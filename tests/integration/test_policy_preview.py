@@ -274,7 +274,7 @@ def test_dra_feature_gate_is_refused_on_the_rendered_env(engine_env: engine.Engi
     output = _preview_refused(engine_env, tmp_path, "bad-dra-gates", program)
     refused = _refused_by(output)
     assert "dra-feature-gates-allowlisted" in refused
-    assert "env FEATURE_GATES enables MPSSupport" in output
+    assert "env FEATURE_GATES MPSSupport is 'true'" in output
 
 
 def test_dra_root_next_to_an_operator_driver_is_refused(engine_env: engine.EngineEnv, tmp_path: Path) -> None:

@@ -98,7 +98,13 @@ def kubeconfig_source(kubeconfig: Path) -> tuple[ClusterConfig, ClusterTarget]:
 def test_the_preflight_reads_the_live_fleet_and_names_a_second_publisher(
     sim_kube: kubeclient.Kube, sim_cluster: localcluster.LocalCluster
 ) -> None:
-    config = StackConfig.model_validate({"cohorts": [{"name": "plugin", "owner": "device-plugin"}, DRA_COHORT]})
+    config = StackConfig.model_validate(
+        {
+            "cohorts": [{"name": "plugin", "owner": "device-plugin"}, DRA_COHORT],
+            # The program creates the class (the simulated cluster has none to reuse).
+            "runtimeClass": {"hostsHaveNvidiaHandler": True},
+        }
+    )
     clean = read_cluster(*kubeconfig_source(sim_cluster.kubeconfig))
     simulate.advertise(sim_kube, NODE, {"nvidia.com/gpu": "1"})
     try:

@@ -153,11 +153,10 @@ def test_seed_feature_gates_pass(harness: Harness) -> None:
 def test_enabled_gate_is_refused_unless_allow_listed(harness: Harness) -> None:
     chart = dra_chart(harness, featureGates={"DynamicMIG": True, "MPSSupport": False})
     assert check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart).one() == (
-        "kubernetes:helm.sh/v3:Release 'dra-chart': values featureGates enables DynamicMIG (DynamicMIG=true). Only "
-        "full-GPU and existing-MIG allocation are GA; DynamicMIG, MPS, time-slicing settings, NVML health checks "
-        "and similar gates are Alpha/Beta, and the guide says not to enable gates to make a demo start. Remove it "
-        "from eks-hybrid-gpu:dra.featureGates, or add 'DynamicMIG' to this policy's allowedFeatureGates after a "
-        "review."
+        "kubernetes:helm.sh/v3:Release 'dra-chart': values featureGates DynamicMIG is true, which turns on an Alpha "
+        "gate of DRA driver 0.5.0 (off by default); the guide says not to enable gates to make a demo start, and "
+        "Alpha features change or disappear between releases. Remove DynamicMIG (eks-hybrid-gpu:dra.featureGates), "
+        "or add 'DynamicMIG' to this policy's allowedFeatureGates after a review."
     )
     config = {"allowedFeatureGates": ["DynamicMIG"]}
     assert check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart, config).violations == []
@@ -168,10 +167,14 @@ def test_operator_dra_driver_gates(harness: Harness) -> None:
     values["draDriver"]["featureGates"] = {"NVMLDeviceHealthCheck": "true"}
     release = harness.operator("gpu-cluster", values)
     message = check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, release).one()
+    # The Operator renders the map with toYaml into a field typed map[string]bool: a string is refused there.
     assert message.startswith(
-        "kubernetes:helm.sh/v3:Release 'gpu-operator-release': values draDriver.featureGates enables "
-        "NVMLDeviceHealthCheck (NVMLDeviceHealthCheck='true')."
+        "kubernetes:helm.sh/v3:Release 'gpu-operator-release': values draDriver.featureGates NVMLDeviceHealthCheck "
+        "is 'true', which the GPUCluster's spec.draDriver.featureGates (a map of booleans) refuses."
     )
+    values["draDriver"]["featureGates"] = {"NVMLDeviceHealthCheck": True}
+    message = check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, harness.operator("gpu-cluster", values)).one()
+    assert "NVMLDeviceHealthCheck is true, which turns on an Alpha gate of DRA driver 0.5.0" in message
 
 
 def test_rendered_feature_gates_env(harness: Harness) -> None:
@@ -183,7 +186,7 @@ def test_rendered_feature_gates_env(harness: Harness) -> None:
     message = harness.manifest_check(DRA_FEATURE_GATES_ALLOWLISTED, gated).one()
     assert message.startswith(
         "kubernetes:apps/v1:DaemonSet 'gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin': container 'gpus' env "
-        "FEATURE_GATES enables MPSSupport (MPSSupport='true')."
+        "FEATURE_GATES MPSSupport is 'true', which turns on an Alpha gate of DRA driver"
     )
 
 
@@ -289,10 +292,10 @@ def test_real_feature_gates_env_of_the_kubelet_plugin(harness: Harness) -> None:
     record = _rendered("dra-variants", "gates-chart", "/dra-driver-nvidia-gpu-kubelet-plugin")
     assert harness.real_resource(DRA_FEATURE_GATES_ALLOWLISTED, record).one() == (
         "kubernetes:apps/v1:DaemonSet 'gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin': container 'gpus' env "
-        "FEATURE_GATES enables MPSSupport (MPSSupport='true'). Only full-GPU and existing-MIG allocation are GA; "
-        "DynamicMIG, MPS, time-slicing settings, NVML health checks and similar gates are Alpha/Beta, and the guide "
-        "says not to enable gates to make a demo start. Remove it from eks-hybrid-gpu:dra.featureGates, or add "
-        "'MPSSupport' to this policy's allowedFeatureGates after a review."
+        "FEATURE_GATES MPSSupport is 'true', which turns on an Alpha gate of DRA driver 0.4.1 (off by default); the "
+        "guide says not to enable gates to make a demo start, and Alpha features change or disappear between "
+        "releases. Remove MPSSupport (eks-hybrid-gpu:dra.featureGates), or add 'MPSSupport' to this policy's "
+        "allowedFeatureGates after a review."
     )
     config = {"allowedFeatureGates": ["MPSSupport"]}
     assert harness.real_resource(DRA_FEATURE_GATES_ALLOWLISTED, record, config).violations == []

@@ -88,14 +88,17 @@ def test_hostile_time_slicing_config_map_still_lets_the_rename_be_found(harness:
 
 @pytest.mark.charts
 @pytest.mark.parametrize("text", [DEEP_YAML, SELF_ANCHOR], ids=["deep-yaml", "self-anchor"])
-def test_hostile_release_values_config_is_cannot_tell_for_that_release(harness: Harness, text: str) -> None:
+def test_hostile_release_values_config_is_refused_and_the_rest_still_judged(harness: Harness, text: str) -> None:
     values = harness.values("device-plugin-time-slicing-values.yaml")
     values["config"]["map"]["time-slicing"] = text
     release = harness.helm(
         "team-plugin", "nvidia-device-plugin", "0.20.0", values, resource_type="kubernetes:helm.sh/v3:Release"
     )
     mig = foreign([*device_plugin(), gpu_workload("nvidia.com/mig-1g.5gb", selector("device-plugin"))])
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release]).violations == []
+    refused = harness.stack(SHARED_GPU_RESOURCE_NAME, [release]).one()
+    assert "values config.map: config 'time-slicing'" in refused
+    assert TOO_DEEP in refused
+    assert "fail closed" in refused
     messages = harness.stack(MIG_STRATEGY_CONSISTENT, [release, *mig]).messages
     assert messages
     assert all("'ai-workloads/inference': container 'server' requests nvidia.com/mig-1g.5gb" in m for m in messages)
@@ -108,5 +111,11 @@ def test_deeply_nested_props_are_cannot_tell_for_that_object(harness: Harness) -
         nested = {"n": nested}
     hostile = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "deep"}, "data": {}, "extra": nested}
     messages = harness.stack(SINGLE_ALLOCATION_OWNER, [*_overlap_stack(), harness.item(hostile)]).messages
-    assert len(messages) == 1
+    assert len(messages) == 2
+    assert any("can select the same nodes" in m for m in messages)
+    # The ConfigMap may be the ledger: it cannot be judged, and says so (fail closed).
+    unreadable = next(m for m in messages if "fail closed" in m)
+    assert "kubernetes:core/v1:ConfigMap" in unreadable
+    assert "its inputs" in unreadable
+    assert TOO_DEEP in unreadable
     assert json.dumps(messages)  # plain strings

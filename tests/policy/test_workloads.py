@@ -12,6 +12,7 @@ from policy.gpu_allocation.rules.sharing import (
     MIG_PROFILES,
     MIG_STRATEGY_CONSISTENT,
     SHARED_GPU_RESOURCE_NAME,
+    TIME_SLICING_CONFIG_ATTACHED,
     normalize_gpu_model,
     normalize_profile,
 )
@@ -457,14 +458,9 @@ def test_time_slicing_config_not_selected_by_default(harness: Harness) -> None:
     values["config"]["map"]["default"] = "version: v1\n"
     values["config"]["default"] = "default"
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
-    assert (
-        harness.stack(SHARED_GPU_RESOURCE_NAME, [release])
-        .one()
-        .startswith(
-            "kubernetes:helm.sh/v3:Release 'plugin-release' values: time-slicing config(s) time-slicing are not "
-            "selected by config.default ('default' resolves to 'default')"
-        )
-    )
+    # A Release this program did not stamp declares no cohort sharing: a config that config.default does not
+    # select applies to nodes labelled nvidia.com/device-plugin.config=time-slicing (the plugin's per-node selection).
+    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release]).violations == []
 
 
 def test_declared_time_slicing_without_config(harness: Harness) -> None:
@@ -483,7 +479,7 @@ def test_unattached_config_map(harness: Harness) -> None:
     loose = copy.deepcopy(rendered)
     loose["metadata"] = {"name": "time-slicing-config", "namespace": "gpu-system"}
     items = [*harness.device_plugin(), harness.item(loose)]
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).one() == (
+    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, items).one() == (
         "kubernetes:core/v1:ConfigMap 'gpu-system/time-slicing-config' holds a time-slicing device-plugin config "
         "(time-slicing) that no device plugin references (config.name), so it changes nothing: the GPUs stay "
         "exclusive. Attach it through the device plugin's config.name/config.default "
@@ -493,11 +489,11 @@ def test_unattached_config_map(harness: Harness) -> None:
     items = [*harness.device_plugin(), harness.item(loose)]
     plugin = child(items, "DaemonSet", "/hybrid-gpu-plugin-nvidia-device-plugin")
     pod(plugin.props)["volumes"].append({"name": "available-configs", "configMap": {"name": "time-slicing-config"}})
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, items).violations == []
     values = harness.values("device-plugin-values.yaml")
     values["config"] = {"name": "time-slicing-config", "default": "time-slicing"}
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release, harness.item(loose)]).violations == []
+    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, [release, harness.item(loose)]).violations == []
 
 
 def test_sharing_unknowns_do_not_crash(harness: Harness) -> None:

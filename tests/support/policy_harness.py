@@ -194,7 +194,11 @@ class Harness:
 
     @staticmethod
     def manifest_check(policy: Policy, manifest: dict[str, Any], config: dict[str, Any] | None = None) -> Outcome:
-        return Harness.resource(policy, type_of(manifest), manifest, name=manifest["metadata"]["name"], config=config)
+        """Run a policy on one manifest: as a resource, or as a stack of that one object."""
+        name = manifest["metadata"]["name"]
+        if isinstance(policy, StackValidationPolicy):
+            return Harness.stack(policy, [Item(type_of(manifest), manifest, name)], config)
+        return Harness.resource(policy, type_of(manifest), manifest, name=name, config=config)
 
     @staticmethod
     def stack(policy: Policy, items: list[Item], config: dict[str, Any] | None = None) -> Outcome:

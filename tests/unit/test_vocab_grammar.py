@@ -89,7 +89,8 @@ def test_one_quantity_grammar_parses_what_it_accepts() -> None:
     [
         'device.attributes["gpu.nvidia.com"].productName == "NVIDIA H200"',
         'device.capacity["gpu.nvidia.com"].memory.isGreaterThan(quantity("80Gi"))',
-        '!(device.driver == "a" || device.driver == "b") && device.attributes["gpu.nvidia.com"].cudaComputeCapability',
+        '!(device.driver == "a" || device.driver == "b") && '
+        'device.attributes["gpu.nvidia.com"].cudaComputeCapability.isGreaterThan(semver("8.0.0"))',
         'device.attributes["gpu.nvidia.com"].driverVersion.compareTo(semver("565.0.0")) >= 0',
         "(" * (MAX_DEPTH - 1) + "true" + ")" * (MAX_DEPTH - 1),
     ],
@@ -115,7 +116,11 @@ def test_fragment_accepted(fragment: str) -> None:
             "letters, digits, spaces and ._/:+=-",
         ),
         ("device.name == 1", "device.name at position 8 is not a device field: use driver, attributes or capacity"),
-        ("1 == 1 || 7", "'7' at position 11 is a value, not a condition: compare it with ==, <, >, ..."),
+        (
+            "1 == 1 || 7",
+            "'7' at position 11 is an int, not a condition: the API server refuses a selector that is not boolean; "
+            "compare it with ==, <, >, ... or a method",
+        ),
         (
             'device.attributes["a"].b.matches("a")',
             "method matches at position 26 is not allowed: use one of compareTo, contains, endsWith, isGreaterThan, "

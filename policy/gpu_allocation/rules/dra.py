@@ -25,7 +25,6 @@ from pulumi_policy import (
 from ..vocab import labels as vocab
 from .props import (
     UNKNOWN,
-    as_bool,
     as_dict,
     as_list,
     compact_json,
@@ -34,13 +33,27 @@ from .props import (
     dig,
     show,
 )
+from .readers import (
+    effective_env,
+    gate_findings,
+    gate_text,
+    helm_flag,
+    parse_feature_gates,
+    parse_go_bool,
+    report_findings,
+)
 from .shapes import (
     DRA,
     GPU_OPERATOR,
+    HELM_CHART_LABEL,
     PROJECT,
     Resource,
     chart_inputs_hidden,
+    classify_chart,
     containers,
+    cr_mode,
+    fail_closed,
+    reads_pods_and_helm,
 )
 
 DRA_GROUP: Final = "resource.k8s.io"
@@ -72,6 +85,8 @@ _LEGACY_REQUEST_KEYS: Final = (
     "tolerations",
 )
 _DRA_PATH: Final = f"{PROJECT}:dra"
+OPERATOR_DRA_VERSION: Final = "v0.5.0"
+"""The DRA driver the GPU Operator v26.7.0 deploys when draDriver.version is not set (its values.yaml)."""
 
 
 def _find_key(value: Any, key: str, path: str = "") -> str | None:
@@ -205,15 +220,6 @@ def dra_api_current_validator(args: ResourceValidationArgs, report_violation: Re
 # --------------------------------------------------------------------------- gates
 
 
-def _parse_feature_gates(text: str) -> dict[str, Any]:
-    gates: dict[str, Any] = {}
-    for item in text.split(","):
-        name, _, value = item.strip().partition("=")
-        if name:
-            gates[name] = value
-    return gates
-
-
 def _is_dra_workload(resource: Resource) -> bool:
     if resource.label(vocab.OWNER_LABEL) == DRA:
         return True
@@ -225,30 +231,88 @@ def _is_dra_workload(resource: Resource) -> bool:
     )
 
 
+def _dra_version(resource: Resource) -> Any:
+    """The DRA driver release a workload or Helm resource installs: Release version, chart stamp/label, image tag."""
+    if resource.is_helm:
+        return resource.props.get("version")
+    stamp = resource.chart_stamp
+    if isinstance(stamp, tuple) and classify_chart(stamp[0]) == DRA:
+        return stamp[1]
+    label = resource.label(HELM_CHART_LABEL)
+    if isinstance(label, str) and classify_chart(label) == DRA:
+        return label.rsplit("-", 1)[-1]
+    return None
+
+
+def _value_gates(gates: Any, *, printed: bool) -> list[tuple[str, Any, bool | None]]:
+    """Gates from a values map: printed into FEATURE_GATES (the DRA chart), or typed (the Operator's CR field).
+
+    The Operator renders them with toYaml into spec.draDriver.featureGates, typed map[string]bool.
+    """
+    result: list[tuple[str, Any, bool | None]] = []
+    for gate, value in sorted(as_dict(gates).items()):
+        if value is UNKNOWN:
+            continue
+        enabled = parse_go_bool(gate_text(value)) if printed else (value if isinstance(value, bool) else None)
+        result.append((gate, value, enabled))
+    return result
+
+
 def _gate_sources(resource: Resource) -> Any:
-    """(where, gates) pairs for this resource; UNKNOWN during preview; None if n/a."""
+    """(field, gates, version, fix) for this resource; UNKNOWN during preview; None if n/a.
+
+    Gates reach the driver from DRA chart values (printed into FEATURE_GATES), the Operator's
+    draDriver.featureGates (rendered into the GPUCluster), a GPUCluster's spec.draDriver.featureGates, and the
+    FEATURE_GATES env of the driver's containers.
+    """
     owner = resource.chart_owner
     if owner in {DRA, GPU_OPERATOR}:
         key = ("featureGates",) if owner == DRA else ("draDriver", "featureGates")
         gates = dig(resource.values, *key)
         if gates is UNKNOWN:
             return UNKNOWN
-        return [(f"values {'.'.join(key)}", as_dict(gates))]
+        field = f"values {'.'.join(key)}"
+        if gates is not None and not isinstance(gates, dict):
+            resource.cannot_read(field, "is not a map of gate names to booleans")
+            return []
+        version = _dra_version(resource) if owner == DRA else dig(resource.values, "draDriver", "version")
+        if owner == GPU_OPERATOR and version is None:
+            version = OPERATOR_DRA_VERSION
+        return [(field, _value_gates(gates, printed=owner == DRA), version, f"{PROJECT}:dra.featureGates", owner)]
+    if cr_mode(resource) == "gpu-cluster":
+        gates = dig(resource.props, "spec", "draDriver", "featureGates")
+        if gates is UNKNOWN:
+            return UNKNOWN
+        field = "spec.draDriver.featureGates"
+        if gates is not None and not isinstance(gates, dict):
+            resource.cannot_read(field, "is not a map of gate names to booleans")
+            return []
+        version = dig(resource.props, "spec", "draDriver", "version") or OPERATOR_DRA_VERSION
+        fix = f"{field} of {resource.describe}"
+        return [(field, _value_gates(gates, printed=False), version, fix, GPU_OPERATOR)]
     pod = resource.pod_spec
     if not isinstance(pod, dict) or not _is_dra_workload(resource):
         return None
     sources = []
     for container in containers(pod):
-        for entry in container.env:
-            value = entry.get("value")
-            if entry.get("name") == "FEATURE_GATES" and isinstance(value, str):
-                where = f"container '{container.name}' env FEATURE_GATES"
-                sources.append((where, _parse_feature_gates(value)))
+        env = effective_env(container.spec, lambda kind, name: None)
+        where = f"container '{container.name}' env FEATURE_GATES"
+        entry = env.entries.get("FEATURE_GATES")
+        if entry is not None and entry.source != "env":
+            resource.cannot_read(where, f"comes from {entry.source}, which this check cannot read")
+        elif entry is not None and isinstance(entry.value, str):
+            gates = [(n, v, parse_go_bool(v)) for n, v in parse_feature_gates(entry.value)]
+            sources.append((where, gates, _dra_version(resource), f"{PROJECT}:dra.featureGates", DRA))
+        for why in env.cannot_tell:
+            source = why.split(" is not in this stack", 1)[0]
+            resource.cannot_read(
+                f"container '{container.name}' {source}", "may set FEATURE_GATES, which this check cannot read"
+            )
     return sources
 
 
 def dra_feature_gates_allowlisted_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse DRA driver feature gates set to true unless allow-listed."""
+    """Refuse alpha DRA driver gates turned on (unless reviewed), unknown gates and gate values that are no boolean."""
     resource = Resource.from_args(args)
     if resource.inputs_hidden:
         args.not_applicable(
@@ -257,25 +321,24 @@ def dra_feature_gates_allowlisted_validator(args: ResourceValidationArgs, report
         return
     sources = _gate_sources(resource)
     if sources is None:
-        args.not_applicable("not a DRA chart, Operator chart or DRA driver workload")
+        args.not_applicable("not a DRA chart, Operator chart, GPUCluster or DRA driver workload")
         return
     if sources is UNKNOWN:
         args.not_applicable("the feature gates are unknown during preview")
         return
     allowed = config_strings(args.get_config(), "allowedFeatureGates", ())
-    for where, gates in sources:
-        for gate, value in sorted(gates.items()):
-            if as_bool(value) is not True or gate in allowed:
-                continue
-            report_violation(
-                f"{resource.describe}: {where} enables {gate} ({gate}={show(value)}). "
-                "Only full-GPU and existing-MIG allocation are GA; DynamicMIG, MPS, "
-                "time-slicing settings, NVML health checks and similar gates are "
-                "Alpha/Beta, and the guide says not to enable gates to make a demo "
-                f"start. Remove it from {PROJECT}:dra.featureGates, or add '{gate}' to "
-                "this policy's allowedFeatureGates after a review.",
-                None,
-            )
+    for field, gates, version, fix, reader in sources:
+        typed = (
+            "which the GPUCluster's spec.draDriver.featureGates (a map of booleans) refuses"
+            if reader == GPU_OPERATOR
+            else None
+        )
+        findings = gate_findings(resource.describe, field, gates, version, allowed, fix, **_not_boolean(typed))
+        report_findings(findings, report_violation, with_urn=False)
+
+
+def _not_boolean(text: str | None) -> dict[str, str]:
+    return {} if text is None else {"not_boolean": text}
 
 
 # --------------------------------------------------------------------------- webhook
@@ -333,7 +396,8 @@ def _is_dra_object(resource: Resource) -> bool:
 def _values_webhook_findings(resource: Resource, issuer_types: tuple[str, ...]) -> Any:
     """Findings for a Helm resource whose values are visible (a Release); UNKNOWN during preview."""
     webhook = dig(resource.values, "webhook")
-    enabled = as_bool(dig(webhook, "enabled"))
+    # `{{ if .Values.webhook.enabled }}`: Helm truthiness.
+    enabled = helm_flag(resource.values, DRA, "webhook.enabled")
     if webhook is UNKNOWN or enabled is UNKNOWN:
         return UNKNOWN
     if enabled is not True:
@@ -452,6 +516,18 @@ def dra_webhook_needs_tls_validator(args: ResourceValidationArgs, report_violati
         report_violation(f"{resource.describe}: {finding}{where}. {_WEBHOOK_FIX}", None)
 
 
+def _reads_dra_objects(resource: Resource) -> bool:
+    return reads_pods_and_helm(resource) or resource.api_group_version.startswith(f"{DRA_GROUP}/")
+
+
+def _reads_gates(resource: Resource) -> bool:
+    return reads_pods_and_helm(resource) or cr_mode(resource) == "gpu-cluster"
+
+
+def _reads_webhook(resource: Resource) -> bool:
+    return resource.is_helm or resource.kind in {"ValidatingWebhookConfiguration", "Certificate", "Deployment"}
+
+
 DRA_API_CURRENT = ResourceValidationPolicy(
     name="dra-api-current",
     description=(
@@ -459,7 +535,7 @@ DRA_API_CURRENT = ResourceValidationPolicy(
         "resource.k8s.io/v1 with requests[].exactly, and no object uses suitableNodes, "
         "a pod-claim source wrapper or resourceHandles."
     ),
-    validate=dra_api_current_validator,
+    validate=fail_closed(_reads_dra_objects)(dra_api_current_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
@@ -488,7 +564,7 @@ DRA_FEATURE_GATES_ALLOWLISTED = ResourceValidationPolicy(
         "featureGates, the Operator's draDriver.featureGates) must be allow-listed in the pack "
         "config."
     ),
-    validate=dra_feature_gates_allowlisted_validator,
+    validate=fail_closed(_reads_gates)(dra_feature_gates_allowlisted_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
@@ -516,7 +592,7 @@ DRA_WEBHOOK_NEEDS_TLS = ResourceValidationPolicy(
         "injection on its rendered webhook configuration, an allowed named issuer and a serving "
         "Secret (in Release values: tls.mode cert-manager or secret with its settings)."
     ),
-    validate=dra_webhook_needs_tls_validator,
+    validate=fail_closed(_reads_webhook)(dra_webhook_needs_tls_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(

@@ -30,6 +30,8 @@ from .installations import (
     Installation,
     Ledger,
     StackView,
+    not_applicable_unless_unreadable,
+    reads_gpu_objects,
 )
 from .props import (
     UNKNOWN,
@@ -38,6 +40,7 @@ from .props import (
     config_strings,
     show,
 )
+from .readers import helm_flag, report_findings
 from .shapes import (
     CHART_TYPES,
     CHART_VERSION_PATHS,
@@ -48,6 +51,8 @@ from .shapes import (
     Resource,
     chart_inputs_hidden,
     classify_chart,
+    fail_closed,
+    reads_pods_and_helm,
 )
 
 _VERIFIED_KEY: Final = "hostDriverVerified"
@@ -75,14 +80,13 @@ def _operator_cohort_verification(ledger: Ledger | None, verified_config: tuple[
 
 
 def _driver_disabled(operator: Installation) -> bool:
-    return as_bool(operator.setting("driver", "enabled")) is False
+    return operator.operand_enabled("driver") is False
 
 
 def _driver_managed(operator: Installation) -> bool:
     if operator.values is UNKNOWN:
         return False
-    value = as_bool(operator.setting("driver", "enabled"))
-    return value is True or value is None
+    return operator.operand_enabled("driver") is True
 
 
 def driver_ownership_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -91,7 +95,7 @@ def driver_ownership_consistent_validator(args: StackValidationArgs, report_viol
     operators = view.by_owner(GPU_OPERATOR)
     dra_installs = view.by_owner(DRA)
     if not operators:
-        args.not_applicable("the stack installs no GPU Operator")
+        not_applicable_unless_unreadable(args, view, "the stack installs no GPU Operator", report_violation)
         return
     verified_config = config_strings(args.get_config(), "verifiedCohorts", ())
     verification = _operator_cohort_verification(view.ledger(), verified_config)
@@ -109,6 +113,13 @@ def driver_ownership_consistent_validator(args: StackValidationArgs, report_viol
                 f"{_verified_path(cohort)} to true, or set {_DRIVER_PATH} to true.",
                 operator.resource.urn,
             )
+    _check_driver_root(operators, dra_installs, report_violation)
+    report_findings(view.problems(reads_gpu_objects), report_violation)
+
+
+def _check_driver_root(
+    operators: list[Installation], dra_installs: list[Installation], report_violation: ReportViolation
+) -> None:
     managing = [o for o in operators if _driver_managed(o)]
     if not managing:
         return
@@ -134,7 +145,7 @@ def driver_verification_declared_validator(args: StackValidationArgs, report_vio
     view = StackView.from_args(args)
     operators = [o for o in view.by_owner(GPU_OPERATOR) if _driver_disabled(o)]
     if not operators:
-        args.not_applicable("no GPU Operator with driver.enabled=false")
+        not_applicable_unless_unreadable(args, view, "no GPU Operator with driver.enabled=false", report_violation)
         return
     verified_config = config_strings(args.get_config(), "verifiedCohorts", ())
     verification = _operator_cohort_verification(view.ledger(), verified_config)
@@ -274,7 +285,8 @@ def operator_hooks_kept_validator(args: ResourceValidationArgs, report_violation
                 f"{subject} sets {option}: true, which {effect}. {fix}: remove {option} from the Operator Release.",
                 None,
             )
-    upgrade_crd = as_bool(_operator_value(resource, "upgradeCRD"))
+    # `{{ if .Values.operator.upgradeCRD }}`: Helm truthiness (the string "false" keeps the hook).
+    upgrade_crd = helm_flag(resource.values, GPU_OPERATOR, "operator.upgradeCRD")
     if upgrade_crd is False:
         report_violation(
             f"{subject} values operator.upgradeCRD is false, which removes the "
@@ -293,12 +305,9 @@ def _renders_operator(resource: Resource) -> bool:
     return resource.identity == (GPU_OPERATOR, "operator")
 
 
-def _operator_value(resource: Resource, key: str) -> Any:
-    values = resource.values
-    if values is UNKNOWN:
-        return UNKNOWN
-    operator = values.get("operator")
-    return operator.get(key) if isinstance(operator, dict) else None
+def _reads_any(resource: Resource) -> bool:
+    """Every object can carry the chart stamp."""
+    return resource.is_kubernetes or resource.is_helm
 
 
 DRIVER_OWNERSHIP_CONSISTENT = StackValidationPolicy(
@@ -363,7 +372,7 @@ CHART_VERSION_PINNED = ResourceValidationPolicy(
         "Every Helm Release, and every object a Chart v4 renders (its eks-hybrid-gpu.io/chart stamp), "
         "names an exact chart version, never a range, latest, an empty version, *, ^, ~ or >."
     ),
-    validate=chart_version_pinned_validator,
+    validate=fail_closed(_reads_any)(chart_version_pinned_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
@@ -389,7 +398,7 @@ OPERATOR_HOOKS_KEPT = ResourceValidationPolicy(
         "The GPU Operator is installed as a Helm Release that keeps its CRD, "
         "pre-delete and pre-upgrade hooks (no --no-hooks equivalents)."
     ),
-    validate=operator_hooks_kept_validator,
+    validate=fail_closed(reads_pods_and_helm)(operator_hooks_kept_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(

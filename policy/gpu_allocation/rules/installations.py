@@ -12,26 +12,28 @@ finds the installations and the program's ledger.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi_policy import PolicyResource, StackValidationArgs
+from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
 from ..vocab import allocators
 from ..vocab import labels as ownership
 from ..vocab.selectors import Placement
 from .parsing import load_json
 from .props import UNKNOWN, as_bool, contains_unknown, dig, string_map
+from .readers import Finding, helm_condition, helm_flag, helm_rendered_bool, report_findings
 from .shapes import (
     DEVICE_PLUGIN,
     DRA,
     GPU_OPERATOR,
     HELM_TYPES,
-    PROJECT,
+    POD_SPEC_PATHS,
     Container,
     Resource,
     containers,
+    cr_flag,
     cr_mode,
     pod_node_selector,
     pod_volumes,
@@ -129,7 +131,7 @@ class Installation:
         main = self.main_workload
         if main is None:
             return None
-        pod = main.pod_spec
+        pod = main.read_pod()
         return (main, pod) if isinstance(pod, dict) else None
 
     @property
@@ -147,12 +149,17 @@ class Installation:
             raw = self.value(*key.split("."))
             if raw is UNKNOWN or contains_unknown(raw):
                 return Setting(UNKNOWN, f"{self.describe} (values {key})")
-            return Setting(string_map(raw) if raw is not None else {}, f"{self.describe} (values {key})")
+            selector = string_map(raw) if raw is not None else {}
+            if selector is None:
+                self.resource.cannot_read(f"values {key}", "is not a map of strings")
+            return Setting(selector, f"{self.describe} (values {key})")
         found = self._main_pod()
         if found is None:
             return Setting(None, self.describe)
         main, pod = found
         raw = pod_node_selector(pod)
+        if pod.get("nodeSelector") not in (None, UNKNOWN) and not isinstance(pod.get("nodeSelector"), dict):
+            return Setting(None, f"{self.rendered(main)} (nodeSelector)")  # recorded by read_pod: cannot tell
         if raw is UNKNOWN or contains_unknown(raw):
             return Setting(UNKNOWN, f"{self.rendered(main)} (nodeSelector)")
         return Setting(string_map(raw), f"{self.rendered(main)} (nodeSelector)")
@@ -178,15 +185,19 @@ class Installation:
         """Tell whether this program stamped what the install renders."""
         return any(child.stamped for child in self.children)
 
-    def config_path(self, suffix: str, default: str) -> str:
-        """Return the stack-config path stamped on a child, plus ``suffix``; for a foreign install, the object."""
+    def config_path(self, suffix: str, program_path: str) -> str:
+        """Where to fix a setting: the stack-config path stamped on a child plus ``suffix``.
+
+        ``program_path`` for this program's install without that stamp; for an install this program did not stamp,
+        its own setting.
+        """
         for child in self.children:
             stamped = child.annotation(ownership.CONFIG_PATH_ANNOTATION)
             if isinstance(stamped, str) and stamped:
                 return f"{stamped}{suffix}"
-        if not self.stamped and default.startswith(f"{PROJECT}:"):
+        if not self.stamped:
             return f"the {suffix.lstrip('.') or 'settings'} of {self.describe}"
-        return default
+        return program_path
 
     # ---- device plugin
 
@@ -202,7 +213,7 @@ class Installation:
         plugin = next((c for c in containers(pod) if is_plugin_container(c)), None)
         if plugin is None:
             return Setting(UNKNOWN, self.describe)
-        raw = plugin.env_value("MIG_STRATEGY")
+        raw = main.env_value(plugin, "MIG_STRATEGY")
         subject = f"{self.rendered(main)} container '{plugin.name}' env MIG_STRATEGY"
         return Setting("none" if raw is None else raw, subject, raw is None)
 
@@ -211,18 +222,16 @@ class Installation:
         if self.inputs_visible:
             if self.values is UNKNOWN:
                 return Setting(UNKNOWN, self.describe)
-            nfd = as_bool(self.value("nfd", "enabled"))
+            # The NFD subchart's Chart.yaml condition, as Helm evaluates it.
             if self.owner == DEVICE_PLUGIN:
-                gfd = as_bool(self.value("gfd", "enabled"))
-                if nfd is UNKNOWN or (nfd is None and gfd is UNKNOWN):
-                    return Setting(UNKNOWN, self.describe)
+                enabled = helm_condition(self.values, DEVICE_PLUGIN, "nfd.enabled,gfd.enabled")
+                nfd = self.value("nfd", "enabled")
                 detail = "nfd.enabled=true" if nfd is True else "gfd.enabled=true"
-                return Setting(nfd is True or (nfd is None and gfd is True), f"{self.describe} ({detail})")
+                return Setting(enabled, f"{self.describe} ({detail})")
             if self.owner == GPU_OPERATOR:
-                if nfd is UNKNOWN:
-                    return Setting(UNKNOWN, self.describe)
-                detail = "nfd.enabled=true (default)" if nfd is None else "nfd.enabled=true"
-                return Setting(nfd is True or nfd is None, f"{self.describe} ({detail})")
+                enabled = helm_condition(self.values, GPU_OPERATOR, "nfd.enabled")
+                default = "" if isinstance(self.value("nfd", "enabled"), bool) else " (default)"
+                return Setting(enabled, f"{self.describe} (nfd.enabled=true{default})")
             return Setting(False, self.describe)
         rendered = [c for c in self.children if c.is_nfd and c.kind in {"DaemonSet", "Deployment"}]
         if not rendered:
@@ -244,7 +253,7 @@ class Installation:
             return Setting(UNKNOWN, self.describe)
         main, pod = found
         for container in sorted(containers(pod), key=lambda c: c.field_name != "containers"):
-            raw = container.env_value("NVIDIA_DRIVER_ROOT")
+            raw = main.env_value(container, "NVIDIA_DRIVER_ROOT")
             if raw is UNKNOWN:
                 return Setting(UNKNOWN, self.describe)
             if isinstance(raw, str):
@@ -280,6 +289,25 @@ class Installation:
             return "both"
         return next(iter(modes), None)
 
+    def operand_enabled(self, component: str) -> Any:
+        """Whether the Operator deploys an operand (``devicePlugin``, ``driver``), as the ClusterPolicy reads it.
+
+        The chart prints ``{component}.enabled`` into the CR's ``spec.{component}.enabled`` (so the string
+        ``"false"`` is false there); a rendered CR is read directly. True/False, UNKNOWN, or None when it cannot be
+        told (recorded: fail closed).
+        """
+        field_name = f"{component}.enabled"
+        if self.inputs_visible:
+            value = helm_rendered_bool(self.values, GPU_OPERATOR, field_name)
+            if value is None:
+                self.resource.cannot_read(
+                    f"values {field_name}", f"is no boolean the chart can print into spec.{field_name}"
+                )
+            return value
+        for resource in sorted(self.custom_resources, key=lambda r: r.kind != "ClusterPolicy"):
+            return cr_flag(resource, component)
+        return True
+
     def setting(self, *path: str) -> Any:
         """An Operator setting (e.g. ``driver.enabled``): the values, else the rendered CR's spec."""
         if self.inputs_visible:
@@ -307,6 +335,7 @@ class StackView:
     resources: list[Resource]
     by_urn: dict[str, Resource]
     _installations: dict[str, Installation] | None = None
+    _named: dict[tuple[str, str], list[Resource]] | None = None
 
     @classmethod
     def from_args(cls, args: StackValidationArgs, kinds: frozenset[str] | None = None) -> StackView:
@@ -408,11 +437,51 @@ class StackView:
         return None
 
     def workloads(self) -> Iterator[tuple[Resource, dict[str, Any]]]:
-        """Every resource with a known pod spec."""
+        """Every resource with a known pod spec (its fields checked for their types: :meth:`Resource.read_pod`)."""
         for resource in self.resources:
-            pod = resource.pod_spec
+            pod = resource.read_pod()
             if isinstance(pod, dict):
                 yield resource, pod
+
+    def named(self, kind: str, name: str) -> list[Resource]:
+        """The core/v1 objects of a kind (ConfigMap, Secret) with this metadata.name."""
+        if self._named is None:
+            self._named = {}
+            for resource in self.resources:
+                found = resource.metadata.get("name")
+                if resource.resource_type.startswith("kubernetes:core/v1:") and isinstance(found, str):
+                    self._named.setdefault((resource.kind, found), []).append(resource)
+        return self._named.get((kind, name), [])
+
+    def problems(self, reads: Callable[[Resource], bool] | None = None) -> list[Finding]:
+        """What the checks so far could not read, on the objects ``reads`` selects (all read objects by default)."""
+        return [f for r in self.resources if r.problems and (reads is None or reads(r)) for f in r.problems.values()]
+
+
+def reads_gpu_objects(resource: Resource) -> bool:
+    """What the stack families read: workloads, ConfigMaps (configs, the ledger), Helm resources, Operator CRs, CRDs."""
+    return (
+        resource.is_helm
+        or resource.kind in POD_SPEC_PATHS
+        or resource.kind in {"ConfigMap", "CustomResourceDefinition"}
+        or cr_mode(resource) is not None
+    )
+
+
+def not_applicable_unless_unreadable(
+    args: StackValidationArgs,
+    view: StackView,
+    reason: str,
+    report: ReportViolation,
+    reads: Callable[[Resource], bool] = reads_gpu_objects,
+) -> None:
+    """Say "not applicable", unless an object that cannot be read may be what the check looks for (fail closed)."""
+    list(view.workloads())
+    unreadable = view.problems(reads)
+    if unreadable:
+        report_findings(unreadable, report)
+        return
+    args.not_applicable(reason)
 
 
 def _kind(resource: PolicyResource) -> str:
@@ -427,10 +496,18 @@ def parse_ledger(resource: Resource) -> Ledger:
     if not isinstance(raw, str):
         return Ledger(resource, known=True, error="has no ownership.json key")
     document, error = load_json(raw)
+    where = f"data['{ownership.LEDGER_KEY}']"
     if error is not None:
+        resource.cannot_read(where, error)
         return Ledger(resource, known=True, error=error)
     if not isinstance(document, dict) or not isinstance(document.get("cohorts"), dict):
+        resource.cannot_read(where, "has no 'cohorts' object")
         return Ledger(resource, known=True, error="has no 'cohorts' object")
+    for name, entry in document["cohorts"].items():
+        if not isinstance(entry, dict):
+            resource.cannot_read(f"{where} cohort '{name}'", "is not an object")
+        elif entry.get("nodeSelector") is not None and string_map(entry.get("nodeSelector")) is None:
+            resource.cannot_read(f"{where} cohort '{name}' nodeSelector", "is not a map of strings")
     cohorts = {str(name): entry for name, entry in document["cohorts"].items() if isinstance(entry, dict)}
     return Ledger(
         resource,
@@ -444,15 +521,16 @@ def operator_mode(values: Any) -> Any:
     """Return the GPU Operator mode from its values.
 
     Returns ``cluster-policy``, ``gpu-cluster``, ``both``, None (no CR) or UNKNOWN.
-    ``clusterPolicy.deployCR`` defaults to true, ``gpuCluster.deployCR`` to false.
+    ``clusterPolicy.deployCR`` defaults to true, ``gpuCluster.deployCR`` to false; each is read with Helm truthiness.
     """
     if values is UNKNOWN:
         return UNKNOWN
-    cluster_policy = as_bool(dig(values, "clusterPolicy", "deployCR"))
-    gpu_cluster = as_bool(dig(values, "gpuCluster", "deployCR"))
+    # `{{ if .Values.clusterPolicy.deployCR }}`: Helm truthiness, so the string "false" renders the CR.
+    cluster_policy = helm_flag(values, GPU_OPERATOR, "clusterPolicy.deployCR")
+    gpu_cluster = helm_flag(values, GPU_OPERATOR, "gpuCluster.deployCR")
     if cluster_policy is UNKNOWN or gpu_cluster is UNKNOWN:
         return UNKNOWN
-    cluster_policy_on = cluster_policy is not False
+    cluster_policy_on = cluster_policy is True
     gpu_cluster_on = gpu_cluster is True
     if cluster_policy_on and gpu_cluster_on:
         return "both"

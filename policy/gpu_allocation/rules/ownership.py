@@ -32,21 +32,23 @@ from .installations import (
 from .parsing import contained
 from .props import (
     UNKNOWN,
-    as_bool,
     as_dict,
     compact_json,
     dig,
     show,
     string_map,
 )
+from .readers import report_findings
 from .shapes import (
     DEVICE_PLUGIN,
     DRA,
     GPU_OPERATOR,
     LABELS_NOTE,
     NFD_NAME,
+    POD_SPEC_PATHS,
     PROJECT,
     Resource,
+    cr_flag,
     cr_mode,
     pod_placement,
 )
@@ -130,7 +132,7 @@ def _units(view: StackView, ledger: Ledger | None) -> dict[str, _Unit]:
         selector = resource.stamped_selector
         if selector is not None:
             current.selectors.append((Placement.of(selector), f"{resource.describe} ({vocab.SELECTOR_ANNOTATION})"))
-        pod = resource.pod_spec
+        pod = resource.read_pod()
         # Per-node allocators (DaemonSets) and smoke Jobs follow the cohort selector; NFD labels every node
         # by design, and a chart's controller or webhook Deployment runs a few replicas anywhere.
         if isinstance(pod, dict) and not resource.is_nfd and resource.kind != "Deployment":
@@ -282,8 +284,8 @@ def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> N
             continue
         if operator.mode not in {"cluster-policy", "both"}:
             continue
-        enabled = as_bool(operator.setting("devicePlugin", "enabled"))
-        if enabled is False or enabled is UNKNOWN:
+        enabled = operator.operand_enabled("devicePlugin")
+        if enabled is not True:
             continue
         message = (
             f"{operator.resource.describe} deploys its own device plugin "
@@ -301,8 +303,7 @@ def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> N
         if cr_mode(resource) != "cluster-policy" or view.installation_of(resource) is not None:
             continue
         raw = dig(resource.props, "spec", "devicePlugin", "enabled")
-        enabled = as_bool(raw)
-        if enabled is False or enabled is UNKNOWN:
+        if cr_flag(resource, "devicePlugin") is not True:
             continue
         message = (
             f"{resource.describe} deploys the GPU Operator's own device plugin (spec.devicePlugin.enabled is "
@@ -554,10 +555,17 @@ def _check_ledger_owners(
 # --------------------------------------------------------------------------- policies
 
 
-def _gpu_stack(args: StackValidationArgs, kinds: frozenset[str] | None = None) -> StackView | None:
+def _gpu_stack(
+    args: StackValidationArgs, report: ReportViolation, kinds: frozenset[str] | None = None
+) -> StackView | None:
     """The stack's view, or None (reported not applicable) when it installs no GPU allocation owner."""
     view = StackView.from_args(args, kinds)
     if not view.installations() and not any(r.owner for r in view.resources):
+        # An object that cannot be read may be an allocator: say so rather than "not applicable".
+        unreadable = view.problems(_reads_ownership)
+        if unreadable:
+            report_findings(unreadable, report)
+            return None
         args.not_applicable("the stack installs no GPU allocation owner")
         return None
     return view
@@ -565,45 +573,70 @@ def _gpu_stack(args: StackValidationArgs, kinds: frozenset[str] | None = None) -
 
 def single_allocation_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse two owners for one cohort and placements of two allocators that one node can satisfy."""
-    view = _gpu_stack(args)
+    view = _gpu_stack(args, report_violation)
     if view is None:
         return
     ledger = view.ledger()
     units = _units(view, ledger)
-    # Independent checks: one that cannot walk a value (too deep to read) must not take the other with it.
-    contained(lambda: _check_cohort_owners(units, report_violation))
-    contained(lambda: _check_disjoint(units, report_violation))
+    # Independent checks: one that cannot walk a value (too deep to read) must not take the other with it, and
+    # says so (fail closed).
+    for name, check in (
+        ("one owner per cohort", lambda: _check_cohort_owners(units, report_violation)),
+        ("disjoint placements", lambda: _check_disjoint(units, report_violation)),
+    ):
+        if not contained(check):
+            report_violation(_unfinished(name), None)
+    report_findings(view.problems(_reads_ownership), report_violation)
+
+
+def _unfinished(check: str) -> str:
+    return (
+        f"The check '{check}' could not finish: a value in this stack nests too deep to walk, so this policy "
+        "cannot judge the stack and refuses it (fail closed). Find the deeply nested value (the other violations "
+        "name unreadable fields) and flatten or remove it."
+    )
+
+
+def _reads_ownership(resource: Resource) -> bool:
+    """The objects the ownership checks read: workloads, ConfigMaps (the ledger), Helm resources, Operator CRs, CRDs."""
+    return resource.is_helm or resource.kind in _POD_KINDS or resource.kind in _OWNERSHIP_KINDS
 
 
 _WORKLOAD_KINDS: Final = frozenset({"DaemonSet", "Deployment", "ClusterPolicy", "GPUCluster"})
+_POD_KINDS: Final = frozenset(POD_SPEC_PATHS)
+_OWNERSHIP_KINDS: Final = frozenset({"ConfigMap", _CRD_KIND, "ClusterPolicy", "GPUCluster"})
 
 
 def operator_device_plugin_disabled_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse a ClusterPolicy Operator that deploys its own device plugin next to a standalone one."""
-    view = _gpu_stack(args, _WORKLOAD_KINDS)
+    view = _gpu_stack(args, report_violation, _WORKLOAD_KINDS)
     if view is not None:
         _check_operator_device_plugin(view, report_violation)
+        report_findings(view.problems(_reads_ownership), report_violation)
 
 
 def gpu_cluster_excludes_standalone_dra_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse a GPUCluster Operator next to a standalone DRA driver."""
-    view = _gpu_stack(args, _WORKLOAD_KINDS)
+    view = _gpu_stack(args, report_violation, _WORKLOAD_KINDS)
     if view is not None:
         _check_gpu_cluster_vs_dra(view, report_violation)
+        report_findings(view.problems(_reads_ownership), report_violation)
 
 
 def compute_domain_crds_one_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse two installs of the compute-domain CRDs."""
-    view = _gpu_stack(args, _WORKLOAD_KINDS | {_CRD_KIND})
+    view = _gpu_stack(args, report_violation, _WORKLOAD_KINDS | {_CRD_KIND})
     if view is not None:
         _check_crd_owners(view, report_violation)
+        report_findings(view.problems(_reads_ownership), report_violation)
 
 
 def nfd_one_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse two Node Feature Discovery installs."""
-    view = _gpu_stack(args, _WORKLOAD_KINDS)
+    view = _gpu_stack(args, report_violation, _WORKLOAD_KINDS)
     if view is not None:
         _check_nfd(view, report_violation)
+        report_findings(view.problems(_reads_ownership), report_violation)
 
 
 def ownership_ledger_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
@@ -613,11 +646,21 @@ def ownership_ledger_consistent_validator(args: StackValidationArgs, report_viol
             "the ledger is this program's contract: the stack holds no object stamped by eks-hybrid-gpu"
         )
         return
-    view = _gpu_stack(args)
+    view = _gpu_stack(args, report_violation)
     if view is None:
         return
     require_ledger = args.get_config().get("requireLedger", True) is not False
-    _check_ledger(view, view.ledger(), require_ledger, report_violation)
+    ledger = view.ledger()
+    _check_ledger(view, ledger, require_ledger, report_violation)
+    # The ledger's own unreadable data is reported by _check_ledger in its words.
+    report_findings(
+        (
+            f
+            for f in view.problems(_reads_ownership)
+            if ledger is None or ledger.error is None or f.urn != ledger.resource.urn
+        ),
+        report_violation,
+    )
 
 
 def _stamped(resource: Any) -> bool:
@@ -693,6 +736,7 @@ def operator_cr_exclusive_validator(args: StackValidationArgs, report_violation:
             f"release and set {PROJECT}:operator.mode for it."
         )
         report_violation(message, operators[1].resource.urn)
+    report_findings(view.problems(_reads_ownership), report_violation)
 
 
 def _deploy_cr(values: dict[str, Any], key: str, *, default: bool = False) -> Any:

@@ -26,6 +26,8 @@ from pulumi_policy.proxy import (
     _ListProxy,
 )
 
+from .parsing import MAX_DEPTH, TOO_DEEP
+
 # --------------------------------------------------------------------------- unknowns
 
 
@@ -64,8 +66,17 @@ _SENTINELS: Final = frozenset(
 _PROXIES: Final = (_DictProxy, _ListProxy)
 
 
-def plain(value: Any) -> Any:
-    """Copy policy props into plain dicts/lists, replacing unknowns by UNKNOWN."""
+class TooDeep(RecursionError):
+    """Props nest deeper than :data:`parsing.MAX_DEPTH`: the object cannot be read."""
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """Copy policy props into plain dicts/lists, replacing unknowns by UNKNOWN.
+
+    Raises :class:`TooDeep` past :data:`parsing.MAX_DEPTH` levels (deeper than any manifest or CRD schema).
+    """
+    if depth > MAX_DEPTH:
+        raise TooDeep(TOO_DEEP)
     if type(value) in _PROXIES:  # an exact type check: isinstance would take the slow ABC path for every value
         # The SDK's unknown-checking proxies wrap plain containers in which an unknown is its sentinel
         # string. Copying the wrapped container gives what the item-by-item reads below give (a read of a
@@ -75,9 +86,9 @@ def plain(value: Any) -> Any:
     if isinstance(value, str):
         return UNKNOWN if value in _SENTINELS else value
     if isinstance(value, dict):
-        return {str(key): plain(item) for key, item in value.items()}
+        return {str(key): plain(item, depth + 1) for key, item in value.items()}
     if isinstance(value, list):
-        return [plain(item) for item in value]
+        return [plain(item, depth + 1) for item in value]
     if isinstance(value, Mapping):
         result: dict[str, Any] = {}
         for key in list(value):
@@ -86,7 +97,7 @@ def plain(value: Any) -> Any:
             except UnknownValueError:
                 result[str(key)] = UNKNOWN
                 continue
-            result[str(key)] = plain(item)
+            result[str(key)] = plain(item, depth + 1)
         return result
     if isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
         items: list[Any] = []
@@ -96,17 +107,17 @@ def plain(value: Any) -> Any:
             except UnknownValueError:
                 items.append(UNKNOWN)
                 continue
-            items.append(plain(item))
+            items.append(plain(item, depth + 1))
         return items
     return value
 
 
-def readable(props: Any) -> dict[str, Any]:
-    """Plain props of one object; ``{}`` ("cannot tell") when they nest too deeply to walk."""
+def readable(props: Any) -> tuple[dict[str, Any], str | None]:
+    """Plain props of one object and None; ``({}, why)`` when they nest too deeply to walk (cannot tell)."""
     try:
-        return as_dict(plain(props))
+        return as_dict(plain(props)), None
     except RecursionError:
-        return {}
+        return {}, TOO_DEEP
 
 
 def contains_unknown(value: Any) -> bool:

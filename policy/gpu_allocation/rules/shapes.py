@@ -8,19 +8,22 @@ they never decide it.
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
 
-from pulumi_policy import PolicyResource, ResourceValidationArgs
+from pulumi_policy import PolicyResource, ReportViolation, ResourceValidationArgs
+from pulumi_policy.policy import _NotApplicableError
 
 from ..vocab import allocators
 from ..vocab import labels as ownership
 from ..vocab.selectors import Placement
 from .parsing import load_json
 from .props import UNKNOWN, as_dict, as_list, contains_unknown, dig, readable, string_map
+from .readers import Finding, cannot_judge, effective_env, report_findings
 
 PROJECT: Final = ownership.PROJECT
 LABELS_NOTE: Final = (
@@ -91,17 +94,27 @@ class Resource:
     urn: str
     props: dict[str, Any]
     parent_urn: str | None = None
+    problems: dict[str, Finding] = field(default_factory=dict, compare=False, repr=False)
+    """Fields this object carries that a check could not read, by field: reported, never ignored (fail closed)."""
 
     @classmethod
     def from_args(cls, args: ResourceValidationArgs) -> Resource:
-        """Build from the arguments of a resource policy."""
-        return cls(
+        """Build from the arguments of a resource policy (once per args: the policies of one object share it)."""
+        cached = getattr(args, "_gpu_resource", None)
+        if isinstance(cached, Resource):
+            return cached
+        props, error = readable(args.props)
+        built = cls(
             resource_type=args.resource_type,
             name=args.name,
             urn=args.urn,
-            props=readable(args.props),
+            props=props,
             parent_urn=getattr(args.opts, "parent", None) or None,
         )
+        if error is not None:
+            built.cannot_read("its inputs", error)
+        args._gpu_resource = built  # type: ignore[attr-defined]
+        return built
 
     @classmethod
     def from_stack(cls, resource: PolicyResource, *, read: bool = True) -> Resource:
@@ -109,13 +122,23 @@ class Resource:
         parent = resource.parent.urn if resource.parent is not None else None
         if parent is None:
             parent = getattr(resource.opts, "parent", None) or None
-        return cls(
+        props, error = readable(resource.props) if read else ({}, None)
+        built = cls(
             resource_type=resource.resource_type,
             name=resource.name,
             urn=resource.urn,
-            props=readable(resource.props) if read else {},
+            props=props,
             parent_urn=parent,
         )
+        if error is not None:
+            built.cannot_read("its inputs", error)
+        return built
+
+    def cannot_read(self, field_name: str, why: str, fix: str | None = None) -> None:
+        """Record a field that a check cannot read (once per field)."""
+        if field_name not in self.problems:
+            finding = cannot_judge(self.describe, field_name, why, self.urn)
+            self.problems[field_name] = finding if fix is None else Finding(**{**finding.__dict__, "fix": fix})
 
     @property
     def kind(self) -> str:
@@ -255,10 +278,17 @@ class Resource:
     def stamped_selector(self) -> dict[str, str] | None:
         """The cohort selector from the ``node-selector`` annotation, if readable."""
         raw = self.annotation(ownership.SELECTOR_ANNOTATION)
+        if raw is None or raw is UNKNOWN:
+            return None
+        where = f"annotation {ownership.SELECTOR_ANNOTATION}"
         if not isinstance(raw, str):
+            self.cannot_read(where, "is not a string")
             return None
         value, error = load_json(raw)
-        return None if error is not None else string_map(value)
+        selector = None if error is not None else string_map(value)
+        if selector is None:
+            self.cannot_read(where, error or "is not a JSON object of strings")
+        return selector
 
     @property
     def is_smoke_job(self) -> bool:
@@ -344,8 +374,10 @@ class Resource:
 
     @property
     def values(self) -> Any:
-        """The Helm values (a dict, or UNKNOWN)."""
+        """The Helm values (a dict, or UNKNOWN); values that are not a map are recorded as unreadable."""
         value = self.props.get("values")
+        if value is not None and value is not UNKNOWN and not isinstance(value, dict):
+            self.cannot_read("values", "is not a map")
         return value if value is UNKNOWN else as_dict(value)
 
     # ---- workloads
@@ -361,7 +393,86 @@ class Resource:
         spec = dig(self.props, *path)
         if spec is UNKNOWN:
             return UNKNOWN
-        return spec if isinstance(spec, dict) else None
+        if isinstance(spec, dict):
+            return spec
+        if spec is not None or self.props.get("spec") is not None:
+            self.cannot_read(".".join(path), "is not an object (a pod spec)")
+        return None
+
+    def env_value(self, container: Container, name: str) -> Any:
+        """A variable of a container's effective env, as the kubelet builds it: a string, None, or UNKNOWN.
+
+        A variable set through ``valueFrom``, or one an ``envFrom`` source may set, cannot be read from this object:
+        it is recorded (fail closed) and UNKNOWN is returned, so no check assumes the default instead.
+        """
+        env = effective_env(container.spec, lambda kind, found: None)
+        if env.unknown and name not in env.entries:
+            return UNKNOWN
+        entry = env.entries.get(name)
+        where = f"container '{container.name}' env {name}"
+        if entry is not None and entry.source != "env":
+            self.cannot_read(where, f"comes from {entry.source}, which this check cannot read")
+            return UNKNOWN
+        if entry is None and env.cannot_tell:
+            sources = "; ".join(why.split(" is not in this stack", 1)[0] for why in env.cannot_tell)
+            self.cannot_read(where, f"may be set by {sources}, which this check cannot read")
+            return UNKNOWN
+        if entry is None:
+            return None
+        return entry.value if entry.value is UNKNOWN or isinstance(entry.value, str) else None
+
+    def read_pod(self) -> Any:
+        """The pod spec like :attr:`pod_spec`, with every field the rules read checked for its type first.
+
+        A field of the wrong type (containers that are not a list of objects, env that is not a list, a
+        nodeSelector that is not a map of strings, ...) is recorded in :attr:`problems`: the kubelet, scheduler
+        and API server read these fields by type, so a rule that skipped them would judge a different pod.
+        """
+        pod = self.pod_spec
+        if not isinstance(pod, dict):
+            return pod
+        base = ".".join(POD_SPEC_PATHS[self.kind])
+        for key in ("nodeSelector",):
+            value = pod.get(key)
+            if value is not None and value is not UNKNOWN and string_map(_known(value)) is None:
+                self.cannot_read(f"{base}.{key}", "is not a map of strings")
+        terms = dig(pod, "affinity", "nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution")
+        if isinstance(terms, dict):
+            listed = terms.get("nodeSelectorTerms")
+            if listed is not None and listed is not UNKNOWN and not isinstance(listed, list):
+                self.cannot_read(
+                    f"{base}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms",
+                    "is not a list",
+                )
+        for list_key in ("containers", "initContainers", "ephemeralContainers", "volumes", "resourceClaims"):
+            value = pod.get(list_key)
+            if value is None or value is UNKNOWN:
+                continue
+            if not isinstance(value, list) or any(not isinstance(v, dict) and v is not UNKNOWN for v in value):
+                self.cannot_read(f"{base}.{list_key}", "is not a list of objects")
+        for container in containers(pod):
+            where = f"{base}.{container.field_name}[{container.index}]"
+            for list_key in ("env", "envFrom"):
+                value = container.spec.get(list_key)
+                if value is None or value is UNKNOWN:
+                    continue
+                if not isinstance(value, list) or any(not isinstance(v, dict) and v is not UNKNOWN for v in value):
+                    self.cannot_read(f"{where}.{list_key}", "is not a list of objects")
+            resources = container.spec.get("resources")
+            if resources is not None and resources is not UNKNOWN and not isinstance(resources, dict):
+                self.cannot_read(f"{where}.resources", "is not an object")
+            for table in ("requests", "limits"):
+                value = dig(resources, table)
+                if value is not None and value is not UNKNOWN and not isinstance(value, dict):
+                    self.cannot_read(f"{where}.resources.{table}", "is not a map")
+        return pod
+
+
+def _known(value: Any) -> Any:
+    """A map with its unknown values dropped (unknown during preview is not a wrong type)."""
+    if isinstance(value, dict):
+        return {k: v for k, v in value.items() if v is not UNKNOWN}
+    return value
 
 
 def classify_chart(chart: str) -> str | None:
@@ -520,6 +631,20 @@ def pod_volumes(pod: dict[str, Any]) -> Any:
     return [v for v in as_list(raw) if isinstance(v, dict)]
 
 
+def cr_flag(resource: Resource, component: str) -> Any:
+    """``spec.<component>.enabled`` of an Operator CR (the CRD defaults it to true): True/False, UNKNOWN, or None.
+
+    The field is typed boolean: any other value cannot be judged (recorded on the resource).
+    """
+    raw = dig(resource.props, "spec", component, "enabled")
+    if raw is None:
+        return True
+    if raw is UNKNOWN or isinstance(raw, bool):
+        return raw
+    resource.cannot_read(f"spec.{component}.enabled", "is not a boolean")
+    return None
+
+
 def cr_mode(resource: Resource) -> str | None:
     """``cluster-policy``/``gpu-cluster`` for a rendered Operator CR object."""
     if not resource.api_group_version.startswith("nvidia.com/"):
@@ -529,3 +654,51 @@ def cr_mode(resource: Resource) -> str | None:
     if resource.kind == "GPUCluster":
         return "gpu-cluster"
     return None
+
+
+# --------------------------------------------------------------------------- fail closed
+
+Validator = Callable[[ResourceValidationArgs, ReportViolation], None]
+
+
+def reads_pods(resource: Resource) -> bool:
+    """A policy that judges pod templates reads every workload kind."""
+    return resource.is_kubernetes and resource.kind in POD_SPEC_PATHS
+
+
+def reads_pods_and_helm(resource: Resource) -> bool:
+    """A policy that judges pod templates and chart values."""
+    return resource.is_helm or reads_pods(resource)
+
+
+def fail_closed(
+    reads: Callable[[Resource], bool], kinds: frozenset[str] | None = None
+) -> Callable[[Validator], Validator]:
+    """Wrap a resource validator: what it could not read on an object it ``reads`` is a violation, never silence.
+
+    The pod template of such an object is type-checked first (:meth:`Resource.read_pod`); a validator that
+    found nothing to judge ("not applicable") on an object with unreadable fields reports those fields instead.
+    ``kinds``: the only kinds the validator judges (others go straight to it, without copying their props).
+    """
+
+    def wrap(validate: Validator) -> Validator:
+        @functools.wraps(validate)
+        def run(args: ResourceValidationArgs, report: ReportViolation) -> None:
+            if kinds is not None and args.resource_type.rsplit(":", 1)[-1] not in kinds:
+                validate(args, report)
+                return
+            resource = Resource.from_args(args)
+            relevant = reads(resource)
+            if relevant:
+                resource.read_pod()
+            try:
+                validate(args, report)
+            except _NotApplicableError:
+                if not (relevant and resource.problems):
+                    raise
+            if relevant:
+                report_findings(resource.problems.values(), report, with_urn=False)
+
+        return run
+
+    return wrap

@@ -31,8 +31,9 @@ from .installations import (
     Setting,
     StackView,
     is_plugin_container,
+    not_applicable_unless_unreadable,
 )
-from .parsing import TOO_DEEP, load_yaml
+from .parsing import load_yaml
 from .props import (
     UNKNOWN,
     as_dict,
@@ -44,14 +45,18 @@ from .props import (
     show,
     string_map,
 )
+from .readers import CANNOT_JUDGE, helm_truthy, report_findings
 from .shapes import (
     CONFIG_MAP_TYPE,
     DEVICE_PLUGIN,
     GPU_OPERATOR,
+    POD_SPEC_PATHS,
     PROJECT,
     Container,
     Resource,
     containers,
+    cr_flag,
+    cr_mode,
     pod_node_selector,
     selector_confines,
 )
@@ -206,17 +211,24 @@ _CONFIG_MANAGER: Final = "config-manager"
 
 
 def _load_documents(source: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Parse each named config; a config that cannot be read is an error (reported: fail closed)."""
     documents: dict[str, Any] = {}
     errors: list[str] = []
     for key, text in source.items():
+        if text is UNKNOWN:
+            continue
         if isinstance(text, dict):
             documents[key] = text
         elif isinstance(text, str):
             document, error = load_yaml(text)
-            if error is None:
-                documents[key] = document
-            elif error != TOO_DEEP:
+            if error is not None:
                 errors.append(f"config '{key}' {error}")
+            elif document is not None and not isinstance(document, dict):
+                errors.append(f"config '{key}' is not a YAML mapping (a device-plugin config)")
+            else:
+                documents[key] = document
+        else:
+            errors.append(f"config '{key}' is {show(text)}, not a YAML document")
     return documents, errors
 
 
@@ -298,6 +310,8 @@ def _values_sharing_config(install: Installation, view: StackView) -> Any:
     config = install.value("config")
     if config is UNKNOWN or contains_unknown(config):
         return UNKNOWN
+    if config is not None and not isinstance(config, dict):
+        install.resource.cannot_read("values config", "is not a map")
     if not isinstance(config, dict):
         return None
     config_map = config.get("map")
@@ -347,6 +361,8 @@ def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
     data = config_map.props.get("data")
     if data is UNKNOWN or contains_unknown(data):
         return UNKNOWN
+    if data is not None and not isinstance(data, dict):
+        config_map.cannot_read("data", "is not a map")
     if named is not None:
         # One file, named by the plugin itself: that file is the config in force.
         documents, errors = _load_documents({k: v for k, v in as_dict(data).items() if k == named[1]})
@@ -361,8 +377,8 @@ def _rendered_sharing_config(install: Installation, view: StackView) -> Any:
         )
     documents, errors = _load_documents(as_dict(data))
     managers = [c for c in containers(pod) if _CONFIG_MANAGER in c.command_line[:1]]
-    default = next((v for c in managers if (v := c.env_value("DEFAULT_CONFIG")) is not None), None)
-    fallback_text = next((v for c in managers if (v := c.env_value("FALLBACK_STRATEGIES")) is not None), None)
+    default = next((v for c in managers if (v := main.env_value(c, "DEFAULT_CONFIG")) is not None), None)
+    fallback_text = next((v for c in managers if (v := main.env_value(c, "FALLBACK_STRATEGIES")) is not None), None)
     if default is UNKNOWN or fallback_text is UNKNOWN:
         return UNKNOWN
     fallbacks: list[Any] = fallback_text.split(",") if isinstance(fallback_text, str) else ["named", "single"]
@@ -390,20 +406,147 @@ def _time_slicing(document: Any) -> dict[str, Any] | None:
 
 
 def _advertised(time_slicing: dict[str, Any]) -> dict[str, str]:
-    """Original resource name -> advertised name under a time-slicing config."""
-    rename_default = time_slicing.get("renameByDefault") is True
+    """Original resource name -> advertised name under a time-slicing config, as plugin 0.20.0 applies it.
+
+    Only ``renameByDefault: true`` renames (to ``<name>.shared``); 0.20.0 ignores a per-resource ``rename``
+    (``api/config/v1`` at v0.20.0), so honouring it would judge a name the plugin never advertises.
+    """
+    if time_slicing.get("renameByDefault") is not True:
+        return {}
     renamed: dict[str, str] = {}
     for entry in as_list(time_slicing.get("resources")):
         name = as_dict(entry).get("name")
-        if not isinstance(name, str):
-            continue
-        rename = as_dict(entry).get("rename")
-        advertised = rename if isinstance(rename, str) and rename else None
-        if advertised is None and rename_default:
-            advertised = f"{name}.shared"
-        if advertised is not None and advertised != name:
-            renamed[name] = advertised
+        if isinstance(name, str):
+            renamed[name] = f"{name}.shared"
     return renamed
+
+
+@dataclass
+class _Slicing:
+    """What each named config of one plugin advertises, and which config a node gets (the plugin's selection)."""
+
+    title: str
+    configs: dict[str, tuple[dict[str, str], bool]]
+    """Config name -> (renames, failRequestsGreaterThanOne) for every config of the plugin."""
+    default_key: str | None
+    """The config of nodes without the nvidia.com/device-plugin.config label (config.default)."""
+    confines: Any
+    """``confines(workload, nodeSelector) -> bool``: the workload only runs where this plugin runs."""
+
+    def possible(self, node_selector: dict[str, Any]) -> list[tuple[str, dict[str, str], bool]]:
+        """The configs of the nodes a workload can land on: the one its node label names, else every one."""
+        label = node_selector.get(PLUGIN_CONFIG_LABEL)
+        if isinstance(label, str):
+            renames, fail = self.configs.get(label, ({}, False))
+            return [(label, renames, fail)]
+        keys = {self.default_key or "", *self.configs}
+        return [(key, *self.configs.get(key, ({}, False))) for key in sorted(keys)]
+
+
+PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
+"""The node label that selects one of the plugin's named configs (k8s-device-plugin "Multiple Config File")."""
+
+
+def _check_documents(
+    sharing: _SharingConfig, path: str, urn: str | None, require_fail: bool, report: ReportViolation
+) -> dict[str, dict[str, Any]]:
+    """Report configs that cannot be read and time-slicing without failRequestsGreaterThanOne; the sliced ones."""
+    for error in sharing.errors:
+        report(f"{sharing.where}: {error}, {CANNOT_JUDGE}. Fix {path}.", urn)
+    sliced = {k: t for k, d in sharing.documents.items() if (t := _time_slicing(d))}
+    for key, time_slicing in sorted(sliced.items()):
+        fail = time_slicing.get("failRequestsGreaterThanOne")
+        if require_fail and fail is not True and fail is not UNKNOWN:
+            report(
+                f"{sharing.where}.{key}: sharing.timeSlicing."
+                f"failRequestsGreaterThanOne is {show(fail)}. Without it a pod asking "
+                "for several shared replicas is admitted although replicas give no "
+                f"proportional compute or memory. Keep it true ({path}).",
+                urn,
+            )
+    return sliced
+
+
+def _slices(sharing: _SharingConfig, sliced: dict[str, dict[str, Any]]) -> dict[str, tuple[dict[str, str], bool]]:
+    return {
+        key: (_advertised(sliced[key]), sliced[key].get("failRequestsGreaterThanOne") is True)
+        if key in sliced
+        else ({}, False)
+        for key in sharing.documents
+    }
+
+
+def _operator_config(view: StackView, operator: Installation | None, policy: Resource | None) -> Any:
+    """The GPU Operator's device-plugin configs: a _SharingConfig, None, or UNKNOWN.
+
+    From Release values devicePlugin.config, else a ClusterPolicy's spec.devicePlugin.config (its ConfigMap found in
+    the stack).
+    """
+    if operator is not None and operator.inputs_visible:
+        config = operator.value("devicePlugin", "config")
+        owner, where = operator.resource, f"{operator.describe} values devicePlugin.config"
+    elif policy is not None:
+        config = dig(policy.props, "spec", "devicePlugin", "config")
+        owner, where = policy, f"{policy.describe} spec.devicePlugin.config"
+    else:
+        return None
+    if config is UNKNOWN or contains_unknown(config):
+        return UNKNOWN
+    if config is None:
+        return None
+    if not isinstance(config, dict):
+        owner.cannot_read(where, "is not a map")
+        return None
+    name, data = config.get("name"), config.get("data")
+    source: Mapping[str, Any] = {}
+    if isinstance(data, dict) and data and helm_truthy(config.get("create")) is True:
+        source = data
+    elif isinstance(name, str) and name:
+        found = next(iter(view.named("ConfigMap", name)), None)
+        source = as_dict(found.props.get("data")) if found is not None else {}
+    if not source:
+        return None
+    documents, errors = _load_documents(source)
+    default = config.get("default")
+    return _SharingConfig(
+        documents,
+        _default_key(documents, default or None, ["named", "single"]),
+        default,
+        errors,
+        f"{where} ConfigMap {show(name)}",
+        where,
+        "default",
+    )
+
+
+def _operator_slicings(
+    view: StackView, cohorts: list[_PluginCohort], require_fail: bool, report: ReportViolation
+) -> list[_Slicing]:
+    """The Operator's own device plugin (ClusterPolicy mode): it serves every GPU node no standalone plugin owns."""
+    found: list[tuple[Installation | None, Resource | None]] = []
+    for operator in view.by_owner(GPU_OPERATOR):
+        if operator.mode not in {"cluster-policy", "both"} or operator.operand_enabled("devicePlugin") is not True:
+            continue
+        rendered = next((r for r in operator.custom_resources if cr_mode(r) == "cluster-policy"), None)
+        found.append((operator, rendered))
+    for resource in view.resources:
+        if cr_mode(resource) == "cluster-policy" and view.installation_of(resource) is None:
+            if cr_flag(resource, "devicePlugin") is True:
+                found.append((None, resource))
+
+    def off_standalone(workload: Resource, node_selector: dict[str, Any]) -> bool:
+        return not any(c.confines(workload, node_selector) for c in cohorts)
+
+    result = []
+    for install, policy in found:
+        sharing = _operator_config(view, install, policy)
+        subject = install.resource if install is not None else policy
+        if not isinstance(sharing, _SharingConfig) or subject is None:
+            continue
+        sliced = _check_documents(sharing, sharing.selector, subject.urn, require_fail, report)
+        title = f"the GPU Operator's device plugin ({subject.describe})"
+        result.append(_Slicing(title, _slices(sharing, sliced), sharing.default_key, off_standalone))
+    return result
 
 
 def _check_plugin_sharing(
@@ -411,10 +554,10 @@ def _check_plugin_sharing(
     sharing: Any,
     require_fail: bool,
     report: ReportViolation,
-) -> tuple[dict[str, str], bool]:
-    """Check one plugin's time-slicing config; return (renames, fails >1 requests)."""
+) -> dict[str, tuple[dict[str, str], bool]] | None:
+    """Check one plugin's time-slicing configs; return (renames, fails >1 requests) per named config."""
     if sharing is UNKNOWN:
-        return {}, False
+        return None
     install = cohort.install
     subject = install.resource.describe
     path = install.config_path(".sharing", f"{PROJECT}:cohorts[i].sharing")
@@ -433,21 +576,12 @@ def _check_plugin_sharing(
                 "config.map with config.default pointing at it.",
                 urn,
             )
-        return {}, False
-    for error in sharing.errors:
-        report(f"{sharing.where}: {error}. Fix {path}.", urn)
-    sliced = {k: t for k, d in sharing.documents.items() if (t := _time_slicing(d))}
-    for key, time_slicing in sorted(sliced.items()):
-        fail = time_slicing.get("failRequestsGreaterThanOne")
-        if require_fail and fail is not True and fail is not UNKNOWN:
-            report(
-                f"{sharing.where}.{key}: sharing.timeSlicing."
-                f"failRequestsGreaterThanOne is {show(fail)}. Without it a pod asking "
-                "for several shared replicas is admitted although replicas give no "
-                f"proportional compute or memory. Keep it true ({path}).",
-                urn,
-            )
-    if sliced and sharing.default_key not in sliced:
+        return None
+    sliced = _check_documents(sharing, path, urn, require_fail, report)
+    # A config that config.default does not select still applies to nodes labelled
+    # nvidia.com/device-plugin.config=<name>; only a cohort this program declared time-slicing must get it on every
+    # node.
+    if sliced and sharing.default_key not in sliced and cohort.sharing == "time-slicing":
         report(
             f"{sharing.selector}: time-slicing config(s) {', '.join(sorted(sliced))} "
             f"are not selected by {sharing.selector_field} ({show(sharing.default_text)} resolves "
@@ -463,10 +597,54 @@ def _check_plugin_sharing(
             f"sharing.timeSlicing, so the GPUs stay exclusive. Fix {path}.",
             urn,
         )
-    chosen = sliced.get(sharing.default_key or "")
-    if chosen is None:
-        return {}, False
-    return _advertised(chosen), chosen.get("failRequestsGreaterThanOne") is True
+    return _slices(sharing, sliced)
+
+
+def _check_request(
+    slicing: _Slicing,
+    resource: Resource,
+    selector: dict[str, Any],
+    container: str,
+    name: str,
+    value: Any,
+    report: ReportViolation,
+) -> None:
+    """Judge one request against the configs of the nodes the workload can land on (all of them must agree)."""
+    possible = slicing.possible(selector)
+    path = resource.config_path("", f"the manifest of {resource.describe}")
+    if isinstance(selector.get(PLUGIN_CONFIG_LABEL), str):
+        where = f"config '{possible[0][0]}' (its {PLUGIN_CONFIG_LABEL} node label) advertises"
+    elif len(possible) == 1:
+        where = "config advertises"
+    else:
+        where = f"configs {', '.join(k or '<none>' for k, _, _ in possible)} (every one its nodes can get) advertise"
+    if possible and all(name in renames for _, renames, _ in possible):
+        advertised = possible[0][1][name]
+        report(
+            f"{resource.describe}: container '{container}' requests "
+            f"{name} but it only runs on {slicing.title}, whose time-slicing "
+            f"{where} {advertised} instead (renameByDefault: "
+            f"true), so the pod stays Pending. Ask for {advertised} ({path}); "
+            "a shared replica is not an exclusive GPU.",
+            resource.urn,
+        )
+    quantity = parse_quantity(value)
+    failing = [key for key, renames, fail in possible if fail and name in renames.values()]
+    if quantity is not None and quantity > 1 and failing and len(failing) == len(possible):
+        report(
+            f"{resource.describe}: container '{container}' requests "
+            f"{show(value)} {name} on {slicing.title}, whose time-slicing config "
+            "sets failRequestsGreaterThanOne: true, so the allocation fails. "
+            f"Request 1 replica ({path}).",
+            resource.urn,
+        )
+
+
+def _operator_config_names(view: StackView) -> list[Any]:
+    """The ConfigMaps the GPU Operator's device plugin reads (values or ClusterPolicy devicePlugin.config.name)."""
+    names = [o.value("devicePlugin", "config", "name") for o in view.by_owner(GPU_OPERATOR) if o.inputs_visible]
+    names += [dig(r.props, "spec", "devicePlugin", "config", "name") for r in view.resources if cr_mode(r)]
+    return names
 
 
 def _check_unattached_config_maps(view: StackView, report: ReportViolation) -> None:
@@ -475,6 +653,7 @@ def _check_unattached_config_maps(view: StackView, report: ReportViolation) -> N
     }
     referenced |= {name for _, pod in view.workloads() if isinstance(name := config_volume_name(pod), str)}
     referenced |= {source[0] for _, pod in view.workloads() if (source := config_file_source(pod)) is not None}
+    referenced |= {name for name in _operator_config_names(view) if isinstance(name, str)}
     for resource in view.resources:
         if resource.resource_type != CONFIG_MAP_TYPE or resource.is_ledger:
             continue
@@ -507,42 +686,36 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
     ledger = view.ledger()
     cohorts = _plugin_cohorts(view, ledger)
     config_maps = [r for r in view.resources if r.resource_type == CONFIG_MAP_TYPE]
-    if not cohorts and not config_maps:
-        args.not_applicable("no device plugin and no ConfigMap in the stack")
+    operators = bool(view.by_owner(GPU_OPERATOR)) or any(cr_mode(r) == "cluster-policy" for r in view.resources)
+    if not cohorts and not config_maps and not operators:
+        not_applicable_unless_unreadable(
+            args, view, "no device plugin, GPU Operator or ConfigMap in the stack", report_violation, _reads_sharing
+        )
         return
-    renamed_cohorts: list[tuple[_PluginCohort, dict[str, str], bool]] = []
+    slicings: list[_Slicing] = []
     for cohort in cohorts:
         if cohort.install.values is UNKNOWN:
             continue
-        renames, fail_many = _check_plugin_sharing(
-            cohort, _sharing_config(cohort.install, view), require_fail, report_violation
-        )
-        if renames:
-            renamed_cohorts.append((cohort, renames, fail_many))
-    _check_unattached_config_maps(view, report_violation)
+        sharing = _sharing_config(cohort.install, view)
+        configs = _check_plugin_sharing(cohort, sharing, require_fail, report_violation)
+        if configs and isinstance(sharing, _SharingConfig):
+            slicings.append(_Slicing(cohort.title, configs, sharing.default_key, cohort.confines))
+    slicings += _operator_slicings(view, cohorts, require_fail, report_violation)
     for resource, selector, container, name, value in _workload_requests(view):
-        for cohort, renames, fail_many in renamed_cohorts:
-            if not cohort.confines(resource, selector):
+        for slicing in slicings:
+            if not slicing.confines(resource, selector):
                 continue
-            path = resource.config_path("", f"the manifest of {resource.describe}")
-            if name in renames:
-                report_violation(
-                    f"{resource.describe}: container '{container.name}' requests "
-                    f"{name} but it only runs on {cohort.title}, whose time-slicing "
-                    f"config advertises {renames[name]} instead (renameByDefault: "
-                    f"true), so the pod stays Pending. Ask for {renames[name]} ({path}); "
-                    "a shared replica is not an exclusive GPU.",
-                    resource.urn,
-                )
-            quantity = parse_quantity(value)
-            if fail_many and name in renames.values() and quantity is not None and quantity > 1:
-                report_violation(
-                    f"{resource.describe}: container '{container.name}' requests "
-                    f"{show(value)} {name} on {cohort.title}, whose time-slicing config "
-                    "sets failRequestsGreaterThanOne: true, so the allocation fails. "
-                    f"Request 1 replica ({path}).",
-                    resource.urn,
-                )
+            _check_request(slicing, resource, selector, container.name, name, value, report_violation)
+    report_findings(view.problems(_reads_sharing), report_violation)
+
+
+def time_slicing_config_attached_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Advise on a time-slicing ConfigMap that no device plugin reads: it changes nothing."""
+    view = StackView.from_args(args, frozenset({*POD_SPEC_PATHS, "ConfigMap", "ClusterPolicy"}))
+    if not any(r.resource_type == CONFIG_MAP_TYPE for r in view.resources):
+        args.not_applicable("no ConfigMap in the stack")
+        return
+    _check_unattached_config_maps(view, report_violation)
 
 
 # --------------------------------------------------------------------------- MIG
@@ -609,7 +782,9 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
     operator_cohorts = _operator_cohorts(view, ledger)
     requests = [r for r in _workload_requests(view) if r[3].startswith(MIG_PREFIX)]
     if not cohorts and not requests:
-        args.not_applicable("no device plugin and no nvidia.com/mig-* request")
+        not_applicable_unless_unreadable(
+            args, view, "no device plugin and no nvidia.com/mig-* request", report_violation, _reads_sharing
+        )
         return
     _check_plugin_strategies(cohorts, report_violation)
     # An unknown strategy (preview) may be mixed: it never causes a refusal.
@@ -670,6 +845,12 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
                 f"migProfile to match ({path}).",
                 resource.urn,
             )
+    report_findings(view.problems(_reads_sharing), report_violation)
+
+
+def _reads_sharing(resource: Resource) -> bool:
+    """The objects the sharing checks read: workloads, ConfigMaps (the configs, the ledger), Helm resources."""
+    return resource.is_helm or resource.kind in POD_SPEC_PATHS or resource.resource_type == CONFIG_MAP_TYPE
 
 
 # --------------------------------------------------------------------------- policies
@@ -739,4 +920,23 @@ MIG_STRATEGY_CONSISTENT = StackValidationPolicy(
 )
 
 
-POLICIES: Final = (SHARED_GPU_RESOURCE_NAME, MIG_STRATEGY_CONSISTENT)
+TIME_SLICING_CONFIG_ATTACHED = StackValidationPolicy(
+    name="time-slicing-config-attached",
+    description=(
+        "A ConfigMap holding a time-slicing device-plugin config is read by a device plugin (its config.name, the "
+        "mounted config volume or file, or the Operator's devicePlugin.config); an unattached one changes nothing "
+        "(advisory)."
+    ),
+    validate=time_slicing_config_attached_validator,
+    enforcement_level=EnforcementLevel.ADVISORY,
+    severity=Severity.LOW,
+    config_schema=PolicyConfigSchema(properties={}),
+    remediation_steps=(
+        f"Attach the config through the device plugin's config.name/config.default ({PROJECT}:cohorts[i].sharing) "
+        "or the Operator's devicePlugin.config, or delete the ConfigMap."
+    ),
+    url="https://github.com/NVIDIA/k8s-device-plugin#shared-access-to-gpus",
+    tags=["workloads", "time-slicing", "review"],
+)
+
+POLICIES: Final = (SHARED_GPU_RESOURCE_NAME, TIME_SLICING_CONFIG_ATTACHED, MIG_STRATEGY_CONSISTENT)

@@ -40,6 +40,8 @@ from .shapes import (
     PROJECT,
     Resource,
     chart_inputs_hidden,
+    fail_closed,
+    reads_pods_and_helm,
     required_node_terms,
 )
 
@@ -307,7 +309,7 @@ NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(
         "Allocation-owner workloads and smoke Jobs are pinned to "
         "eks.amazonaws.com/compute-type=hybrid and never reach EKS Auto Mode nodes."
     ),
-    validate=no_auto_mode_targeting_validator,
+    validate=fail_closed(reads_pods_and_helm)(no_auto_mode_targeting_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,
     config_schema=PolicyConfigSchema(
@@ -346,7 +348,7 @@ GPU_DISCOVERY_AFFINITY_KEPT = ResourceValidationPolicy(
         "Rendered device-plugin and DRA DaemonSets (and Release values) keep the chart's "
         "GPU-discovery node affinity instead of removing it to get Pods running."
     ),
-    validate=gpu_discovery_affinity_kept_validator,
+    validate=fail_closed(reads_pods_and_helm)(gpu_discovery_affinity_kept_validator),
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(

@@ -5,6 +5,11 @@ complete expression on its own: `true) || (true` would close the parenthesis and
 device. So the fragment must parse, by itself, in this small subset of CEL: device attribute, capacity and
 driver comparisons and predicates joined by `&&`, `||` and `!`, with balanced parentheses. No comments, no
 macros, no arbitrary functions, ASCII only.
+
+And it is type-checked as the API server's CEL compiler checks it, against the types the NVIDIA DRA driver
+publishes: a condition must be boolean (a bare string attribute, `device.driver` or a capacity is refused), `==`
+compares values of one type, `<`/`>` order numbers or strings only (versions and quantities compare through
+`compareTo`/`isGreaterThan`/`isLessThan`), and a method fits its receiver.
 """
 
 from __future__ import annotations
@@ -27,6 +32,51 @@ _TOKEN: Final = re.compile(
 _METHODS: Final = frozenset({"isGreaterThan", "isLessThan", "compareTo", "startsWith", "endsWith", "contains"})
 _CONSTRUCTORS: Final = frozenset({"quantity", "semver"})
 _RELATIONS: Final = frozenset({"==", "!=", "<", "<=", ">", ">="})
+_ORDERED: Final = frozenset({"<", "<=", ">", ">="})
+
+BOOL: Final = "bool"
+INT: Final = "int"
+DOUBLE: Final = "double"
+STRING: Final = "string"
+VERSION: Final = "version"
+QUANTITY: Final = "quantity"
+DYN: Final = "dyn"
+"""CEL types of the fragment's values; ``dyn``: an attribute whose type the driver's table does not name."""
+
+DRIVER_ATTRIBUTES: Final[dict[str, dict[str, str]]] = {
+    "gpu.nvidia.com": {
+        "type": STRING,
+        "uuid": STRING,
+        "parentUUID": STRING,
+        "productName": STRING,
+        "brand": STRING,
+        "architecture": STRING,
+        "profile": STRING,
+        "pcieBusID": STRING,
+        "addressingMode": STRING,
+        "index": INT,
+        "minor": INT,
+        "parentIndex": INT,
+        "parentMinor": INT,
+        "migEnabled": BOOL,
+        "cudaComputeCapability": VERSION,
+        "driverVersion": VERSION,
+        "cudaDriverVersion": VERSION,
+    },
+    "resource.kubernetes.io": {"pcieRoot": STRING, "pciBusID": STRING, "numaNode": INT},
+}
+"""Attribute types of the devices the NVIDIA DRA driver publishes (its deviceinfo: StringValue, IntValue,
+BoolValue, VersionValue); every capacity is a quantity."""
+
+_METHOD_TYPES: Final[dict[str, tuple[frozenset[str], str]]] = {
+    "isGreaterThan": (frozenset({VERSION, QUANTITY}), BOOL),
+    "isLessThan": (frozenset({VERSION, QUANTITY}), BOOL),
+    "compareTo": (frozenset({VERSION, QUANTITY}), INT),
+    "startsWith": (frozenset({STRING}), BOOL),
+    "endsWith": (frozenset({STRING}), BOOL),
+    "contains": (frozenset({STRING}), BOOL),
+}
+"""Receiver types and result type of each allowed method (the argument has the receiver's type)."""
 
 
 @dataclass(frozen=True)
@@ -117,31 +167,67 @@ class _Parser:
 
     def predicate(self) -> None:
         start = self.peek()
-        boolean = self.value()
+        left = self.value()
         token = self.peek()
         if token is not None and token.text in _RELATIONS:
             self.pos += 1
-            self.value()
+            right_start = self.peek()
+            right = self.value()
+            self.relation(token, left, right, right_start)
             return
-        if not boolean and start is not None:
-            msg = f"'{start.text}' at position {start.at} is a value, not a condition: compare it with ==, <, >, ..."
+        if left not in {BOOL, DYN} and start is not None:
+            msg = (
+                f"'{start.text}' at position {start.at} is {_a(left)}, not a condition: the API server refuses a "
+                "selector that is not boolean; compare it with ==, <, >, ... or a method"
+            )
             raise CelFragmentError(msg)
 
-    def value(self) -> bool:
-        """One operand; True when it can stand alone as a condition (a device path or true/false)."""
+    @staticmethod
+    def relation(token: _Token, left: str, right: str, right_start: _Token | None) -> None:
+        """Refuse a comparison the CEL compiler has no overload for."""
+        numbers = {INT, DOUBLE}
+        if DYN in {left, right}:
+            return
+        if token.text in _ORDERED:
+            if left in {VERSION, QUANTITY} or right in {VERSION, QUANTITY}:
+                kind = left if left in {VERSION, QUANTITY} else right
+                msg = (
+                    f"'{token.text}' at position {token.at} orders {_a(kind)}: CEL has no such overload; use "
+                    f"compareTo(...) {token.text} 0, isGreaterThan(...) or isLessThan(...)"
+                )
+                raise CelFragmentError(msg)
+            if not ((left in numbers and right in numbers) or left == right == STRING):
+                msg = (
+                    f"'{token.text}' at position {token.at} compares {_a(left)} with {_a(right)}: order two numbers or "
+                    "two strings"
+                )
+                raise CelFragmentError(msg)
+            return
+        if left != right and not (left in numbers and right in numbers):
+            where = f" ('{right_start.text}' at position {right_start.at})" if right_start is not None else ""
+            msg = (
+                f"'{token.text}' at position {token.at} compares {_a(left)} with {_a(right)}{where}: compare values of "
+                "one type"
+            )
+            raise CelFragmentError(msg)
+
+    def value(self) -> str:
+        """One operand; returns its CEL type."""
         token = self.take()
-        if token.kind in {"string", "number"}:
-            return False
+        if token.kind == "string":
+            return STRING
+        if token.kind == "number":
+            return DOUBLE if "." in token.text else INT
         if token.kind != "ident":
             msg = f"expected a device attribute, capacity or literal at position {token.at}, found '{token.text}'"
             raise CelFragmentError(msg)
         if token.text in {"true", "false"}:
-            return True
+            return BOOL
         if token.text in _CONSTRUCTORS:
             self.take("(")
             self.take(kind="string")
             self.take(")")
-            return False
+            return QUANTITY if token.text == "quantity" else VERSION
         if token.text != "device":
             msg = (
                 f"'{token.text}' at position {token.at} is not allowed: use device.driver, "
@@ -151,12 +237,17 @@ class _Parser:
             raise CelFragmentError(msg)
         self.take(".")
         field = self.take(kind="ident")
+        kind = STRING
         if field.text in {"attributes", "capacity"}:
             self.take("[")
-            self.take(kind="string")
+            domain = self.take(kind="string").text.strip('"')
             self.take("]")
             self.take(".")
-            self.take(kind="ident")
+            name = self.take(kind="ident").text
+            if field.text == "capacity":
+                kind = QUANTITY
+            else:
+                kind = DRIVER_ATTRIBUTES.get(domain, {}).get(name, DYN)
         elif field.text != "driver":
             msg = (
                 f"device.{field.text} at position {field.at} is not a device field: use driver, attributes or capacity"
@@ -170,10 +261,26 @@ class _Parser:
                 allowed = ", ".join(sorted(_METHODS))
                 msg = f"method {method.text} at position {method.at} is not allowed: use one of {allowed}"
                 raise CelFragmentError(msg)
+            receivers, result = _METHOD_TYPES[method.text]
+            if kind not in receivers and kind != DYN:
+                msg = (
+                    f"method {method.text} at position {method.at} is called on {_a(kind)}: it takes a "
+                    f"{' or '.join(sorted(receivers))}"
+                )
+                raise CelFragmentError(msg)
             self.take("(")
-            self.value()
+            argument = self.value()
+            if kind != DYN and argument not in {kind, DYN}:
+                msg = f"method {method.text} at position {method.at} compares {_a(kind)} with {_a(argument)}"
+                raise CelFragmentError(msg)
             self.take(")")
-        return True
+            return result
+        return kind
+
+
+def _a(kind: str) -> str:
+    """``an int``, ``a string``: the type named in a message."""
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
 
 
 def check_fragment(text: str) -> None:
