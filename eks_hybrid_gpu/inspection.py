@@ -21,6 +21,7 @@ from typing import Any
 
 from components import consumers as gpu_consumers
 from components.dra_objects import DRIVER
+from components.ledger import LedgerError, parse_record
 from components.preflight import matches
 from components.publishers import Finding, NodePublishers, findings, observe
 from eks_hybrid_gpu.cli import run_command
@@ -70,11 +71,7 @@ def read_ledger(kube: Kube, ledger_ref: str) -> dict[str, Any] | None:
     """The ownership map of ConfigMap NAMESPACE/NAME, or None when it does not exist."""
     namespace, name = ledger_ref.split("/", 1)
     found = kube.get_or_none(f"/api/v1/namespaces/{segment(namespace)}/configmaps/{segment(name)}")
-    text = ((found or {}).get("data") or {}).get(LEDGER_KEY)
-    if not text:
-        return None
-    ledger: dict[str, Any] = json.loads(text)
-    return ledger
+    return parse_record(found, LEDGER_KEY)
 
 
 def _list(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]]:
@@ -345,6 +342,9 @@ def run(args: argparse.Namespace) -> int:
     except KubeAccessError as error:
         print(f"inspect: {error}", file=sys.stderr)
         return ACCESS_EXIT_CODE
+    except LedgerError as error:
+        print(f"inspect: {error}", file=sys.stderr)
+        return 1
     except (KubeApiError, ValueError) as error:
         print(f"inspect: the API server answered {error}", file=sys.stderr)
         return 1
