@@ -37,7 +37,14 @@ from eks_hybrid_gpu.kubeclient import (
     segment,
 )
 from eks_hybrid_gpu.tables import table_lines
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LEDGER_KEY, LEDGER_NAME
+from policy.gpu_allocation.vocab.labels import (
+    AUTO_MODE,
+    COMPUTE_TYPE_LABEL,
+    LEDGER_KEY,
+    LEDGER_NAME,
+    MIGRATION_KEY,
+    MIGRATION_NAME,
+)
 
 DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
@@ -65,6 +72,8 @@ class Snapshot:
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
     all_claims: list[dict[str, Any]] = field(default_factory=list)
     """ResourceClaims of every namespace: who holds DRA devices on which node."""
+    migration: dict[str, Any] | None = None
+    """The owner change `eks-hybrid-gpu migrate` records beside the ledger, while one is under way."""
 
 
 def read_ledger(kube: Kube, ledger_ref: str) -> dict[str, Any] | None:
@@ -94,7 +103,11 @@ def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snap
     pods = _list(kube, PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
     daemonsets = _list(kube, DAEMONSETS, "DaemonSets")
     ledger = read_ledger(kube, ledger_ref)
-    return Snapshot(nodes, slices, claims, ledger, ledger_ref, namespace, pods, daemonsets, all_claims)
+    ledger_namespace = ledger_ref.split("/", 1)[0]
+    migration = parse_record(
+        kube.get_or_none(f"/api/v1/namespaces/{segment(ledger_namespace)}/configmaps/{MIGRATION_NAME}"), MIGRATION_KEY
+    )
+    return Snapshot(nodes, slices, claims, ledger, ledger_ref, namespace, pods, daemonsets, all_claims, migration)
 
 
 def node_owner(labels: Mapping[str, str], ledger: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -223,6 +236,7 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
             "configMap": snapshot.ledger_ref,
             "found": snapshot.ledger is not None,
             "operatorMode": (snapshot.ledger or {}).get("operatorMode"),
+            "migration": snapshot.migration,
         },
         "nodes": nodes,
         "findings": [f.as_json() for f in all_findings],
@@ -257,6 +271,14 @@ def render(document: Mapping[str, Any]) -> str:
     ledger = document["ledger"]
     source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
     lines = [f"GPU nodes (owners from ConfigMap {source}):"]
+    migration = ledger.get("migration")
+    if migration:
+        lines.insert(
+            0,
+            f"Migration under way: cohort {migration.get('cohort')} from {migration.get('from')} to "
+            f"{migration.get('to')}, phase {migration.get('phase')} (ConfigMap {MIGRATION_NAME}); continue it with "
+            f"`eks-hybrid-gpu migrate --stack STACK --cohort {migration.get('cohort')} --to {migration.get('to')}`\n",
+        )
     rows: list[tuple[str, ...]] = [
         (
             "node",
