@@ -88,6 +88,24 @@ class Migration:
         )
 
 
+def steps(migration: Migration) -> list[str]:
+    """The plan, one line per phase from the recorded one on."""
+    nodes = ", ".join(migration.nodes)
+    c, old, new = migration.cohort, migration.from_owner, migration.to_owner
+    lines = {
+        "cordon": f"cordon {nodes} and {'evict' if migration.drain else 'wait for'} the pods holding their GPUs",
+        "remove": f"`pulumi up` with no owner for cohort {c}: {old}'s release for it goes, other cohorts untouched",
+        "wait-unpublished": f"wait until no allocator pod is left on {nodes} and their publication has ended",
+        "install": f"`pulumi up` with cohort {c} owned by {new} (selector {dict(migration.node_selector)})",
+        "wait-published": f"wait until {new}'s allocator is Ready and publishing on {nodes}",
+        "uncordon": f"uncordon {', '.join(migration.cordoned_by_us) or 'nothing (all were cordoned before)'}, "
+        "clear the record, write the new owner into the stack file",
+    }
+    return [
+        f"{i}. [{p}] {lines[p]}" for i, p in enumerate(PHASES, 1) if PHASES.index(p) >= PHASES.index(migration.phase)
+    ]
+
+
 def parse_migration(record: Mapping[str, Any] | None, where: str) -> Migration | None:
     """The record `components.ledger.parse_record` read, checked; a LedgerError when a field is unusable."""
     if record is None:

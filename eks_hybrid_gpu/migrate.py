@@ -36,7 +36,7 @@ from components.config import StackConfig
 from components.consumers import consumers_by_node
 from components.ledger import LedgerError, parse_record
 from components.live import LiveCluster
-from components.migration import PHASES, Migration, apply_to_raw, parse_migration, unsupported
+from components.migration import PHASES, Migration, apply_to_raw, parse_migration, steps, unsupported
 from components.preflight import check_publishers, matches
 from components.refusals import StackConfigError
 from components.validation import load_stack_config
@@ -260,24 +260,6 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
         tuple(n for n in nodes if n not in cordoned),
         args.drain,
     )
-
-
-def steps(migration: Migration) -> list[str]:
-    """The plan, one line per phase from the recorded one on."""
-    nodes = ", ".join(migration.nodes)
-    c, old, new = migration.cohort, migration.from_owner, migration.to_owner
-    lines = {
-        "cordon": f"cordon {nodes} and {'evict' if migration.drain else 'wait for'} the pods holding their GPUs",
-        "remove": f"`pulumi up` with no owner for cohort {c}: {old}'s release for it goes, other cohorts untouched",
-        "wait-unpublished": f"wait until no allocator pod is left on {nodes} and their publication has ended",
-        "install": f"`pulumi up` with cohort {c} owned by {new} (selector {dict(migration.node_selector)})",
-        "wait-published": f"wait until {new}'s allocator is Ready and publishing on {nodes}",
-        "uncordon": f"uncordon {', '.join(migration.cordoned_by_us) or 'nothing (all were cordoned before)'}, "
-        "clear the record, write the new owner into the stack file",
-    }
-    return [
-        f"{i}. [{p}] {lines[p]}" for i, p in enumerate(PHASES, 1) if PHASES.index(p) >= PHASES.index(migration.phase)
-    ]
 
 
 def _run_phase(

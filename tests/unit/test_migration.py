@@ -218,3 +218,23 @@ def test_the_preflight_reads_the_ledger_and_skips_the_cohort_mid_migration() -> 
     migration = Migration("plugin", "device-plugin", "dra", "install", PLUGIN_HOSTS)
     assert [p for p in check(stack, live, "prod", migration) if "one step" in str(p)] == []
     assert not [p for p in check(stack, LiveCluster(NODES[:2]), "prod") if "one step" in str(p)]
+
+
+def test_review_shows_an_owner_change_as_the_phases_migrate_runs() -> None:
+    from eks_hybrid_gpu.review.report import owner_migrations
+
+    base = _ledger(cohort(PLUGIN_COHORT), cohort(DRA_COHORT))
+    head = _ledger(cohort(PLUGIN_COHORT, owner="dra", nodeSelector=PLUGIN_HOSTS), cohort(DRA_COHORT, name="dra2"))
+    text = "\n".join(owner_migrations(base, head, "prod"))
+
+    assert "- cohort `plugin`: owner `device-plugin` → `dra` on the hosts `" in text
+    assert "run `eks-hybrid-gpu migrate --stack prod --cohort plugin --to dra`" in text
+    assert "  1. [cordon] cordon the cohort's nodes" in text
+    assert "  3. [wait-unpublished] wait until no allocator pod is left" in text
+    assert "  6. [uncordon]" in text
+    assert "`dra`" not in text.split("cohort `plugin`", 1)[0]  # the removed and the added cohort are no migration
+    operator = owner_migrations(
+        _ledger(cohort(OPERATOR_COHORT)), _ledger(cohort(OPERATOR_COHORT), operator={"mode": "gpu-cluster"}), "prod"
+    )
+    assert "is not supported in place: an in-place migration from ClusterPolicy to GPUCluster" in operator[0]
+    assert owner_migrations(base, base, "prod") == []
