@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pulumi
 import pytest
 
 from components.config import StackConfig
@@ -238,3 +239,47 @@ def test_review_shows_an_owner_change_as_the_phases_migrate_runs() -> None:
     )
     assert "is not supported in place: an in-place migration from ClusterPolicy to GPUCluster" in operator[0]
     assert owner_migrations(base, base, "prod") == []
+
+
+EKS = {"source": "eks", "name": "hybrid-gpu", "region": "us-west-2", "kubernetesVersion": "1.34.4"}
+
+
+@pytest.mark.parametrize(
+    ("phase", "plugins", "dra_drivers", "jobs"),
+    [("cordon", 1, 0, 1), ("remove", 0, 0, 0), ("wait-unpublished", 0, 0, 0), ("install", 0, 1, 1)],
+)
+def test_a_plain_pulumi_up_mid_migration_installs_what_the_recorded_phase_allows(
+    run: Any, monkeypatch: pytest.MonkeyPatch, phase: str, plugins: int, dra_drivers: int, jobs: int
+) -> None:
+    # The stack file already says dra (the refused one-step edit); the record decides.
+    config = _base_config(cluster=EKS, cohorts=[cohort(PLUGIN_COHORT, owner="dra")])
+    records = Records("gpu-system", _ledger(cohort(PLUGIN_COHORT)), {**RECORD, "phase": phase})
+    nodes = [hybrid_node("gpu-1", "device-plugin", operands_opt_out=False)]
+    monkeypatch.setattr("components.program.read_cluster", lambda *_a: LiveCluster(nodes, records=records))
+
+    recorder = run(config)
+
+    assert len(recorder.of_type("eks-hybrid-gpu:owners:DevicePlugin")) == plugins
+    assert len(recorder.of_type("eks-hybrid-gpu:owners:DraDriver")) == dra_drivers
+    assert len(recorder.jobs()) == jobs
+    ledger = json.loads(recorder.named("gpu-ledger-configmap").inputs["data"]["ownership.json"])
+    entry = ledger["cohorts"]["plugin"]
+    assert entry["nodeSelector"] == PLUGIN_HOSTS  # the hosts' selector, not the one the new owner would default to
+    if plugins + dra_drivers == 0:
+        assert entry["installed"] is False
+        assert ledger["migration"]["phase"] == phase
+    else:
+        assert "migration" not in ledger
+        assert entry["owner"] == ("device-plugin" if plugins else "dra")
+
+
+def test_a_one_step_flip_registers_nothing(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = _base_config(cluster=EKS, cohorts=[cohort(PLUGIN_COHORT, owner="dra", nodeSelector=PLUGIN_HOSTS)])
+    records = Records("gpu-system", _ledger(cohort(PLUGIN_COHORT)), None)
+    nodes = [hybrid_node("gpu-1", "device-plugin", operands_opt_out=False)]
+    monkeypatch.setattr("components.program.read_cluster", lambda *_a: LiveCluster(nodes, records=records))
+
+    with pytest.raises(pulumi.RunError) as refused:
+        run(config)
+
+    assert "`eks-hybrid-gpu migrate --stack test --cohort plugin --to dra`" in str(refused.value)
