@@ -109,7 +109,11 @@ def run(project_dir: Path, *, render_dir: str | None = None) -> HybridGpuCluster
             raise pulumi.RunError(msg) from None
         if migration is not None:
             config, raw = _mid_migration(migration, raw, project_dir, target, stack_file, secret_keys)
-        problems = check(config, live, pulumi.get_stack(), migration)
+        paused = paused_cohorts(migration)
+        # A cohort whose owner is being removed gets no allocator from this update, so nothing it installs can
+        # double-book; what still publishes or holds its GPUs is what `migrate` waits on before the install phase.
+        checked = config.model_copy(update={"cohorts": [c for c in config.cohorts if c.name not in paused]})
+        problems = check(checked, live, pulumi.get_stack(), migration)
         if problems:
             raise pulumi.RunError(
                 str(StackConfigError(redact(problems, raw, secret_keys), stack_file, subject="The live nodes"))

@@ -195,6 +195,9 @@ def test_device_plugin_to_dra_and_back_never_has_two_allocators_on_a_node(
     print(f"migrate back {back:.1f} s: {phases_back}; samplers: {figures_back}")
 
 
+STALE = "/apis/resource.k8s.io/v1/resourceslices/stale-sim-plugin-1"
+
+
 def test_a_migration_killed_mid_phase_is_finished_by_the_same_command(
     mig_stack: auto.Stack,
     engine_env: engine.EngineEnv,
@@ -203,31 +206,42 @@ def test_a_migration_killed_mid_phase_is_finished_by_the_same_command(
     work: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    # A finalizer holds the old allocator pod in Terminating, so the kill lands in phase 3 (wait-unpublished).
-    pods = kube.items("/api/v1/pods", fieldSelector="spec.nodeName=sim-plugin-1")
-    held = next(p for p in pods if "device-plugin" in p["metadata"]["name"])
-    held_path = f"/api/v1/namespaces/{held['metadata']['namespace']}/pods/{held['metadata']['name']}"
-    kube.merge_patch(held_path, {"metadata": {"finalizers": ["example.com/hold"]}})
+    # A publication the old owner left behind (a ResourceSlice no pod explains) holds phase 3, wait-unpublished,
+    # so the kill lands there: the old owner is removed, the new one not yet installed.
+    stale = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": {"name": "stale-sim-plugin-1"},
+        "spec": {
+            "driver": "gpu.nvidia.com",
+            "nodeName": "sim-plugin-1",
+            "pool": {"name": "sim-plugin-1-stale", "generation": 1, "resourceSliceCount": 1},
+            "devices": [],
+        },
+    }
     command = [sys.executable, "-m", "eks_hybrid_gpu", "migrate", *argv(work, engine_env, cluster, "dra")]
     process = subprocess.Popen(command, cwd=engine.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def phase() -> str | None:
+        found = kube.get_or_none(RECORD)
+        return json.loads(found["data"]["migration.json"])["phase"] if found else None
+
     try:
-
-        def phase() -> str | None:
-            found = kube.get_or_none(RECORD)
-            return json.loads(found["data"]["migration.json"])["phase"] if found else None
-
+        wait_for(lambda: phase() == "remove" or None, "phase remove", timeout=120)
+        kube.create("/apis/resource.k8s.io/v1/resourceslices", stale)
         wait_for(lambda: phase() == "wait-unpublished" or None, "phase wait-unpublished", timeout=180)
-        time.sleep(2)
+        time.sleep(3)
     finally:
         process.kill()
         output = process.communicate()[0]
-        kube.merge_patch(held_path, {"metadata": {"finalizers": None}})
+        kube.delete(STALE)
     assert phase() == "wait-unpublished", output
-    assert "waiting until the old allocator has left sim-plugin-1" in output
+    assert "waiting until the old allocator has left sim-plugin-1 and its publication ended" in output
+    assert "ResourceSlice stale-sim-plugin-1" in output  # the progress line names what is left
     for node in NODES:
         assert kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable") is True
         names = [p["metadata"]["name"] for p in kube.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")]
-        assert not [n for n in names if "dra" in n]  # nothing new started while the old one was leaving
+        assert not [n for n in names if "dra" in n or "device-plugin" in n], names  # neither owner runs there
     assert owner_in_file(work)["owner"] == "device-plugin"
 
     assert migrate.main(argv(work, engine_env, cluster, "dra")) == 0

@@ -283,3 +283,24 @@ def test_a_one_step_flip_registers_nothing(run: Any, monkeypatch: pytest.MonkeyP
         run(config)
 
     assert "`eks-hybrid-gpu migrate --stack test --cohort plugin --to dra`" in str(refused.value)
+
+
+def test_a_paused_cohort_is_not_judged_by_the_publishers_it_is_waiting_to_see_go(
+    run: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = _base_config(cluster=EKS, cohorts=[cohort(PLUGIN_COHORT)])
+    # A host-level device plugin (allocatable with no pod): a second publisher beside the DRA owner to come.
+    host = {
+        **hybrid_node("gpu-1", "device-plugin", operands_opt_out=False),
+        "status": {"allocatable": {"nvidia.com/gpu": "4"}},
+    }
+    nodes = [host]
+    for phase, refused in (("remove", False), ("install", True)):
+        records = Records("gpu-system", _ledger(cohort(PLUGIN_COHORT)), {**RECORD, "phase": phase})
+        live = LiveCluster(nodes, records=records)
+        monkeypatch.setattr("components.program.read_cluster", lambda *_a, live=live: live)
+        if refused:
+            with pytest.raises(pulumi.RunError, match="selects node gpu-1, whose GPUs are already published by"):
+                run(config)
+        else:
+            assert run(config).of_type("eks-hybrid-gpu:owners:DevicePlugin") == []
