@@ -79,6 +79,20 @@ def snapshot(kube: kubeclient.Kube) -> dict[str, Any]:
     return {"nodes": nodes, "configmaps": configmaps, "daemonsets": daemonsets, "pods": pods}
 
 
+def sampled(kube: kubeclient.Kube, args: list[str]) -> tuple[int, float, list[Sampler]]:
+    """Run `migrate` with a sampler on each node: exit code, seconds, the samplers."""
+    samplers = [Sampler(kube, node) for node in NODES]
+    for sampler in samplers:
+        sampler.__enter__()
+    started = time.monotonic()
+    try:
+        code = migrate.main(args)
+    finally:
+        for sampler in samplers:
+            sampler.__exit__()
+    return code, time.monotonic() - started, samplers
+
+
 def samplers_ok(samplers: list[Sampler], old: str, new: str) -> str:
     """Assert the sampler figures; return them in words for the report."""
     figures = []
@@ -144,16 +158,7 @@ def test_device_plugin_to_dra_and_back_never_has_two_allocators_on_a_node(
     for node in NODES:
         wait_for(lambda n=node: gpu_status(kube, n)[1] == {"nvidia.com/gpu": "4"} or None, f"{node} published")
     consumer(kube, "busy-migrate", "sim-plugin-0")
-    samplers = [Sampler(kube, node) for node in NODES]
-    for s in samplers:
-        s.__enter__()
-    started = time.monotonic()
-    try:
-        code = migrate.main(argv(work, engine_env, cluster, "dra", "--drain"))
-    finally:
-        for s in samplers:
-            s.__exit__()
-    to_dra = time.monotonic() - started
+    code, to_dra, samplers = sampled(kube, argv(work, engine_env, cluster, "dra", "--drain"))
     out = capsys.readouterr().out
     assert code == 0, out
     assert "evicting pod ai-workloads/busy-migrate" in out
@@ -174,16 +179,7 @@ def test_device_plugin_to_dra_and_back_never_has_two_allocators_on_a_node(
     # A plain preview of the edited stack file is clean now: the repository and the cluster agree.
     engine.stack(engine_env, "mig", work_dir=work).preview(color="never", policy_packs=engine.policy_packs())
 
-    samplers = [Sampler(kube, node) for node in NODES]
-    for s in samplers:
-        s.__enter__()
-    started = time.monotonic()
-    try:
-        code = migrate.main(argv(work, engine_env, cluster, "device-plugin"))
-    finally:
-        for s in samplers:
-            s.__exit__()
-    back = time.monotonic() - started
+    code, back, samplers = sampled(kube, argv(work, engine_env, cluster, "device-plugin"))
     out = capsys.readouterr().out
     assert code == 0, out
     figures_back = samplers_ok(samplers, "dra", "device-plugin")
