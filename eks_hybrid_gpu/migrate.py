@@ -222,10 +222,10 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
         )
         raise MigrateRefused(msg)
     from_owner = str(entry.get("owner"))
-    mode = stack.config.operator.mode if args.to == "gpu-operator" else None
-    why_not = unsupported(from_owner, ledger.get("operatorMode"), args.to, mode)
     if from_owner == args.to:
         return None
+    mode = stack.config.operator.mode if args.to == "gpu-operator" else None
+    why_not = unsupported(from_owner, ledger.get("operatorMode"), args.to, mode)
     if why_not is not None:
         msg = f"cohort {args.cohort}: {from_owner} -> {args.to}: {why_not}"
         raise MigrateRefused(msg)
