@@ -22,6 +22,7 @@ command continues from the recorded phase.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -205,7 +206,7 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
             )
             raise MigrateRefused(msg)
         _say(f"resuming the migration recorded in the cluster: {recorded.describe()}")
-        return recorded
+        return dataclasses.replace(recorded, drain=recorded.drain or args.drain)  # --drain added on a re-run counts
     ledger = records.ledger()
     if ledger is None:
         msg = (
