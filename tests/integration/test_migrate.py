@@ -41,12 +41,17 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mig_stack(engine_env: engine.EngineEnv, kube: kubeclient.Kube, work: Path) -> Iterator[auto.Stack]:
+    previous = os.environ.get("EKS_HYBRID_GPU_CHART_MIRROR")
     os.environ["EKS_HYBRID_GPU_CHART_MIRROR"] = str(SHARED_CHARTS)  # no internet: the charts of ../shared/charts
     stack = engine.stack(engine_env, "mig", work_dir=work)
     stack.up(color="never", policy_packs=engine.policy_packs())
     try:
         yield stack
     finally:
+        if previous is None:
+            os.environ.pop("EKS_HYBRID_GPU_CHART_MIRROR", None)
+        else:
+            os.environ["EKS_HYBRID_GPU_CHART_MIRROR"] = previous
         for node in NODES:
             kube.merge_patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
         kube.delete(RECORD)
