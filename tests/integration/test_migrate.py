@@ -244,6 +244,11 @@ def test_a_migration_killed_mid_phase_is_finished_by_the_same_command(
         names = [p["metadata"]["name"] for p in kube.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")]
         assert not [n for n in names if "dra" in n or "device-plugin" in n], names  # neither owner runs there
     assert owner_in_file(work)["owner"] == "device-plugin"
+    # Mid-migration, a plain preview says so and would install neither owner (the stack file still says the old).
+    preview = engine.stack(engine_env, "mig", work_dir=work).preview(color="never", policy_packs=engine.policy_packs())
+    assert "mid-migration: cohort plugin from device-plugin to dra, phase wait-unpublished" in preview.stdout
+    assert "installs no owner for cohort plugin" in preview.stdout
+    assert not [line for line in preview.stdout.splitlines() if "+ " in line and "owners:" in line], preview.stdout
 
     assert migrate.main(argv(work, engine_env, cluster, "dra")) == 0
     out = capsys.readouterr().out
@@ -256,3 +261,41 @@ def test_a_migration_killed_mid_phase_is_finished_by_the_same_command(
         assert not kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable")
         assert gpu_status(kube, node)[2] is True
     assert owner_in_file(work)["owner"] == "dra"
+
+
+def test_a_pod_disruption_budget_holds_the_drain_before_anything_is_removed(
+    mig_stack: auto.Stack,
+    engine_env: engine.EngineEnv,
+    kube: kubeclient.Kube,
+    cluster: localcluster.LocalCluster,
+    work: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if owner_in_file(work)["owner"] == "dra":  # after the kill test: back first, so a plain pod holds a GPU
+        assert migrate.main(argv(work, engine_env, cluster, "device-plugin")) == 0
+    capsys.readouterr()
+    to = "dra"
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "guarded", "namespace": "ai-workloads"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "guarded"}}},
+    }
+    consumer(kube, "guarded", "sim-plugin-0")
+    kube.create("/apis/policy/v1/namespaces/ai-workloads/poddisruptionbudgets", pdb)
+    args = argv(work, engine_env, cluster, to, "--drain")
+    args[args.index("120")] = "8"
+    try:
+        assert migrate.main(args) == 1
+        captured = capsys.readouterr()
+        assert "not evicted yet" in captured.out
+        assert "no pod holds a GPU on sim-plugin-0: not after 8 s" in captured.err
+        assert json.loads(kube.get(RECORD)["data"]["migration.json"])["phase"] == "cordon"
+        assert kube.get("/api/v1/nodes/sim-plugin-0")["spec"].get("unschedulable") is True
+        assert gpu_status(kube, "sim-plugin-0")[1] == {"nvidia.com/gpu": "4"}  # the old owner was left in place
+    finally:
+        kube.delete("/apis/policy/v1/namespaces/ai-workloads/poddisruptionbudgets/guarded")
+    args[args.index("8")] = "120"
+    assert migrate.main(args) == 0
+    assert kube.get_or_none("/api/v1/namespaces/ai-workloads/pods/guarded") is None
+    assert owner_in_file(work)["owner"] == to
