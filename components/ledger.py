@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -10,6 +11,35 @@ import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_LABEL, LEDGER_NAME
+
+
+class LedgerError(Exception):
+    """A ledger (or migration record) ConfigMap whose content cannot be read: nothing can be judged against it."""
+
+
+def parse_record(configmap: Mapping[str, Any] | None, key: str = LEDGER_KEY) -> dict[str, Any] | None:
+    """The JSON object under `key` of a ConfigMap read from the cluster; None when the ConfigMap or key is absent.
+
+    The one parser of the ledger (and of the migration record beside it), for the preflight, `inspect`,
+    `move-host` and `migrate`. Content that is not a JSON object is a LedgerError: a check that cannot read the
+    previous owners says so rather than judging against nothing.
+    """
+    if configmap is None:
+        return None
+    meta = configmap.get("metadata") or {}
+    where = f"ConfigMap {meta.get('namespace')}/{meta.get('name')} key {key}"
+    text = (configmap.get("data") or {}).get(key)
+    if not text:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError as error:
+        msg = f"{where} is not JSON ({error}); it is written by `pulumi up`: run it again, or restore the ConfigMap"
+        raise LedgerError(msg) from None
+    if not isinstance(found, dict):
+        msg = f"{where} is not a JSON object; it is written by `pulumi up`: run it again, or restore the ConfigMap"
+        raise LedgerError(msg)
+    return found
 
 
 def ownership_map(config: StackConfig) -> dict[str, Any]:

@@ -19,6 +19,8 @@ from kubernetes import config
 from kubernetes.config.config_exception import ConfigException
 
 from components.kube_http import Unreachable, send, status_message
+from components.ledger import LedgerError, parse_record
+from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, MIGRATION_KEY, MIGRATION_NAME
 
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
@@ -59,6 +61,8 @@ class LiveCluster:
     """The cluster's RuntimeClasses; None when not read (a LiveCluster built without them, or refused)."""
     runtime_classes_error: str | None = None
     """Why the RuntimeClasses could not be listed (judged only where the stack reuses an existing class)."""
+    records: Records | None = None
+    """The ledger and the migration record, when the namespace that holds them was given."""
 
 
 def missing_file(path: str) -> str:
@@ -66,6 +70,27 @@ def missing_file(path: str) -> str:
     if path and Path(path).is_dir():
         return "is a folder, not a kubeconfig file"
     return "does not exist"
+
+
+@dataclass(frozen=True)
+class Records:
+    """What the cluster records about the owners: the ledger of the last `pulumi up`, and a migration under way."""
+
+    namespace: str
+    ledger: dict[str, Any] | None
+    """The ownership map; None when no `pulumi up` wrote one."""
+    migration: dict[str, Any] | None
+    """The record `eks-hybrid-gpu migrate` writes (see `components.migration`); None when none is under way."""
+
+    @property
+    def ledger_ref(self) -> str:
+        """`NAMESPACE/NAME` of the ledger ConfigMap."""
+        return f"{self.namespace}/{LEDGER_NAME}"
+
+    @property
+    def migration_ref(self) -> str:
+        """`NAMESPACE/NAME` of the migration record."""
+        return f"{self.namespace}/{MIGRATION_NAME}"
 
 
 class Reader:
@@ -99,6 +124,14 @@ class Reader:
 
     def items(self, path: str, what: str, **query: str) -> list[dict[str, Any]] | None:
         """The items of a list, or None when the API server does not serve it (404)."""
+        document = self.get(path, what, **query)
+        if document is None:
+            return None
+        items: list[dict[str, Any]] = document.get("items") or []
+        return items
+
+    def get(self, path: str, what: str, **query: str) -> dict[str, Any] | None:
+        """One object or list as JSON, or None when it does not exist or is not served (404)."""
         try:
             response = send(self.api, "GET", path, query=query)
         except Unreachable as error:
@@ -124,11 +157,29 @@ class Reader:
         if not 200 <= response.status <= 299:
             msg = f"preflight: listing {what} failed ({self.where}): {response.status} {status_message(text)}"
             raise LiveReadError(msg)
-        items: list[dict[str, Any]] = (json.loads(text) if text else {}).get("items") or []
-        return items
+        document: dict[str, Any] = json.loads(text) if text else {}
+        return document
 
 
-def read_live(source: Source) -> LiveCluster:
+def read_records(reader: Reader, namespace: str) -> Records:
+    """The ledger and the migration record in `namespace`; unreadable content is a LiveReadError (fail closed)."""
+    found = {}
+    for name, key in ((LEDGER_NAME, LEDGER_KEY), (MIGRATION_NAME, MIGRATION_KEY)):
+        configmap = reader.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}", f"ConfigMap {namespace}/{name}")
+        try:
+            found[name] = parse_record(configmap, key)
+        except LedgerError as error:
+            msg = f"preflight: {error}; nothing was changed"
+            raise LiveReadError(msg) from None
+    return Records(namespace, found[LEDGER_NAME], found[MIGRATION_NAME])
+
+
+def read_only_records(source: Source, namespace: str) -> Records:
+    """The records alone: what a stack without the preflight still reads, so it never skips a migration's phase."""
+    return read_records(Reader(source), namespace)
+
+
+def read_live(source: Source, records_namespace: str | None = None) -> LiveCluster:
     """Nodes, pods, DaemonSets, RuntimeClasses, and the ResourceSlices and ResourceClaims the cluster serves.
 
     Pods are the unfinished ones of every namespace. Each kind is listed once per preview; the DRA lists come from
@@ -152,4 +203,5 @@ def read_live(source: Source) -> LiveCluster:
         runtime_error = None
     except LiveReadError as error:
         runtime_classes, runtime_error = None, str(error).removeprefix("preflight: ")
-    return LiveCluster(nodes, slices, pods, daemonsets, claims, runtime_classes, runtime_error)
+    records = read_records(reader, records_namespace) if records_namespace else None
+    return LiveCluster(nodes, slices, pods, daemonsets, claims, runtime_classes, runtime_error, records)

@@ -20,6 +20,7 @@ from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig, needs_runtime_class
 from components.consumers import consumers_by_node, mechanism_of, other_mechanism
 from components.live import LiveCluster, Source, read_live
+from components.migration import Migration, check_ledger
 from components.node_facts import check_node, node_owner
 from components.publishers import foreign, labels_of, observe
 from components.refusals import Problem
@@ -204,12 +205,26 @@ def check_runtime_class(config: StackConfig, live: LiveCluster) -> list[Problem]
     ]
 
 
-def check(config: StackConfig, live: LiveCluster) -> list[Problem]:
-    """The whole preflight: node labels, who publishes and who holds the GPUs, node facts, the RuntimeClass."""
+def check_owner_changes(
+    config: StackConfig, live: LiveCluster, stack: str = "STACK", migration: Migration | None = None
+) -> list[Problem]:
+    """Every cohort whose owner the stack changes in one step from the cluster's ledger (`components.migration`)."""
+    if live.records is None:
+        return []
+    consumers = consumers_by_node(live.pods, live.claims)
+    records = live.records
+    return check_ledger(config, records.ledger, migration, live.nodes, consumers, stack, records.ledger_ref)
+
+
+def check(
+    config: StackConfig, live: LiveCluster, stack: str = "STACK", migration: Migration | None = None
+) -> list[Problem]:
+    """The whole preflight: node labels, who publishes and holds the GPUs, owner changes, node facts, RuntimeClass."""
     return (
         check_nodes(config, live.nodes)
         + check_publishers(config, live)
         + check_consumers(config, live)
+        + check_owner_changes(config, live, stack, migration)
         + check_node_facts(config, live.nodes)
         + check_runtime_class(config, live)
     )
@@ -245,6 +260,6 @@ def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
     )
 
 
-def read_cluster(cluster: ClusterConfig, target: ClusterTarget) -> LiveCluster:
-    """Nodes, pods, DaemonSets and ResourceSlices of the target; a LiveReadError when they cannot be read."""
-    return read_live(source_of(cluster, target))
+def read_cluster(cluster: ClusterConfig, target: ClusterTarget, records_namespace: str | None = None) -> LiveCluster:
+    """Nodes, pods, DaemonSets, ResourceSlices (and the ledger's records); a LiveReadError when they cannot be read."""
+    return read_live(source_of(cluster, target), records_namespace)

@@ -7,13 +7,16 @@ from typing import Any
 
 import pulumi
 
-from components.cluster import make_provider, resolve_target
+from components.cluster import ClusterTarget, make_provider, resolve_target
+from components.config import StackConfig
+from components.ledger import LedgerError
 from components.live import LiveReadError
+from components.migration import Migration, apply_to_raw, parse_migration, paused_cohorts
 from components.preflight import check, read_cluster
 from components.refusals import StackConfigError, redact
 from components.stack import HybridGpuCluster
 from components.validation import load_stack_config
-from policy.gpu_allocation.vocab.labels import PROJECT
+from policy.gpu_allocation.vocab.labels import MIGRATION_NAME, PROJECT
 
 
 def read_raw_config() -> dict[str, Any]:
@@ -50,6 +53,31 @@ def secret_config_keys() -> frozenset[str]:
     )
 
 
+def _mid_migration(
+    migration: Migration,
+    raw: dict[str, Any],
+    project_dir: Path,
+    target: ClusterTarget,
+    stack_file: str,
+    secret_keys: frozenset[str],
+) -> tuple[StackConfig, dict[str, Any]]:
+    """The config this phase of a migration installs: the record decides the cohort's owner, not the stack file."""
+    installs = migration.installs
+    doing = f"installs no owner for cohort {migration.cohort}" if installs is None else f"installs {installs} for it"
+    pulumi.log.warn(
+        f"mid-migration: {migration.describe()} (ConfigMap {MIGRATION_NAME}); this update {doing}; continue with "
+        f"`eks-hybrid-gpu migrate --stack {pulumi.get_stack()} --cohort {migration.cohort} --to {migration.to_owner}`"
+    )
+    changed, problems = apply_to_raw(raw, migration)
+    try:
+        if problems:
+            raise StackConfigError(problems, stack_file)
+        config = load_stack_config(changed, project_dir, target.facts, stack_file=stack_file, secret_keys=secret_keys)
+    except StackConfigError as error:
+        raise pulumi.RunError(str(error)) from None
+    return config, changed
+
+
 def run(project_dir: Path, *, render_dir: str | None = None) -> HybridGpuCluster:
     """Everything `__main__.py` does; a function so tests and the local runner can call it.
 
@@ -69,14 +97,23 @@ def run(project_dir: Path, *, render_dir: str | None = None) -> HybridGpuCluster
         config = load_stack_config(raw, project_dir, target.facts, stack_file=stack_file, secret_keys=secret_keys)
     except StackConfigError as error:
         raise pulumi.RunError(str(error)) from None
+    migration: Migration | None = None
     if config.cluster.preflight:
-        pulumi.log.info("preflight: reading the cohorts' nodes and who publishes their GPUs")
+        pulumi.log.info("preflight: reading the cohorts' nodes, who publishes their GPUs, and the ownership ledger")
         try:
-            live = read_cluster(config.cluster, target)
-        except LiveReadError as error:
+            live = read_cluster(config.cluster, target, config.namespaces.device_plugin)
+            records = live.records
+            migration = parse_migration(records.migration, records.migration_ref) if records else None
+        except (LiveReadError, LedgerError) as error:
             msg = f"{error}; nothing was changed"
             raise pulumi.RunError(msg) from None
-        problems = check(config, live)
+        if migration is not None:
+            config, raw = _mid_migration(migration, raw, project_dir, target, stack_file, secret_keys)
+        paused = paused_cohorts(migration)
+        # A cohort whose owner is being removed gets no allocator from this update, so nothing it installs can
+        # double-book; what still publishes or holds its GPUs is what `migrate` waits on before the install phase.
+        checked = config.model_copy(update={"cohorts": [c for c in config.cohorts if c.name not in paused]})
+        problems = check(checked, live, pulumi.get_stack(), migration)
         if problems:
             raise pulumi.RunError(
                 str(StackConfigError(redact(problems, raw, secret_keys), stack_file, subject="The live nodes"))
@@ -88,6 +125,8 @@ def run(project_dir: Path, *, render_dir: str | None = None) -> HybridGpuCluster
         project_dir=project_dir,
         secret_inputs=bool(secret_keys),
         render_only=render_only,
+        paused=paused_cohorts(migration),
+        migration=migration.as_json() if migration is not None else None,
         opts=pulumi.ResourceOptions(provider=provider),
     )
     pulumi.export("ownership", cluster.ownership)

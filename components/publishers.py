@@ -115,8 +115,12 @@ class Publisher:
             return f"opt the node out of the GPU Operator with {OPERANDS_OPT_OUT_LABEL}=false"
         if self.stamp is not None:
             return (
-                f"it was installed for cohort {self.stamp[1]}: make the node's labels and the cohort selectors agree "
-                "and run `pulumi up`, so that one cohort's allocator is left there"
+                f"it was installed for cohort {self.stamp[1]} ({self.stamp[0]}), and two allocators must not run on "
+                "one GPU even for the length of an update: to move this host to another cohort run `eks-hybrid-gpu "
+                "move-host NODE --to COHORT --drain` (docs/moving-hosts.md); to change the owner of cohort "
+                f"{self.stamp[1]} itself, keep its owner here and run `eks-hybrid-gpu migrate --stack STACK --cohort "
+                f"{self.stamp[1]} --to OWNER` (docs/migrating-owners.md); both remove the old allocator and wait until "
+                "its publication has ended before the new one starts"
             )
         target = self.controller or self.what
         return (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,8 @@ class HybridGpuCluster(pulumi.ComponentResource):
         project_dir: Path,
         secret_inputs: bool = False,
         render_only: bool = False,
+        paused: Collection[str] = (),
+        migration: Mapping[str, Any] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`secret_inputs`: some stack config was set as a secret, so the ownership map and ledger are secret.
@@ -104,6 +107,10 @@ class HybridGpuCluster(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
         mapping = ownership_map(config)
+        if paused and migration is not None:
+            mapping["migration"] = dict(migration)
+            for cohort_name in paused:
+                mapping["cohorts"][cohort_name]["installed"] = False
         OwnershipLedger(
             f"{name}-ledger",
             ownership=mapping,
@@ -125,6 +132,8 @@ class HybridGpuCluster(pulumi.ComponentResource):
         owners = [_ownership(config, index, cohort) for index, cohort in enumerate(config.cohorts)]
         for cohort, owned in zip(config.cohorts, owners, strict=True):
             child = f"{name}-{cohort.name}"
+            if cohort.name in paused:
+                continue
             if cohort.owner == "device-plugin":
                 releases[cohort.name] = DevicePlugin(
                     child,
@@ -177,6 +186,8 @@ class HybridGpuCluster(pulumi.ComponentResource):
             )
         jobs: dict[str, pulumi.Output[str]] = {}
         for cohort, owned in zip(config.cohorts, owners, strict=True):
+            if cohort.name in paused:
+                continue
             jobs[cohort.name] = SmokeJob(
                 f"{name}-{cohort.name}-smoke",
                 cohort=cohort,

@@ -19,6 +19,7 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "simulate": ("eks_hybrid_gpu.simulate.cli", "simulated GPU cohorts on the local cluster, to rehearse a change"),
     "inspect": ("eks_hybrid_gpu.inspection", "who owns and who really publishes each GPU node; DRA slices and claims"),
     "move-host": ("eks_hybrid_gpu.movehost", "move a GPU host between cohorts in order: cordon, drain, relabel, wait"),
+    "migrate": ("eks_hybrid_gpu.migrate", "change a cohort's owner in order: remove, wait, install; never two at once"),
     "smoke": ("eks_hybrid_gpu.smoke", "smoke Job state, results captured before their TTL, claim release check"),
     "review": ("eks_hybrid_gpu.review", "render the stack at the working tree and at a git ref: tree, diff, summary"),
 }

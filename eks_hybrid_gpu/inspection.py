@@ -25,6 +25,7 @@ from components import consumers as gpu_consumers
 from components import node_facts
 from components.config import show
 from components.dra_objects import DRIVER
+from components.ledger import LedgerError, parse_record
 from components.preflight import matches
 from components.publishers import Finding, NodePublishers, findings, observe
 from eks_hybrid_gpu.cli import run_command
@@ -46,6 +47,8 @@ from policy.gpu_allocation.vocab.labels import (
     LABEL_PREFIX,
     LEDGER_KEY,
     LEDGER_NAME,
+    MIGRATION_KEY,
+    MIGRATION_NAME,
     OWNERS,
 )
 
@@ -77,17 +80,15 @@ class Snapshot:
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
     all_claims: list[dict[str, Any]] = field(default_factory=list)
     """ResourceClaims of every namespace: who holds DRA devices on which node."""
+    migration: dict[str, Any] | None = None
+    """The owner change `eks-hybrid-gpu migrate` records beside the ledger, while one is under way."""
 
 
 def read_ledger(kube: Kube, ledger_ref: str) -> dict[str, Any] | None:
     """The ownership map of ConfigMap NAMESPACE/NAME, or None when it does not exist."""
     namespace, name = ledger_ref.split("/", 1)
     found = kube.get_or_none(f"/api/v1/namespaces/{segment(namespace)}/configmaps/{segment(name)}")
-    text = ((found or {}).get("data") or {}).get(LEDGER_KEY)
-    if not text:
-        return None
-    ledger: dict[str, Any] = json.loads(text)
-    return ledger
+    return parse_record(found, LEDGER_KEY)
 
 
 def _list(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]]:
@@ -110,7 +111,11 @@ def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snap
     pods = _list(kube, PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
     daemonsets = _list(kube, DAEMONSETS, "DaemonSets")
     ledger = read_ledger(kube, ledger_ref)
-    return Snapshot(nodes, slices, claims, ledger, ledger_ref, namespace, pods, daemonsets, all_claims)
+    ledger_namespace = ledger_ref.split("/", 1)[0]
+    migration = parse_record(
+        kube.get_or_none(f"/api/v1/namespaces/{segment(ledger_namespace)}/configmaps/{MIGRATION_NAME}"), MIGRATION_KEY
+    )
+    return Snapshot(nodes, slices, claims, ledger, ledger_ref, namespace, pods, daemonsets, all_claims, migration)
 
 
 def node_owner(labels: Mapping[str, str], ledger: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -277,6 +282,7 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
             "configMap": snapshot.ledger_ref,
             "found": snapshot.ledger is not None,
             "operatorMode": (snapshot.ledger or {}).get("operatorMode"),
+            "migration": snapshot.migration,
         },
         "nodes": nodes,
         "findings": [f.as_json() for f in all_findings],
@@ -311,6 +317,14 @@ def render(document: Mapping[str, Any]) -> str:
     ledger = document["ledger"]
     source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
     lines = [f"GPU nodes (owners from ConfigMap {source}):"]
+    migration = ledger.get("migration")
+    if migration:
+        lines.insert(
+            0,
+            f"Migration under way: cohort {migration.get('cohort')} from {migration.get('from')} to "
+            f"{migration.get('to')}, phase {migration.get('phase')} (ConfigMap {MIGRATION_NAME}); continue it with "
+            f"`eks-hybrid-gpu migrate --stack STACK --cohort {migration.get('cohort')} --to {migration.get('to')}`\n",
+        )
     rows: list[tuple[str, ...]] = [
         (
             "node",
@@ -400,6 +414,9 @@ def run(args: argparse.Namespace) -> int:
     except KubeAccessError as error:
         print(f"inspect: {error}", file=sys.stderr)
         return ACCESS_EXIT_CODE
+    except LedgerError as error:
+        print(f"inspect: {error}", file=sys.stderr)
+        return 1
     except (KubeApiError, ValueError) as error:
         print(f"inspect: the API server answered {error}", file=sys.stderr)
         return 1

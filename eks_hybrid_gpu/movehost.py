@@ -98,6 +98,13 @@ def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> 
         raise MoveRefused(msg)
     selector: Mapping[str, str] = target.get("nodeSelector") or {}
     recorded = state.transit
+    if recorded is not None and recorded.get("migration"):
+        msg = (
+            f"node {state.name} belongs to cohort {recorded.get('to')}, whose owner is being changed "
+            f"({recorded.get('migration')}); finish that with `eks-hybrid-gpu migrate --stack STACK --cohort "
+            f"{recorded.get('to')} --to {str(recorded.get('migration')).split('->')[-1]}` first"
+        )
+        raise MoveRefused(msg)
     if recorded is not None and recorded.get("to") != to:
         msg = (
             f"node {state.name} is being moved to cohort {recorded.get('to')}; finish that move with "

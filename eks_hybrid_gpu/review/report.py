@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from components.migration import Migration, steps, unsupported
 from eks_hybrid_gpu.review.render import PolicyResult, Render
 
 MAX_INLINE_DIFF_LINES = 300
@@ -154,6 +155,38 @@ def ownership_changes(base: Mapping[str, Any] | None, head: Mapping[str, Any] | 
     return lines
 
 
+def owner_migrations(base: Mapping[str, Any] | None, head: Mapping[str, Any] | None, stack: str) -> list[str]:
+    """Markdown for each cohort whose owner the head changes: the phases `migrate` runs, or the documented path.
+
+    The preview refuses such a change made in one `pulumi up` (two allocators for the length of the update), so
+    the diff below is where the migration ends, not what one update does.
+    """
+    before = (base or {}).get("cohorts") or {}
+    after = (head or {}).get("cohorts") or {}
+    out: list[str] = []
+    for name in sorted(set(before) & set(after)):
+        old, new = str(before[name].get("owner")), str(after[name].get("owner"))
+        old_mode, new_mode = (base or {}).get("operatorMode"), (head or {}).get("operatorMode")
+        if old == new and not (old == "gpu-operator" and old_mode != new_mode):
+            continue
+        why_not = unsupported(old, old_mode, new, new_mode)
+        if why_not is not None:
+            out += [f"- cohort `{name}`: `{old}` → `{new}` is not supported in place: {why_not}", ""]
+            continue
+        hosts = before[name].get("nodeSelector") or {}
+        command = f"eks-hybrid-gpu migrate --stack {stack} --cohort {name} --to {new}"
+        out += [
+            f"- cohort `{name}`: owner `{old}` → `{new}` on the hosts `{_selector(hosts)}`. A plain `pulumi up` "
+            f"of this change is refused at preview; after merging, run `{command}` (add `--drain` to evict the pods "
+            "holding its GPUs), which runs:",
+            "",
+        ]
+        planned = Migration(name, old, new, "cordon", hosts, ("the cohort's nodes",), ("the cohort's nodes",))
+        out += [f"  {line}" for line in steps(planned)]
+        out.append("")
+    return out
+
+
 def _mermaid_id(prefix: str, name: str) -> str:
     return prefix + "_" + re.sub(r"[^A-Za-z0-9]", "_", name)
 
@@ -244,6 +277,12 @@ def summary(review: Review, policy_names: Sequence[str]) -> str:
         f"**{counts['added']} added, {counts['changed']} changed, {counts['removed']} removed** "
         f"({len(review.head.tree) - counts['added'] - counts['changed']} unchanged)"
     )
+
+    migrations = owner_migrations(review.base.ownership, review.head.ownership, review.stack)
+    if migrations:
+        out += ["", "### Owner migrations", ""]
+        out.append("This change moves a cohort to another owner; the objects below are where the migration ends.")
+        out += ["", *migrations]
 
     out += ["", "### Objects by kind", ""]
     statuses = ("added", "changed", "removed", "unchanged")

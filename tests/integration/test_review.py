@@ -186,6 +186,9 @@ def test_owner_flip_moves_the_daemonsets_and_the_ledger(render_env: RenderEnv, t
 
     text = summary(result, [])
     assert "- cohort `gpu-a`: owner `device-plugin` → `dra`" in text
+    migration = text.split("### Owner migrations")[1].split("###")[0]
+    assert f"run `eks-hybrid-gpu migrate --stack {result.stack} --cohort gpu-a --to dra`" in migration
+    assert "3. [wait-unpublished] wait until no allocator pod is left" in migration
     before, after = text.split("**After (head)**")
     assert "| `gpu-a` | `device-plugin` | none | `gpu-system` |" in before
     assert "| `gpu-a` | `dra` | none | `gpu-dra-system` |" in after

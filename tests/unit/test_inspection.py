@@ -123,7 +123,12 @@ def test_report_keeps_gpu_nodes_only_and_projects_like_the_seed() -> None:
     document = inspection.report(snapshot([CLAIM]))
 
     assert document["cluster"] is None
-    assert document["ledger"] == {"configMap": "gpu-system/gpu-allocation-ledger", "found": True, "operatorMode": None}
+    assert document["ledger"] == {
+        "configMap": "gpu-system/gpu-allocation-ledger",
+        "found": True,
+        "operatorMode": None,
+        "migration": None,
+    }
     assert [(n["name"], n["owner"], n["gpuResources"], n["draDevices"]) for n in document["nodes"]] == [
         ("auto-0", None, {"nvidia.com/gpu": "1"}, 0),
         ("gpu-a", "device-plugin", {"nvidia.com/gpu.shared": "8"}, 0),

@@ -79,3 +79,11 @@ def test_the_label_key_reaches_cel_quoted() -> None:
     assert expression.count(f'"{KEY}"') == 4
     assert "object.spec.unschedulable == true" in expression
     assert "eks-hybrid-gpu move-host NODE --to COHORT" in refusal_message(KEY)
+
+
+def test_a_node_mid_migration_is_not_moved() -> None:
+    record = json.dumps({"to": "plugin", "migration": "device-plugin->dra", "cordonedByUs": True})
+    with pytest.raises(
+        MoveRefused, match=r"finish that with `eks-hybrid-gpu migrate --stack STACK --cohort plugin --to dra`"
+    ):
+        plan_move(state(HYBRID_PLUGIN, {TRANSIT_ANNOTATION: record}), COHORTS, "dra")

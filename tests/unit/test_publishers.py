@@ -258,8 +258,12 @@ def test_our_pod_of_another_cohort_disagrees_with_the_ledger() -> None:
             "disagrees-with-ledger",
             f"the ledger gives it to cohort dra (dra), but it is also published by {OURS_DP}-x7k2p (a device "
             "plugin run by DaemonSet gpu-system/hybrid-gpu-plugin-nvidia-device-plugin, stamped for cohort plugin "
-            "(device-plugin)): it was installed for cohort plugin: make the node's labels and the cohort selectors "
-            "agree and run `pulumi up`, so that one cohort's allocator is left there",
+            "(device-plugin)): it was installed for cohort plugin (device-plugin), and two allocators must not run "
+            "on one GPU even for the length of an update: to move this host to another cohort run `eks-hybrid-gpu "
+            "move-host NODE --to COHORT --drain` (docs/moving-hosts.md); to change the owner of cohort plugin "
+            "itself, keep its owner here and run `eks-hybrid-gpu migrate --stack STACK --cohort plugin --to OWNER` "
+            "(docs/migrating-owners.md); both remove the old allocator and wait until its publication has ended "
+            "before the new one starts",
         )
     ]
 

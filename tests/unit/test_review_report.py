@@ -112,6 +112,7 @@ def test_summary_shape() -> None:
     headings = re.findall(r"^#+ .*$", text, re.MULTILINE)
     assert headings == [
         "## GPU allocation review: stack `local`",
+        "### Owner migrations",
         "### Objects by kind",
         "### Changed objects",
         "### Cohort → owner",
@@ -137,6 +138,9 @@ def test_summary_ownership_before_and_after() -> None:
     assert row.format(owner="device-plugin", ns="gpu-system", label=LABEL) in before
     assert row.format(owner="dra", ns="gpu-dra-system", label=LABEL) in after.split("###")[0]
     assert "- cohort `gpu`: owner `device-plugin` → `dra`" in text
+    migration = text.split("### Owner migrations")[1].split("###")[0]
+    assert "run `eks-hybrid-gpu migrate --stack local --cohort gpu --to dra`" in migration
+    assert "2. [remove] `pulumi up` with no owner for cohort gpu" in migration
     assert "- cohort `gpu`: namespace `gpu-system` → `gpu-dra-system`" in text
     assert "✅ no mandatory policy violation · 0 advisory" in text
 

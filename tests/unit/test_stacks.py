@@ -169,7 +169,9 @@ def test_eks_stack_provider_uses_exec_auth_from_the_describe(
 ) -> None:
     seen: list[tuple[Any, ...]] = []
 
-    def read_cluster(cluster: ClusterConfig, target: ClusterTarget) -> LiveCluster:
+    def read_cluster(
+        cluster: ClusterConfig, target: ClusterTarget, records_namespace: str | None = None
+    ) -> LiveCluster:
         seen.append((target.kubeconfig_path, target.kubeconfig_content, target.context))
         return LiveCluster(list(NODES[stack]))
 

@@ -39,6 +39,10 @@ LEDGER_NAME: Final = "gpu-allocation-ledger"
 LEDGER_KEY: Final = "ownership.json"
 """Ledger data key. JSON: {"cohorts": {name: {"owner", "nodeSelector", "sharing", "namespace"}},
 "operatorMode": null | "cluster-policy" | "gpu-cluster"}."""
+MIGRATION_NAME: Final = "gpu-allocation-migration"
+"""ConfigMap beside the ledger that `eks-hybrid-gpu migrate` writes while it changes a cohort's owner."""
+MIGRATION_KEY: Final = "migration.json"
+"""Migration data key. JSON: {"cohort", "from", "to", "phase", "nodeSelector", "nodes", "cordonedByUs", "drain"}."""
 
 COMPUTE_TYPE_LABEL: Final = "eks.amazonaws.com/compute-type"
 HYBRID: Final = "hybrid"

@@ -1,0 +1,253 @@
+"""Changing a cohort's owner in order: the migration record, what the program installs meanwhile, and the refusals.
+
+A one-step owner change (the stack file says `dra` where the cluster's ledger says `device-plugin`) would run
+both allocators on the same GPUs for the length of the update, and leave a pod that holds a GPU through the old
+one beside a new allocator that publishes it as free. So the preview refuses it and names
+`eks-hybrid-gpu migrate`, which records each phase in ConfigMap `gpu-allocation-migration` beside the ledger.
+The program reads that record: before the old owner is removed it installs the old owner, while it is being
+removed and its publication ends it installs no owner for the cohort, and from the install phase on the new
+one, whatever the stack file says meanwhile; so a plain `pulumi up` neither reinstalls the old owner nor skips
+ahead. Pure functions over plain data; the callers read the cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from components.config import StackConfig
+from components.consumers import Consumer
+from components.ledger import LedgerError
+from components.refusals import Problem
+
+PHASES: Final = ("cordon", "remove", "wait-unpublished", "install", "wait-published", "uncordon")
+"""The phases `migrate` records, in order; a re-run resumes from the recorded one."""
+PAUSED_PHASES: Final = ("remove", "wait-unpublished")
+"""Phases in which the program installs no owner for the cohort."""
+SUPPORTED: Final = frozenset({("device-plugin", "dra"), ("dra", "device-plugin")})
+"""(from, to) owner changes `migrate` runs; see docs/migrating-owners.md."""
+DOC: Final = "docs/migrating-owners.md"
+NEW_INSTALLATION: Final = (
+    "use the new-installation path: remove the cohort from the stack and run `pulumi up` (its GPUs stop being "
+    "allocatable), check with `eks-hybrid-gpu inspect` that nothing publishes them and no pod holds them, then "
+    "declare the GPUCluster cohort as a new installation (or install it in a new cluster)"
+)
+
+
+@dataclass(frozen=True)
+class Migration:
+    """One cohort's owner change under way, as `migrate` records it in the cluster."""
+
+    cohort: str
+    from_owner: str
+    to_owner: str
+    phase: str
+    node_selector: Mapping[str, str]
+    """The hosts' selector, kept through the change (a default selector would change with the owner)."""
+    nodes: tuple[str, ...] = ()
+    cordoned_by_us: tuple[str, ...] = ()
+    drain: bool = False
+
+    @property
+    def installs(self) -> str | None:
+        """The owner the program installs for the cohort in this phase; None while the old one is removed."""
+        if self.phase in PAUSED_PHASES:
+            return None
+        return self.from_owner if PHASES.index(self.phase) < PHASES.index("remove") else self.to_owner
+
+    def describe(self) -> str:
+        """`cohort plugin from device-plugin to dra, phase remove`."""
+        return f"cohort {self.cohort} from {self.from_owner} to {self.to_owner}, phase {self.phase}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The record's content."""
+        return {
+            "cohort": self.cohort,
+            "from": self.from_owner,
+            "to": self.to_owner,
+            "phase": self.phase,
+            "nodeSelector": dict(sorted(self.node_selector.items())),
+            "nodes": list(self.nodes),
+            "cordonedByUs": list(self.cordoned_by_us),
+            "drain": self.drain,
+        }
+
+    def at(self, phase: str) -> Migration:
+        """The same migration in another phase."""
+        return Migration(
+            self.cohort,
+            self.from_owner,
+            self.to_owner,
+            phase,
+            self.node_selector,
+            self.nodes,
+            self.cordoned_by_us,
+            self.drain,
+        )
+
+
+def steps(migration: Migration) -> list[str]:
+    """The plan, one line per phase from the recorded one on."""
+    nodes = ", ".join(migration.nodes)
+    c, old, new = migration.cohort, migration.from_owner, migration.to_owner
+    lines = {
+        "cordon": f"cordon {nodes} and {'evict' if migration.drain else 'wait for'} the pods holding their GPUs",
+        "remove": f"`pulumi up` with no owner for cohort {c}: {old}'s release for it goes, other cohorts untouched",
+        "wait-unpublished": f"wait until no allocator pod is left on {nodes} and their publication has ended",
+        "install": f"`pulumi up` with cohort {c} owned by {new} (selector {dict(migration.node_selector)})",
+        "wait-published": f"wait until {new}'s allocator is Ready and publishing on {nodes}",
+        "uncordon": f"uncordon {', '.join(migration.cordoned_by_us) or 'nothing (all were cordoned before)'}, "
+        "clear the record, write the new owner into the stack file",
+    }
+    return [
+        f"{i}. [{p}] {lines[p]}" for i, p in enumerate(PHASES, 1) if PHASES.index(p) >= PHASES.index(migration.phase)
+    ]
+
+
+def parse_migration(record: Mapping[str, Any] | None, where: str) -> Migration | None:
+    """The record `components.ledger.parse_record` read, checked; a LedgerError when a field is unusable."""
+    if record is None:
+        return None
+    try:
+        selector = record["nodeSelector"]
+        migration = Migration(
+            cohort=str(record["cohort"]),
+            from_owner=str(record["from"]),
+            to_owner=str(record["to"]),
+            phase=str(record["phase"]),
+            node_selector={str(k): str(v) for k, v in dict(selector).items()},
+            nodes=tuple(str(n) for n in record.get("nodes") or []),
+            cordoned_by_us=tuple(str(n) for n in record.get("cordonedByUs") or []),
+            drain=bool(record.get("drain")),
+        )
+    except (KeyError, TypeError, ValueError) as error:
+        msg = f"{where} lacks a usable field ({error}); it is written by `eks-hybrid-gpu migrate`: run it again"
+        raise LedgerError(msg) from None
+    if migration.phase not in PHASES or (migration.from_owner, migration.to_owner) not in SUPPORTED:
+        msg = (
+            f"{where} records phase {migration.phase!r} of {migration.from_owner} -> {migration.to_owner}, which "
+            f"`eks-hybrid-gpu migrate` never writes; phases: {', '.join(PHASES)}"
+        )
+        raise LedgerError(msg)
+    return migration
+
+
+def apply_to_raw(raw: Mapping[str, Any], migration: Migration) -> tuple[dict[str, Any], list[Problem]]:
+    """The raw stack config with the migrating cohort's owner and selector as the recorded phase needs them.
+
+    The stack file may say either owner meanwhile (the old one, or the new one after the refused one-step
+    edit); the record decides. While the cohort is paused it keeps the old owner in the config (so the
+    preflight judges its nodes against what is still there) and the program installs nothing for it.
+    """
+    changed = copy.deepcopy(dict(raw))
+    cohorts = changed.get("cohorts")
+    names = [c.get("name") for c in cohorts if isinstance(c, dict)] if isinstance(cohorts, list) else []
+    if migration.cohort not in names or not isinstance(cohorts, list):
+        problem = Problem(
+            "cohorts",
+            f"has no cohort {migration.cohort}, which is mid-migration in the cluster ({migration.describe()}); "
+            f"put it back and finish with `eks-hybrid-gpu migrate --stack STACK --cohort {migration.cohort} "
+            f"--to {migration.to_owner}`",
+        )
+        return changed, [problem]
+    entry = cohorts[names.index(migration.cohort)]
+    entry["owner"] = migration.installs or migration.from_owner
+    entry["nodeSelector"] = dict(migration.node_selector)
+    return changed, []
+
+
+def paused_cohorts(migration: Migration | None) -> frozenset[str]:
+    """Cohorts the program installs no owner (and no smoke Job) for."""
+    return frozenset({migration.cohort}) if migration is not None and migration.installs is None else frozenset()
+
+
+def unsupported(old: str, old_mode: str | None, new: str, new_mode: str | None) -> str | None:
+    """Why `migrate` does not run this owner change and what to do instead; None when it does."""
+    to_gpu_cluster = new == "gpu-operator" and new_mode == "gpu-cluster"
+    if old == "gpu-operator" and old_mode == "cluster-policy" and to_gpu_cluster:
+        return (
+            "an in-place migration from ClusterPolicy to GPUCluster is not supported (GPUCluster cannot coexist "
+            f"with ClusterPolicy, and the Operator documents no in-place path); {NEW_INSTALLATION}"
+        )
+    if old == "dra" and to_gpu_cluster:
+        return (
+            "an in-place migration from a standalone DRA release to GPUCluster is not supported (two DRA drivers "
+            f"for one GPU, and the Operator documents no adoption of a standalone release); {NEW_INSTALLATION}"
+        )
+    if (old, new) in SUPPORTED:
+        return None
+    return (
+        f"`eks-hybrid-gpu migrate` changes device-plugin <-> dra only; {old} -> {new} involves the GPU Operator, whose "
+        "operands are placed cluster-wide by its own labels: remove the cohort and run `pulumi up`, check with "
+        "`eks-hybrid-gpu inspect` that nothing publishes its GPUs and no pod holds them, then add it with the new "
+        f"owner (see {DOC})"
+    )
+
+
+def _matches(selector: Mapping[str, str], node: Mapping[str, Any]) -> bool:
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+def check_ledger(
+    config: StackConfig,
+    ledger: Mapping[str, Any] | None,
+    migration: Migration | None,
+    nodes: Sequence[Mapping[str, Any]],
+    consumers: Mapping[str, Sequence[Consumer]],
+    stack: str,
+    ledger_ref: str,
+) -> list[Problem]:
+    """Every cohort whose owner this stack changes in one step from what the cluster's ledger records.
+
+    Same cohort name, another owner: refused with the order-keeping command, or with the documented path when
+    `migrate` does not run that change. A cohort new to the ledger, or one the stack no longer declares, is
+    not a migration. A cohort mid-migration is the record's business (`apply_to_raw`).
+    """
+    if ledger is None:
+        return []
+    problems: list[Problem] = []
+    recorded: Mapping[str, Any] = ledger.get("cohorts") or {}
+    old_mode = ledger.get("operatorMode")
+    new_mode = config.operator.mode if config.cohorts_of("gpu-operator") else None
+    for i, cohort in enumerate(config.cohorts):
+        before = recorded.get(cohort.name)
+        if not isinstance(before, Mapping) or (migration is not None and migration.cohort == cohort.name):
+            continue
+        old = str(before.get("owner"))
+        if old == cohort.owner and not (old == "gpu-operator" and old_mode != new_mode):
+            continue
+        selector: Mapping[str, str] = before.get("nodeSelector") or {}
+        hosts = sorted(str(n["metadata"]["name"]) for n in nodes if _matches(selector, n))
+        held = [c for host in hosts for c in consumers.get(host, [])]
+        in_use = "; ".join(c.describe() for c in held) or "none"
+        was = f"{old} ({old_mode})" if old == "gpu-operator" else old
+        now = f"{cohort.owner} ({new_mode})" if cohort.owner == "gpu-operator" else cohort.owner
+        head = (
+            f"changes cohort {cohort.name}'s owner in one step, {was} -> {now} (the cluster's ledger {ledger_ref} "
+            f"records {was}), on nodes {', '.join(hosts) or 'none now'}; GPUs in use there: {in_use}"
+        )
+        why_not = unsupported(old, old_mode, cohort.owner, new_mode)
+        if why_not is not None:
+            problems.append(Problem(f"cohorts[{i}].owner", f"{head}; {why_not}"))
+            continue
+        keep = ""
+        if dict(cohort.selector(config.cohort_label_key)) != dict(selector):
+            keep = (
+                f" (it keeps the hosts' selector {dict(sorted(selector.items()))}, where this stack's would be "
+                f"{cohort.selector(config.cohort_label_key)}: a default selector changes with the owner)"
+            )
+        drain = " --drain" if held else ""
+        problems.append(
+            Problem(
+                f"cohorts[{i}].owner",
+                f"{head}; changed in one `pulumi up`, Pulumi creates the new owner before it deletes the old one, so "
+                "both allocators run on those GPUs, and a pod holding one through the old owner keeps it while the "
+                f"new one publishes it as free: change it in order with `eks-hybrid-gpu migrate --stack {stack} "
+                f"--cohort {cohort.name} --to {cohort.owner}{drain}`, which removes the old owner, waits until its "
+                f"publication has ended, then installs the new one{keep}; see {DOC}",
+            )
+        )
+    return problems

@@ -1,0 +1,105 @@
+"""Writing a cohort's new owner into a stack file by a text edit, so its comments and layout stay as they were.
+
+`migrate` ends by making the repository agree with the cluster. The edit changes the cohort's `owner:` line and,
+when the cohort used the default selector (which is derived from the owner), pins the hosts' selector under it.
+The result is read back and checked; whatever cannot be edited safely is returned as the exact edit to make.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from policy.gpu_allocation.vocab.labels import PROJECT
+
+_ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<rest>.*)$")
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
+
+
+def _scalar(value: str) -> str:
+    return (
+        value if _PLAIN.fullmatch(value) and value not in ("true", "false", "null", "yes", "no") else json.dumps(value)
+    )
+
+
+def _cohort_of(document: Mapping[str, Any], name: str) -> Mapping[str, Any] | None:
+    cohorts = (document.get("config") or {}).get(f"{PROJECT}:cohorts")
+    for entry in cohorts if isinstance(cohorts, list) else []:
+        if isinstance(entry, Mapping) and entry.get("name") == name:
+            return entry
+    return None
+
+
+def wanted_edit(cohort: str, owner: str, selector: Mapping[str, str]) -> str:
+    """The edit in words, for a person to make by hand."""
+    pinned = ", ".join(f"{k}: {v}" for k, v in sorted(selector.items()))
+    return f"in {PROJECT}:cohorts, the cohort named {cohort}: set `owner: {owner}` and `nodeSelector: {{{pinned}}}`"
+
+
+def edited(text: str, cohort: str, owner: str, selector: Mapping[str, str]) -> str | None:
+    """The stack file's text with the cohort's owner (and, if absent, its selector) set; None when not safely found."""
+    lines = text.splitlines(keepends=True)
+    start = None
+    for i, line in enumerate(lines):
+        match = _ITEM.match(line)
+        if match is None:
+            continue
+        end = next(
+            (
+                j
+                for j in range(i + 1, len(lines))
+                if lines[j].strip()
+                and len(lines[j]) - len(lines[j].lstrip()) <= len(match["indent"])
+                and not lines[j].lstrip().startswith("#")
+            ),
+            len(lines),
+        )
+        block = "".join(lines[i:end])
+        if re.search(rf"(^|\n)\s*-?\s*name:\s*['\"]?{re.escape(cohort)}['\"]?\s*(#.*)?\n", block + "\n"):
+            start = (i, end, len(match["indent"]) + 2)
+            break
+    if start is None:
+        return None
+    first, end, indent = start
+    owner_line = None
+    has_selector = False
+    for j in range(first, end):
+        body = lines[j][indent:] if j > first else lines[j].lstrip()[2:]
+        if re.match(r"owner:\s*", body):
+            owner_line = j
+        if re.match(r"nodeSelector:", body):
+            has_selector = True
+    if owner_line is None:
+        return None
+    lines[owner_line] = re.sub(r"owner:\s*[^#\n]*?(\s*(#.*)?)$", rf"owner: {owner}\1", lines[owner_line].rstrip("\n"))
+    lines[owner_line] += "\n"
+    if not has_selector:
+        pad = " " * indent
+        pinned = [f"{pad}nodeSelector:\n"] + [f"{pad}  {k}: {_scalar(v)}\n" for k, v in sorted(selector.items())]
+        lines[owner_line + 1 : owner_line + 1] = pinned
+    result = "".join(lines)
+    try:
+        entry = _cohort_of(yaml.safe_load(result) or {}, cohort)
+    except yaml.YAMLError:
+        return None
+    if entry is None or entry.get("owner") != owner or dict(entry.get("nodeSelector") or {}) != dict(selector):
+        return None
+    return result
+
+
+def write_owner(path: Path, cohort: str, owner: str, selector: Mapping[str, str]) -> str | None:
+    """Edit the stack file in place; None when done (or already so), else the edit a person must make."""
+    text = path.read_text()
+    entry = _cohort_of(yaml.safe_load(text) or {}, cohort)
+    if entry is not None and entry.get("owner") == owner and dict(entry.get("nodeSelector") or {}) == dict(selector):
+        return None
+    result = edited(text, cohort, owner, selector)
+    if result is None:
+        return wanted_edit(cohort, owner, selector)
+    path.write_text(result)
+    return None

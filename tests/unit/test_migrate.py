@@ -1,0 +1,290 @@
+"""`migrate` against an in-memory API: the plan, its refusals, the phase order, --dry-run and resuming.
+
+The fake `pulumi up` does what the real one does to the allocator pods (the integration test runs the real
+engine): the remove phase deletes the old owner's pods and publication, the install phase starts the new one's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.config import StackConfig
+from components.ledger import ownership_map
+from eks_hybrid_gpu import migrate, transit
+from eks_hybrid_gpu.cli import parser
+from eks_hybrid_gpu.kubeclient import KubeApiError
+from policy.gpu_allocation.vocab.labels import COHORT_LABEL, OWNER_LABEL
+from tests.support.configs import PLUGIN_COHORT, _base_config, cohort, hybrid_node
+
+pytestmark = pytest.mark.unit
+
+NS = "gpu-system"
+LEDGER = f"/api/v1/namespaces/{NS}/configmaps/gpu-allocation-ledger"
+RECORD = f"/api/v1/namespaces/{NS}/configmaps/gpu-allocation-migration"
+NODES = ("gpu-1", "gpu-2")
+
+
+def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class FakeKube:
+    """Objects by path; lists by prefix; what `transit` and `migrate` call."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.writes: list[str] = []
+
+    def get(self, path: str, **_: Any) -> dict[str, Any]:
+        if path not in self.objects:
+            raise KubeApiError(404, f"{path} not found")
+        return copy.deepcopy(self.objects[path])
+
+    def get_or_none(self, path: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.objects.get(path))
+
+    def items(self, path: str, **query: Any) -> list[dict[str, Any]]:
+        found = [copy.deepcopy(o) for p, o in sorted(self.objects.items()) if p.rsplit("/", 1)[0] == path]
+        selector = str(query.get("fieldSelector", ""))
+        if selector.startswith("spec.nodeName="):
+            found = [o for o in found if o["spec"].get("nodeName") == selector.split("=", 1)[1]]
+        return found
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(f"create {path}")
+        self.objects[f"{path}/{body['metadata']['name']}"] = copy.deepcopy(body)
+        return body
+
+    def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(f"patch {path}")
+        _merge(self.objects[path], body)
+        return self.objects[path]
+
+    def delete(self, path: str, **_: Any) -> bool:
+        self.writes.append(f"delete {path}")
+        return self.objects.pop(path, None) is not None
+
+
+def _pod(node: str, owner: str) -> tuple[str, dict[str, Any]]:
+    name = f"{owner}-{node}"
+    binary = "nvidia-device-plugin" if owner == "device-plugin" else "gpu-kubelet-plugin"
+    pod = {
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "uid": name,
+            "labels": {OWNER_LABEL: owner, COHORT_LABEL: "plugin"},
+        },
+        "spec": {"nodeName": node, "containers": [{"name": "plugin", "image": "x", "command": [binary]}]},
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+    return f"/api/v1/pods/{name}", pod
+
+
+def publish(kube: FakeKube, owner: str | None) -> None:
+    """What the kubelet shows with `owner`'s allocator on each node (None: no allocator)."""
+    for node in NODES:
+        for other in ("device-plugin", "dra"):
+            kube.objects.pop(_pod(node, other)[0], None)
+            kube.objects.pop(f"{transit.SLICES}/{node}-slice", None)
+        allocatable = {"nvidia.com/gpu": "4" if owner == "device-plugin" else "0"}
+        kube.objects[f"/api/v1/nodes/{node}"]["status"] = {"allocatable": allocatable}
+        if owner is not None:
+            path, pod = _pod(node, owner)
+            kube.objects[path] = pod
+        if owner == "dra":
+            kube.objects[f"{transit.SLICES}/{node}-slice"] = {
+                "metadata": {"name": f"{node}-slice"},
+                "spec": {"nodeName": node, "driver": "gpu.nvidia.com"},
+            }
+
+
+def cluster() -> FakeKube:
+    kube = FakeKube()
+    for node in NODES:
+        kube.objects[f"/api/v1/nodes/{node}"] = {**hybrid_node(node, "device-plugin"), "spec": {}}
+    ledger = ownership_map(StackConfig.model_validate(_base_config(cohorts=[cohort(PLUGIN_COHORT)])))
+    kube.objects[LEDGER] = {
+        "metadata": {"name": "gpu-allocation-ledger", "namespace": NS},
+        "data": {"ownership.json": json.dumps(ledger)},
+    }
+    publish(kube, "device-plugin")
+    return kube
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "stacks").mkdir()
+    config = _base_config(cohorts=[cohort(PLUGIN_COHORT)])
+    config["cluster"]["preflight"] = True
+    document = {"config": {f"eks-hybrid-gpu:{k}": v for k, v in config.items()}}
+    (tmp_path / "stacks" / "Pulumi.t.yaml").write_text("# the team's stack\n" + yaml.safe_dump(document))
+    return tmp_path
+
+
+def _args(project: Path, *extra: str, to: str = "dra") -> argparse.Namespace:
+    argv = ["migrate", "--stack", "t", "--cohort", "plugin", "--to", to, "--project-dir", str(project), *extra]
+    return parser("migrate").parse_args(argv)
+
+
+class FakeUp:
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube = kube
+        self.calls: list[str] = []
+
+    def __call__(self, why: str) -> None:
+        phase = json.loads(self.kube.objects[RECORD]["data"]["migration.json"])["phase"]
+        self.calls.append(phase)
+        publish(self.kube, None if phase == "remove" else "dra")
+
+
+def test_dry_run_prints_the_plan_and_writes_nothing(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kube = cluster()
+    before = copy.deepcopy(kube.objects)
+    up = FakeUp(kube)
+    stack = migrate.read_stack_file("t", project)
+
+    assert migrate.migrate(kube, stack, _args(project, "--dry-run"), up) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert kube.objects == before
+    assert kube.writes == []
+    assert up.calls == []
+    assert "1. [cordon] cordon gpu-1, gpu-2 and wait for the pods holding their GPUs" in out
+    assert "4. [install] `pulumi up` with cohort plugin owned by dra" in out
+    assert "--dry-run: nothing was changed" in out
+
+
+def test_the_phases_run_in_order_and_the_stack_file_gets_the_new_owner(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kube = cluster()
+    kube.objects["/api/v1/nodes/gpu-2"]["spec"]["unschedulable"] = True  # cordoned by someone else
+    up = FakeUp(kube)
+    stack = migrate.read_stack_file("t", project)
+
+    assert migrate.migrate(kube, stack, _args(project, "--timeout", "5"), up) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert up.calls == ["remove", "install"]
+    recorded = [line.split("]")[0].removeprefix("[phase ") for line in out.splitlines() if "recorded in" in line]
+    assert recorded == ["cordon", "remove", "wait-unpublished", "install", "wait-published", "uncordon"]
+    assert RECORD not in kube.objects
+    assert not kube.objects["/api/v1/nodes/gpu-1"]["spec"].get("unschedulable")
+    assert kube.objects["/api/v1/nodes/gpu-2"]["spec"]["unschedulable"] is True  # not ours to uncordon
+    for node in NODES:
+        assert transit.TRANSIT_ANNOTATION not in (
+            kube.objects[f"/api/v1/nodes/{node}"]["metadata"].get("annotations") or {}
+        )
+    text = (project / "stacks" / "Pulumi.t.yaml").read_text()
+    assert text.startswith("# the team's stack\n")
+    entry = yaml.safe_load(text)["config"]["eks-hybrid-gpu:cohorts"][0]
+    assert entry["owner"] == "dra"
+    assert entry["nodeSelector"] == {
+        "eks.amazonaws.com/compute-type": "hybrid",
+        "workload.example.com/gpu-allocation": "device-plugin",
+    }
+    assert "cohort plugin is owned by dra" in out
+
+
+def test_a_rerun_resumes_from_the_recorded_phase(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    kube = cluster()
+    stack = migrate.read_stack_file("t", project)
+    record = {
+        "cohort": "plugin",
+        "from": "device-plugin",
+        "to": "dra",
+        "phase": "wait-unpublished",
+        "nodeSelector": {
+            "eks.amazonaws.com/compute-type": "hybrid",
+            "workload.example.com/gpu-allocation": "device-plugin",
+        },
+        "nodes": list(NODES),
+        "cordonedByUs": list(NODES),
+        "drain": False,
+    }
+    kube.objects[RECORD] = {
+        "metadata": {"name": "gpu-allocation-migration", "namespace": NS},
+        "data": {"migration.json": json.dumps(record)},
+    }
+    publish(kube, None)  # the killed run had removed the old owner
+    up = FakeUp(kube)
+
+    assert migrate.migrate(kube, stack, _args(project, "--timeout", "5"), up) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert (
+        "resuming the migration recorded in the cluster: cohort plugin from device-plugin to dra, "
+        "phase wait-unpublished" in out
+    )
+    assert up.calls == ["install"]
+    assert RECORD not in kube.objects
+
+
+@pytest.mark.parametrize(
+    ("to", "extra", "says"),
+    [
+        ("gpu-operator", (), "`eks-hybrid-gpu migrate` changes device-plugin <-> dra only"),
+        ("device-plugin", (), None),
+    ],
+)
+def test_unsupported_and_no_op_targets(project: Path, to: str, extra: tuple[str, ...], says: str | None) -> None:
+    kube = cluster()
+    stack = migrate.read_stack_file("t", project)
+    args = _args(project, *extra, to=to)
+    if says is None:
+        assert migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), args) is None  # type: ignore[arg-type]
+        return
+    with pytest.raises(migrate.MigrateRefused, match=says):
+        migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), args)  # type: ignore[arg-type]
+
+
+def test_gpus_in_use_are_refused_without_drain(project: Path) -> None:
+    kube = cluster()
+    kube.objects["/api/v1/pods/train"] = {
+        "metadata": {"name": "train", "namespace": "ai", "uid": "t"},
+        "spec": {
+            "nodeName": "gpu-1",
+            "containers": [{"name": "main", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+    stack = migrate.read_stack_file("t", project)
+    with pytest.raises(migrate.MigrateRefused) as refused:
+        migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project))  # type: ignore[arg-type]
+    assert "pod ai/train holds nvidia.com/gpu=1 (container main) through the device plugin" in str(refused.value)
+    assert "--drain` (PodDisruptionBudgets respected)" in str(refused.value)
+    planned = migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project, "--drain"))  # type: ignore[arg-type]
+    assert planned is not None
+    assert planned.drain is True
+    assert kube.writes == []
+
+
+def test_another_migration_under_way_is_finished_first(project: Path) -> None:
+    kube = cluster()
+    record = {"cohort": "other", "from": "dra", "to": "device-plugin", "phase": "remove", "nodeSelector": {}}
+    kube.objects[RECORD] = {
+        "metadata": {"name": "gpu-allocation-migration", "namespace": NS},
+        "data": {"migration.json": json.dumps(record)},
+    }
+    stack = migrate.read_stack_file("t", project)
+    with pytest.raises(migrate.MigrateRefused, match="--cohort other --to device-plugin"):
+        migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project))  # type: ignore[arg-type]
+
+
+def test_the_target_owners_floors_are_checked_before_anything_changes(project: Path) -> None:
+    path = project / "stacks" / "Pulumi.t.yaml"
+    path.write_text(path.read_text().replace("hostDriverVerified: true", "hostDriverVerified: false"))
+    kube = cluster()
+    with pytest.raises(migrate.MigrateRefused, match="hostDriverVerified: is false"):
+        migrate.plan(kube, migrate.read_stack_file("t", project), migrate.ClusterRecords(kube, NS), _args(project))  # type: ignore[arg-type]
