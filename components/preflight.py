@@ -2,10 +2,11 @@
 
 It reads the nodes each cohort selects and refuses to install when none match, when a device-plugin
 node is already MPS-capable (the exclusive-GPU path must not take over MPS ownership), when a selected
-node is an EKS Auto Mode node, or when a standalone cohort's node would also receive Operator operands.
-It then refuses a cohort whose nodes something other than the cohort's owner already publishes (see
+node is an EKS Auto Mode node. It then refuses a cohort whose nodes something other than the cohort's owner
+already publishes (see
 `components.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
-physical devices before enabling either path".
+physical devices before enabling either path". With a GPU Operator cohort it last refuses every GPU node
+outside that cohort that lacks the operand opt-out (`components.operator_boundary`).
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from components import operator_boundary
 from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
 from components.live import LiveCluster, Source, read_live
 from components.publishers import foreign, labels_of, observe
 from components.refusals import Problem
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL, OPERANDS_OPT_OUT_LABEL
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL
 
 Node = Mapping[str, Any]
 
@@ -36,7 +38,6 @@ def matches(selector: Mapping[str, str], node: Node) -> bool:
 def check_nodes(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
     """Every reason the live nodes do not fit the declared cohorts."""
     problems: list[Problem] = []
-    has_operator = bool(config.cohorts_of("gpu-operator"))
     for i, cohort in enumerate(config.cohorts):
         path = f"cohorts[{i}].nodeSelector"
         selector = cohort.selector(config.cohort_label_key)
@@ -66,15 +67,6 @@ def check_nodes(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
                         f"selects node {_name(node)}, labelled {MPS_CAPABLE_LABEL}=true; "
                         "the chart's MPS daemon would start there: investigate who owns MPS on "
                         "that node instead of clearing the label blindly",
-                    )
-                )
-            if has_operator and cohort.owner != "gpu-operator" and labels.get(OPERANDS_OPT_OUT_LABEL) != "false":
-                problems.append(
-                    Problem(
-                        path,
-                        f"selects node {_name(node)}, which lacks "
-                        f"{OPERANDS_OPT_OUT_LABEL}=false; the GPU Operator would deploy its "
-                        "operands there too: label the node to opt it out",
                     )
                 )
     return problems
@@ -108,8 +100,12 @@ def check_publishers(config: StackConfig, live: LiveCluster) -> list[Problem]:
 
 
 def check(config: StackConfig, live: LiveCluster) -> list[Problem]:
-    """The whole preflight: node labels first, then who already publishes the cohorts' GPUs."""
-    return check_nodes(config, live.nodes) + check_publishers(config, live)
+    """The whole preflight: node labels, who already publishes the cohorts' GPUs, the Operator's boundary."""
+    return (
+        check_nodes(config, live.nodes)
+        + check_publishers(config, live)
+        + operator_boundary.check(config, live.nodes, live.slices)
+    )
 
 
 def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:

@@ -5,8 +5,10 @@ publishes on which node (devices with attributes and capacity), which claims are
 for which pods, which allocation owner serves each GPU node — the ledger ConfigMap's cohort selectors
 matched against the node's labels — and who really publishes each node's GPUs (`components.publishers`:
 extended resources, ResourceSlices, allocator pods of any namespace, the Operator's deploy labels). Declared
-and observed owners are compared into findings; any conflict makes it exit 1. It only reads; a claim's
-reservation is not proof that a container used the GPU.
+and observed owners are compared into findings; any conflict makes it exit 1. With a GPU Operator in the ledger
+it also shows the Operator's boundary (`components.operator_boundary`): operand pods outside its cohort are a
+conflict, GPU nodes where its operands would start a finding; run on a schedule, it finds the new nodes that
+joined without the opt-out. It only reads; a claim's reservation is not proof that a container used the GPU.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.dra_objects import DRIVER
+from components.operator_boundary import BoundaryNode, classify, inspect_findings, operand_pods, operator_cohort
 from components.preflight import matches
 from components.publishers import Finding, NodePublishers, findings, observe
 from eks_hybrid_gpu.cli import run_command
@@ -122,7 +125,9 @@ def _gpu_resources(node: Mapping[str, Any]) -> dict[str, str]:
     return {k: str(v) for k, v in sorted(allocatable.items()) if k.startswith("nvidia.com/")}
 
 
-def _is_gpu_node(node: Mapping[str, Any], owner: Mapping[str, Any], observed: NodePublishers) -> bool:
+def _is_gpu_node(
+    node: Mapping[str, Any], owner: Mapping[str, Any], observed: NodePublishers, boundary: BoundaryNode, operands: bool
+) -> bool:
     labels = node.get("metadata", {}).get("labels") or {}
     return bool(
         owner["cohort"]
@@ -130,7 +135,18 @@ def _is_gpu_node(node: Mapping[str, Any], owner: Mapping[str, Any], observed: No
         or labels.get("nvidia.com/gpu.present") == "true"
         or _gpu_resources(node)
         or observed.publishers
+        or boundary.evidence
+        or operands
     )
+
+
+def _operator_operands(
+    boundary: BoundaryNode, pods: list[str], ledger: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """Where the GPU Operator stands on a node; None when the ledger declares no Operator and none runs here."""
+    if not (ledger or {}).get("operatorMode") and not pods:
+        return None
+    return {"standing": boundary.operands(operator_cohort(ledger)), "pods": pods}
 
 
 def node_findings(
@@ -185,14 +201,19 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
     nodes = []
     all_findings: list[Finding] = []
     observed = {o.name: o for o in observe(snapshot.nodes, snapshot.slices, snapshot.pods, snapshot.daemonsets)}
+    selectors = {n: e.get("nodeSelector") or {} for n, e in ((snapshot.ledger or {}).get("cohorts") or {}).items()}
+    boundary = {b.name: b for b in classify(snapshot.nodes, snapshot.slices, selectors)}
+    operands = operand_pods(snapshot.pods, snapshot.daemonsets)
     for node in sorted(snapshot.nodes, key=lambda n: str(n["metadata"]["name"])):
         labels = node["metadata"].get("labels") or {}
         owner = node_owner(labels, snapshot.ledger)
         name = node["metadata"]["name"]
         seen = observed[name]
-        if not _is_gpu_node(node, owner, seen):
+        here = operands.get(name, [])
+        if not _is_gpu_node(node, owner, seen, boundary[name], bool(here)):
             continue
         all_findings += node_findings(owner, seen, snapshot.ledger)
+        all_findings += inspect_findings(boundary[name], here, snapshot.ledger)
         nodes.append(
             {
                 "name": name,
@@ -202,6 +223,7 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
                 "publishers": [p.as_json() for p in seen.publishers],
                 "gpuResources": _gpu_resources(node),
                 "draDevices": devices_per_node.get(name, 0),
+                "operatorOperands": _operator_operands(boundary[name], here, snapshot.ledger),
             }
         )
     return {
@@ -239,27 +261,38 @@ def claim_state(claim: Mapping[str, Any]) -> str:
     return "pending"
 
 
+OPERANDS_CELL = {"cohort": "cohort", "opted-out": "opted out", "would-start": "would start", "no-discovery": "-"}
+
+
+def operands_cell(operands: Mapping[str, Any] | None) -> str:
+    """The `GPU Operator operands` cell: the node's standing, and how many operand pods run there."""
+    if not operands:
+        return "-"
+    cell = OPERANDS_CELL[operands["standing"]]
+    pods = len(operands["pods"])
+    return f"{cell}, {pods} pod{'s' if pods > 1 else ''} running" if pods else cell
+
+
 def render(document: Mapping[str, Any]) -> str:
     """The human-readable tables."""
     ledger = document["ledger"]
     source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
     lines = [f"GPU nodes (owners from ConfigMap {source}):"]
-    rows: list[tuple[str, ...]] = [
-        ("node", "compute-type", "cohort", "declared owner", "observed publishers", "GPU resources", "DRA devices")
-    ]
+    header = ("node", "compute-type", "cohort", "declared owner", "observed publishers", "GPU resources", "DRA devices")
+    operator = any(n.get("operatorOperands") for n in document["nodes"])
+    rows: list[tuple[str, ...]] = [(*header, "GPU Operator operands") if operator else header]
     for n in document["nodes"]:
         resources = ",".join(f"{k}={v}" for k, v in n["gpuResources"].items()) or "-"
-        rows.append(
-            (
-                n["name"],
-                n["computeType"] or "-",
-                n["cohort"] or "-",
-                n["owner"] or f"- ({n['note']})",
-                ", ".join(n["observedPublishers"]) or "none",
-                resources,
-                str(n["draDevices"]),
-            )
+        row = (
+            n["name"],
+            n["computeType"] or "-",
+            n["cohort"] or "-",
+            n["owner"] or f"- ({n['note']})",
+            ", ".join(n["observedPublishers"]) or "none",
+            resources,
+            str(n["draDevices"]),
         )
+        rows.append((*row, operands_cell(n.get("operatorOperands"))) if operator else row)
     lines += [f"  {line}" for line in table_lines(rows)] if document["nodes"] else ["  none"]
     lines.append("\nFindings:")
     for f in document["findings"]:

@@ -139,7 +139,11 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     kube = kubeclient.connect(str(cluster.kubeconfig))
     simulate_nodes(kube, config)
     _print("\nSimulated nodes (kwok plays their kubelet; no GPU exists behind them):")
-    _print(placement.node_table(kube.items("/api/v1/nodes"), config.cohort_label_key, placement.slice_devices(kube)))
+    nodes = kube.items("/api/v1/nodes")
+    standing = placement.operand_standing(config, nodes)
+    _print(placement.node_table(nodes, config.cohort_label_key, placement.slice_devices(kube), standing))
+    if standing:
+        _print(placement.operand_line(standing))
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig, toolchain)
     # The in-process program's preflight reads the loopback server, whose certificate is self-signed at start.
     warnings.filterwarnings("ignore", message="Unverified HTTPS request is being made to host '127.0.0.1'")

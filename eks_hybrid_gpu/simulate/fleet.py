@@ -59,12 +59,15 @@ def fleet_for(config: StackConfig) -> Simulation:
     Each cohort's nodes carry its node selector's labels (the cohort label included), GFD's discovery labels,
     `nvidia.com/mps.capable=false`, and what the owner advertises: `nvidia.com/gpu` capacity (device plugin and
     GPU Operator; `nvidia.com/gpu.shared` under time-slicing, MIG resources under MIG) or a ResourceSlice (DRA).
-    With a GPU Operator in the stack, the other cohorts' nodes opt out of its operands. The Auto Mode node has
-    a GPU and AWS's `nvidia.com/gpu` taint; no cohort may ever select it.
+    With a GPU Operator in the stack, every GPU node outside its cohort opts out of its operands, as an
+    administrator must (`components.operator_boundary`): the other cohorts' nodes and the Auto Mode node (its
+    NodePool's template labels, on EKS). The Auto Mode node has a GPU and AWS's `nvidia.com/gpu` taint; no cohort
+    may ever select it.
     """
     nodes: list[SimNode] = []
     for index in range(len(config.cohorts)):
         nodes.extend(_cohort_nodes(config, index))
+    auto_labels = {OPERANDS_OPT_OUT_LABEL: "false"} if config.cohorts_of("gpu-operator") else {}
     nodes.append(
         SimNode.model_validate(
             {
@@ -74,6 +77,7 @@ def fleet_for(config: StackConfig) -> Simulation:
                 "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
                 "cpu": "8",
                 "memory": "32Gi",
+                "labels": auto_labels,
             }
         )
     )

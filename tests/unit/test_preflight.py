@@ -124,6 +124,7 @@ def test_auto_mode_node_selected() -> None:
 
 
 def test_standalone_node_without_operand_opt_out_next_to_an_operator() -> None:
+    # Judged by components.operator_boundary (every GPU node outside the Operator's cohort), as the last check.
     config = _config(cohorts=[OPERATOR_COHORT, PLUGIN_COHORT])
     nodes = [
         hybrid_node("op-1", "gpu-operator", operands_opt_out=False),
@@ -131,14 +132,15 @@ def test_standalone_node_without_operand_opt_out_next_to_an_operator() -> None:
         node("gpu-2", **selector_for("device-plugin"), **{"nvidia.com/gpu.deploy.operands": "true"}),
     ]
 
-    assert _check(config, nodes) == [
-        "eks-hybrid-gpu:cohorts[1].nodeSelector: selects node gpu-1, which lacks "
-        "nvidia.com/gpu.deploy.operands=false; the GPU Operator would deploy its operands there too: label the "
-        "node to opt it out",
-        "eks-hybrid-gpu:cohorts[1].nodeSelector: selects node gpu-2, which lacks "
-        "nvidia.com/gpu.deploy.operands=false; the GPU Operator would deploy its operands there too: label the "
-        "node to opt it out",
+    assert check_nodes(config, nodes) == []
+    assert [p.message.split(" (")[0] for p in check(config, LiveCluster(nodes))] == [
+        "selects node gpu-1",
+        "selects node gpu-2",
     ]
+    assert str(check(config, LiveCluster(nodes))[0]).startswith(
+        "eks-hybrid-gpu:cohorts[1].nodeSelector: selects node gpu-1 (a hybrid node, a GPU node of cohort plugin), "
+        "which lacks nvidia.com/gpu.deploy.operands=false; the GPU Operator would start its operands there too"
+    )
 
 
 def test_operand_opt_out_is_not_required_without_an_operator() -> None:
@@ -164,10 +166,11 @@ def test_every_problem_of_one_node_is_listed() -> None:
         ),
     ]
 
-    assert [p.message.split(";")[0] for p in check_nodes(config, nodes)] == [
+    assert [p.message.split(";")[0] for p in check(config, LiveCluster(nodes))] == [
         "selects node i-0abc, an EKS Auto Mode node",
         "selects node i-0abc, labelled nvidia.com/mps.capable=true",
-        "selects node i-0abc, which lacks nvidia.com/gpu.deploy.operands=false",
+        "selects node i-0abc (an EKS Auto Mode node, a GPU node of cohort plugin), which lacks "
+        "nvidia.com/gpu.deploy.operands=false",
     ]
 
 
