@@ -224,6 +224,12 @@ def test_operator_stack_up_no_change_preview_destroy_and_up_again(
     work = work_dir_with_stack(tmp_path, f"op-{mode}", overrides)
     config = local.stack_config(f"op-{mode}", work)
     local.simulate_nodes(kube, config)  # operator cohort nodes instead of the local stack's
+    # The simulated cluster says where the Operator would place operands: its cohort; the Auto Mode node opted out.
+    assert placement.operand_standing(config, kube.items("/api/v1/nodes")) == {
+        AUTO_NODE: "opted out",
+        "sim-operator-0": "cohort",
+        "sim-operator-1": "cohort",
+    }
     crds_before = _crds(kube)
     stack = engine.stack(engine_env, f"op-{mode}", work_dir=work)
     survivors: set[str] = set()

@@ -99,6 +99,19 @@ def test_an_operator_stack_opts_its_auto_mode_node_out_as_an_administrator_must(
     ]
 
 
+@pytest.mark.parametrize("stack", ["operator-cluster-policy", "operator-gpu-cluster"])
+def test_the_operator_stacks_fleets_keep_operands_on_their_cohort(stack: str) -> None:
+    config = local.stack_config(stack)
+    nodes = _nodes(config)
+
+    assert placement.operand_standing(config, nodes) == {
+        "sim-auto-l4-0": "opted out",
+        "sim-operator-0": "cohort",
+        "sim-operator-1": "cohort",
+    }
+    assert check(config, LiveCluster(nodes)) == []
+
+
 def test_the_node_table_says_where_the_operator_would_place_operands(config: StackConfig) -> None:
     operator = _operator_stack(config)
     nodes = _nodes(operator)
