@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from components.config import StackConfig
+from components.config import CohortConfig, StackConfig
 from components.dra_objects import DRIVER
-from components.publishers import Finding, controller_of, labels_of, operator_managed
+from components.publishers import OPERATOR_KINDS, Finding, controller_of, labels_of, operator_managed
 from components.refusals import Problem
 from policy.gpu_allocation.vocab.labels import (
     AUTO_MODE,
@@ -203,6 +203,11 @@ def operand_tolerations(cohort_label_key: str, cohort_value: str) -> list[dict[s
     return [{"key": cohort_label_key, "operator": "Equal", "value": cohort_value, "effect": "NoSchedule"}]
 
 
+def cohort_tolerations(cohort: CohortConfig, cohort_label_key: str) -> list[dict[str, str]]:
+    """`operand_tolerations` for the Operator's cohort: its value of the cohort label."""
+    return operand_tolerations(cohort_label_key, cohort.selector(cohort_label_key).get(cohort_label_key, cohort.owner))
+
+
 def untolerated(taints: Iterable[Mapping[str, Any]], tolerations: Sequence[Mapping[str, str]]) -> list[str]:
     """The taints (`KEY[=VALUE]:EFFECT`) that keep a pod with these tolerations, as a DaemonSet pod, off a node."""
     found = []
@@ -250,7 +255,7 @@ def check(
     key = config.cohort_label_key
     selectors = {c.name: c.selector(key) for c in config.cohorts}
     positions = {c.name: i for i, c in enumerate(config.cohorts)}
-    tolerations = operand_tolerations(key, selectors[cohort.name].get(key, cohort.owner))
+    tolerations = cohort_tolerations(cohort, key)
     problems: list[Problem] = []
     for node in classify(nodes, slices, selectors):
         if node.cohort == cohort.name:
@@ -327,7 +332,7 @@ def operand_pods(pods: Iterable[Mapping[str, Any]], daemonsets: Iterable[Mapping
         daemonset = controller_of(pod, by_uid)
         if daemonset is None or not operator_managed(daemonset):
             continue
-        owner = next(r for r in _meta(daemonset).get("ownerReferences") or [] if isinstance(r, Mapping))
+        owner = next(r for r in _meta(daemonset).get("ownerReferences") or [] if r.get("kind") in OPERATOR_KINDS)
         ds = f"DaemonSet {_meta(daemonset).get('namespace')}/{_meta(daemonset).get('name')}"
         pod_name = f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}"
         text = f"pod {pod_name} ({ds} of {owner.get('kind')} {owner.get('name')})"
@@ -360,7 +365,12 @@ def inspect_findings(
                 "operand-outside-cohort",
                 True,
                 f"GPU Operator operands run on {KIND_WORDS[node.kind]} {outside}: {'; '.join(operands_here)}; "
-                f"opt it out: {node.fix()}; the Operator removes its operands once the label is set",
+                + (
+                    f"it carries {OPERANDS_OPT_OUT_LABEL}=false already: the Operator removes them once it "
+                    "reconciles; if they stay, check that the Operator's controller runs"
+                    if node.opted_out
+                    else f"opt it out: {node.fix()}; the Operator removes its operands once the label is set"
+                ),
             )
         )
     state = node.operands(cohort)

@@ -350,6 +350,18 @@ def test_operand_pods_outside_the_operator_cohort_are_a_conflict() -> None:
     ]
 
 
+def test_operands_left_on_an_opted_out_node_point_at_the_operator_not_the_label() -> None:
+    guarded = node("auto-1", {COMPUTE: "auto", "nvidia.com/gpu.present": "true", **OPT_OUT})
+
+    ((kind, conflict, message),) = _findings(guarded, ["pod gpu-operator/v-auto-1 (...)"], LEDGER)
+
+    assert (kind, conflict) == ("operand-outside-cohort", True)
+    assert message.endswith(
+        "it carries nvidia.com/gpu.deploy.operands=false already: the Operator removes them once it reconciles; if "
+        "they stay, check that the Operator's controller runs"
+    )
+
+
 def test_operands_in_the_cohort_are_no_finding() -> None:
     member = node("op-1", {**selector_for("gpu-operator"), **NFD})
 
