@@ -246,7 +246,7 @@ def check(
     """Every GPU node outside the Operator's cohort without the opt-out, and every cohort node operands cannot reach.
 
     Nothing to check without an Operator cohort. A node of a standalone cohort is refused at that cohort's
-    selector (as before); any other node at the Operator cohort's owner, since the Operator is why it matters.
+    selector; any other node at the Operator cohort's owner, since the Operator is why it matters.
     """
     operator = next(((i, c) for i, c in enumerate(config.cohorts) if c.owner == GPU_OPERATOR), None)
     if operator is None:
