@@ -170,7 +170,7 @@ def operator_objects(sim_kube: kubeclient.Kube) -> Iterator[tuple[str, dict[str,
     sim_kube.create(crds, crd)
     policies = "/apis/nvidia.com/v1/clusterpolicies"
     try:
-        _wait_served(sim_kube, policies)
+        _wait_established(sim_kube, f"{crds}/{crd['metadata']['name']}")
         required = ("daemonsets", "dcgm", "dcgmExporter", "devicePlugin", "driver", "gfd", "nodeStatusExporter")
         spec: dict[str, Any] = {key: {} for key in (*required, "operator", "toolkit")}
         policy = sim_kube.create(
@@ -220,17 +220,15 @@ def operator_objects(sim_kube: kubeclient.Kube) -> Iterator[tuple[str, dict[str,
         sim_kube.delete(f"{crds}/{crd['metadata']['name']}")
 
 
-def _wait_served(kube: kubeclient.Kube, path: str, timeout: float = 30.0) -> None:
-    """Until a new CRD's resource answers a list (the API server takes a moment to serve it)."""
+def _wait_established(kube: kubeclient.Kube, crd_path: str, timeout: float = 30.0) -> None:
+    """Until a new CRD is Established: the API server serves its resource only then."""
     deadline = time.monotonic() + timeout
     while True:
-        try:
-            kube.items(path)
+        conditions = kube.get(crd_path).get("status", {}).get("conditions") or []
+        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
             return
-        except kubeclient.KubeApiError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+        assert time.monotonic() < deadline, f"{crd_path} not Established after {timeout:.0f} s"
+        time.sleep(0.2)
 
 
 def test_inspect_reports_operands_outside_the_cohort_and_an_unguarded_gpu_node(
