@@ -2,13 +2,14 @@
 
 It reads the nodes each cohort selects and refuses to install when none match, when a device-plugin
 node is already MPS-capable (the exclusive-GPU path must not take over MPS ownership), when a selected
-node is an EKS Auto Mode node, or when a standalone cohort's node would also receive Operator operands.
-It then refuses a cohort whose nodes something other than the cohort's owner already publishes (see
+node is an EKS Auto Mode node. It then refuses a cohort whose nodes something other than the cohort's owner
+already publishes (see
 `components.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
 physical devices before enabling either path"; and a cohort node whose GPUs a pod still holds through another
-mechanism than the owner's (`components.consumers`): a host moved while busy. Last, it refuses a cohort node
-whose own kubelet or container runtime (`status.nodeInfo`) does not meet the owner's floor, or cannot be read
-(`components.node_facts`).
+mechanism than the owner's (`components.consumers`): a host moved while busy. It refuses a cohort node whose own
+kubelet or container runtime (`status.nodeInfo`) does not meet the owner's floor, or cannot be read
+(`components.node_facts`). With a GPU Operator cohort it also refuses every GPU node outside that cohort that
+lacks the operand opt-out (`components.operator_boundary`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from components import operator_boundary
 from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig, needs_runtime_class
 from components.consumers import consumers_by_node, mechanism_of, other_mechanism
@@ -24,7 +26,7 @@ from components.migration import Migration, check_ledger
 from components.node_facts import check_node, node_owner
 from components.publishers import foreign, labels_of, observe
 from components.refusals import Problem
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL, OPERANDS_OPT_OUT_LABEL
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL
 
 Node = Mapping[str, Any]
 
@@ -42,7 +44,6 @@ def matches(selector: Mapping[str, str], node: Node) -> bool:
 def check_nodes(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
     """Every reason the live nodes do not fit the declared cohorts."""
     problems: list[Problem] = []
-    has_operator = bool(config.cohorts_of("gpu-operator"))
     for i, cohort in enumerate(config.cohorts):
         path = f"cohorts[{i}].nodeSelector"
         selector = cohort.selector(config.cohort_label_key)
@@ -72,15 +73,6 @@ def check_nodes(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
                         f"selects node {_name(node)}, labelled {MPS_CAPABLE_LABEL}=true; "
                         "the chart's MPS daemon would start there: investigate who owns MPS on "
                         "that node instead of clearing the label blindly",
-                    )
-                )
-            if has_operator and cohort.owner != "gpu-operator" and labels.get(OPERANDS_OPT_OUT_LABEL) != "false":
-                problems.append(
-                    Problem(
-                        path,
-                        f"selects node {_name(node)}, which lacks "
-                        f"{OPERANDS_OPT_OUT_LABEL}=false; the GPU Operator would deploy its "
-                        "operands there too: label the node to opt it out",
                     )
                 )
     return problems
@@ -219,7 +211,7 @@ def check_owner_changes(
 def check(
     config: StackConfig, live: LiveCluster, stack: str = "STACK", migration: Migration | None = None
 ) -> list[Problem]:
-    """The whole preflight: node labels, who publishes and holds the GPUs, owner changes, node facts, RuntimeClass."""
+    """The whole preflight, every check in turn; each returns the problems it found (docstrings say which)."""
     return (
         check_nodes(config, live.nodes)
         + check_publishers(config, live)
@@ -227,6 +219,7 @@ def check(
         + check_owner_changes(config, live, stack, migration)
         + check_node_facts(config, live.nodes)
         + check_runtime_class(config, live)
+        + operator_boundary.check(config, live.nodes, live.slices)
     )
 
 

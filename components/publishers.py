@@ -192,14 +192,16 @@ def _stamp(labels: Mapping[str, str]) -> tuple[str, str] | None:
     return (str(owner), str(cohort)) if owner and cohort else None
 
 
-def _controller(pod: Mapping[str, Any], daemonsets: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+def controller_of(pod: Mapping[str, Any], daemonsets: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The DaemonSet (from `daemonsets`, uid -> object) that controls the pod, None when none does."""
     for ref in _meta(pod).get("ownerReferences") or []:
         if isinstance(ref, Mapping) and ref.get("kind") == "DaemonSet" and ref.get("controller"):
             return daemonsets.get(str(ref.get("uid")))
     return None
 
 
-def _operator_managed(daemonset: Mapping[str, Any] | None) -> bool:
+def operator_managed(daemonset: Mapping[str, Any] | None) -> bool:
+    """A DaemonSet the GPU Operator runs: owned by its nvidia.com ClusterPolicy, GPUCluster or NVIDIADriver."""
     refs = _meta(daemonset or {}).get("ownerReferences") or []
     return any(
         isinstance(r, Mapping)
@@ -224,12 +226,12 @@ def pod_publisher(pod: Mapping[str, Any], daemonsets: Mapping[str, Mapping[str, 
         return None
     runs = found[0]
     channel: Channel = "slices" if runs == DRA else "resources"
-    daemonset = _controller(pod, daemonsets)
+    daemonset = controller_of(pod, daemonsets)
     meta = _meta(pod)
     controller = None
     if daemonset is not None:
         controller = f"DaemonSet {_meta(daemonset).get('namespace')}/{_meta(daemonset).get('name')}"
-    owner: Owner = GPU_OPERATOR if _operator_managed(daemonset) else runs
+    owner: Owner = GPU_OPERATOR if operator_managed(daemonset) else runs
     stamp = _stamp(labels_of(pod)) or (_stamp(labels_of(daemonset)) if daemonset is not None else None)
     return Publisher("pod", owner, channel, f"pod {meta.get('namespace')}/{meta.get('name')}", stamp, controller)
 
@@ -323,6 +325,8 @@ FindingKind = Literal[
     "kubelet-version",
     "container-runtime",
 ]
+BoundaryFindingKind = Literal["operand-outside-cohort", "operands-would-start"]
+"""The GPU Operator's boundary (`components.operator_boundary`)."""
 
 
 @dataclass(frozen=True)
@@ -330,7 +334,7 @@ class Finding:
     """One thing `inspect` reports about a node; conflicts make it exit 1."""
 
     node: str
-    kind: FindingKind
+    kind: FindingKind | BoundaryFindingKind
     conflict: bool
     message: str
 

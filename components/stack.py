@@ -168,6 +168,7 @@ class HybridGpuCluster(pulumi.ComponentResource):
                     skip_await=skip_await,
                     project_dir=project_dir,
                     render_only=render_only,
+                    cohort_label_key=config.cohort_label_key,
                     opts=pulumi.ResourceOptions(parent=self),
                 ).release_name
 

@@ -8,8 +8,10 @@ extended resources, ResourceSlices, allocator pods of any namespace, the Operato
 and observed owners are compared into findings, and so are who holds each node's GPUs now
 (`components.consumers`: a pod holding a GPU through another mechanism than its cohort's owner is a conflict) and
 each owned node's kubelet and container runtime against its owner's floors (`components.node_facts`, as the
-preflight); any conflict makes it exit 1. It only reads; a claim's reservation is not proof that a container used
-the GPU.
+preflight); any conflict makes it exit 1. With a GPU Operator in the ledger it also shows the Operator's boundary
+(`components.operator_boundary`): operand pods outside its cohort are a conflict, GPU nodes where its operands
+would start a finding; run on a schedule, it finds the new nodes that joined without the opt-out. It only reads; a
+claim's reservation is not proof that a container used the GPU.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from components import node_facts
 from components.config import show
 from components.dra_objects import DRIVER
 from components.ledger import LedgerError, parse_record
+from components.operator_boundary import BoundaryNode, classify, inspect_findings, operand_pods, operator_cohort
 from components.preflight import matches
 from components.publishers import Finding, NodePublishers, findings, observe
 from eks_hybrid_gpu.cli import run_command
@@ -148,7 +151,12 @@ def _gpu_resources(node: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _is_gpu_node(
-    node: Mapping[str, Any], owner: Mapping[str, Any], observed: NodePublishers, in_use: Sequence[object]
+    node: Mapping[str, Any],
+    owner: Mapping[str, Any],
+    observed: NodePublishers,
+    in_use: Sequence[object],
+    boundary: BoundaryNode,
+    operands: bool,
 ) -> bool:
     labels = node.get("metadata", {}).get("labels") or {}
     return bool(
@@ -158,7 +166,18 @@ def _is_gpu_node(
         or _gpu_resources(node)
         or observed.publishers
         or in_use
+        or boundary.evidence
+        or operands
     )
+
+
+def _operator_operands(
+    boundary: BoundaryNode, pods: list[str], ledger: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """Where the GPU Operator stands on a node; None when the ledger declares no Operator and none runs here."""
+    if not (ledger or {}).get("operatorMode") and not pods:
+        return None
+    return {"standing": boundary.operands(operator_cohort(ledger)), "pods": pods}
 
 
 def node_findings(
@@ -243,15 +262,20 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
     observed = {o.name: o for o in observe(snapshot.nodes, snapshot.slices, snapshot.pods, snapshot.daemonsets)}
     holders = gpu_consumers.consumers_by_node(snapshot.pods, snapshot.all_claims)
     mode = (snapshot.ledger or {}).get("operatorMode")
+    selectors = {n: e.get("nodeSelector") or {} for n, e in ((snapshot.ledger or {}).get("cohorts") or {}).items()}
+    boundary = {b.name: b for b in classify(snapshot.nodes, snapshot.slices, selectors)}
+    operands = operand_pods(snapshot.pods, snapshot.daemonsets)
     for node in sorted(snapshot.nodes, key=lambda n: str(n["metadata"]["name"])):
         labels = node["metadata"].get("labels") or {}
         owner = node_owner(labels, snapshot.ledger)
         name = node["metadata"]["name"]
         seen = observed[name]
         in_use = holders.get(name, [])
-        if not _is_gpu_node(node, owner, seen, in_use):
+        here = operands.get(name, [])
+        if not _is_gpu_node(node, owner, seen, in_use, boundary[name], bool(here)):
             continue
         all_findings += node_findings(owner, seen, snapshot.ledger) + fact_findings(node, owner, snapshot.ledger)
+        all_findings += inspect_findings(boundary[name], here, snapshot.ledger)
         all_findings += gpu_consumers.findings(name, in_use, owner["cohort"], owner["owner"], mode)
         moving = (node["metadata"].get("annotations") or {}).get(TRANSIT_ANNOTATION)
         if moving:
@@ -274,6 +298,7 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
                 "draDevices": devices_per_node.get(name, 0),
                 "kubeletVersion": kubelet if isinstance(kubelet, str) else None,
                 "containerRuntimeVersion": runtime if isinstance(runtime, str) else None,
+                "operatorOperands": _operator_operands(boundary[name], here, snapshot.ledger),
             }
         )
     return {
@@ -312,6 +337,18 @@ def claim_state(claim: Mapping[str, Any]) -> str:
     return "pending"
 
 
+OPERANDS_CELL = {"cohort": "cohort", "opted-out": "opted out", "would-start": "would start", "no-discovery": "-"}
+
+
+def operands_cell(operands: Mapping[str, Any] | None) -> str:
+    """The `GPU Operator operands` cell: the node's standing, and how many operand pods run there."""
+    if not operands:
+        return "-"
+    cell = OPERANDS_CELL[operands["standing"]]
+    pods = len(operands["pods"])
+    return f"{cell}, {pods} pod{'s' if pods > 1 else ''} running" if pods else cell
+
+
 def render(document: Mapping[str, Any]) -> str:
     """The human-readable tables."""
     ledger = document["ledger"]
@@ -325,36 +362,35 @@ def render(document: Mapping[str, Any]) -> str:
             f"{migration.get('to')}, phase {migration.get('phase')} (ConfigMap {MIGRATION_NAME}); continue it with "
             f"`eks-hybrid-gpu migrate --stack STACK --cohort {migration.get('cohort')} --to {migration.get('to')}`\n",
         )
-    rows: list[tuple[str, ...]] = [
-        (
-            "node",
-            "compute-type",
-            "cohort",
-            "declared owner",
-            "observed publishers",
-            "GPUs in use",
-            "GPU resources",
-            "DRA devices",
-            "kubelet",
-            "runtime",
-        )
-    ]
+    header = (
+        "node",
+        "compute-type",
+        "cohort",
+        "declared owner",
+        "observed publishers",
+        "GPUs in use",
+        "GPU resources",
+        "DRA devices",
+        "kubelet",
+        "runtime",
+    )
+    operator = any(n.get("operatorOperands") for n in document["nodes"])
+    rows: list[tuple[str, ...]] = [(*header, "GPU Operator operands") if operator else header]
     for n in document["nodes"]:
         resources = ",".join(f"{k}={v}" for k, v in n["gpuResources"].items()) or "-"
-        rows.append(
-            (
-                n["name"],
-                n["computeType"] or "-",
-                n["cohort"] or "-",
-                n["owner"] or f"- ({n['note']})",
-                ", ".join(n["observedPublishers"]) or "none",
-                n["gpusInUse"],
-                resources,
-                str(n["draDevices"]),
-                _version_cell(n["kubeletVersion"]),
-                _version_cell(n["containerRuntimeVersion"]),
-            )
+        row = (
+            n["name"],
+            n["computeType"] or "-",
+            n["cohort"] or "-",
+            n["owner"] or f"- ({n['note']})",
+            ", ".join(n["observedPublishers"]) or "none",
+            n["gpusInUse"],
+            resources,
+            str(n["draDevices"]),
+            _version_cell(n["kubeletVersion"]),
+            _version_cell(n["containerRuntimeVersion"]),
         )
+        rows.append((*row, operands_cell(n.get("operatorOperands"))) if operator else row)
     lines += [f"  {line}" for line in table_lines(rows)] if document["nodes"] else ["  none"]
     lines.append("\nFindings:")
     for f in document["findings"]:

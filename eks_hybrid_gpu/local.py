@@ -144,7 +144,11 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
         "\nSimulated nodes (kwok and the simulated device manager play their kubelet; no GPU exists behind them;"
         " a node advertises what the allocator pods running on it publish):"
     )
-    _print(placement.node_table(kube.items("/api/v1/nodes"), config.cohort_label_key, placement.slice_devices(kube)))
+    nodes = kube.items("/api/v1/nodes")
+    standing = placement.operand_standing(config, nodes)
+    _print(placement.node_table(nodes, config.cohort_label_key, placement.slice_devices(kube), standing))
+    if standing:
+        _print(placement.operand_line(standing))
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig, toolchain)
     # The in-process program's preflight reads the loopback server, whose certificate is self-signed at start.
     warnings.filterwarnings("ignore", message="Unverified HTTPS request is being made to host '127.0.0.1'")
@@ -160,7 +164,7 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     _print(ownership_table(ownership))
     nodes, rows = placement.read(kube)
     _print("\nSimulated nodes after pulumi up (their allocators now publish):")
-    _print(placement.node_table(nodes, config.cohort_label_key, placement.slice_devices(kube)))
+    _print(placement.node_table(nodes, config.cohort_label_key, placement.slice_devices(kube), standing))
     _print("\nPods by node:")
     _print(placement.pod_table(rows))
     wrong = placement.problems(config, nodes, rows)

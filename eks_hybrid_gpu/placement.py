@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config import StackConfig
+from components.operator_boundary import classify
 from components.preflight import matches
 from eks_hybrid_gpu.kubeclient import Kube
 from eks_hybrid_gpu.tables import table_lines
@@ -128,11 +129,42 @@ def slice_devices(kube: Kube) -> dict[str, int]:
     return counts
 
 
-def node_table(nodes: Sequence[Obj], cohort_label_key: str, devices: Mapping[str, int]) -> str:
-    """Name, compute type, cohort label, Ready, its GPUs, and what it advertises (allocatable or DRA devices)."""
-    rows: list[Sequence[str]] = [
-        ("node", "compute-type", cohort_label_key, "ready", "gpus", "gpu product", "advertises")
-    ]
+OPERANDS_COLUMN = {"cohort": "cohort", "opted-out": "opted out", "would-start": "would start", "no-discovery": "-"}
+"""The node table's `GPU Operator operands` column: the Operator's cohort, opted out, would start, not discovered."""
+
+
+def operand_standing(config: StackConfig, nodes: Sequence[Obj]) -> dict[str, str]:
+    """Node name -> where the stack's GPU Operator would stand there (`OPERANDS_COLUMN`); empty without one.
+
+    The Operator places operands on nodes with GPU discovery labels and no nvidia.com/gpu.deploy.operands=false.
+    """
+    operator = next((c.name for c in config.cohorts if c.owner == "gpu-operator"), None)
+    if operator is None:
+        return {}
+    selectors = {c.name: c.selector(config.cohort_label_key) for c in config.cohorts}
+    return {n.name: OPERANDS_COLUMN[n.operands(operator)] for n in classify(nodes, (), selectors)}
+
+
+def operand_line(standing: Mapping[str, str]) -> str:
+    """One sentence: the nodes the Operator would place operands on, and those outside its cohort."""
+    placed = sorted(name for name, state in standing.items() if state in ("cohort", "would start"))
+    outside = sorted(name for name, state in standing.items() if state == "would start")
+    line = f"The GPU Operator would place its operands on: {', '.join(placed) or 'no node'}"
+    if outside:
+        return f"{line}; outside its cohort: {', '.join(outside)} (label them nvidia.com/gpu.deploy.operands=false)"
+    return f"{line} (every other GPU node carries nvidia.com/gpu.deploy.operands=false)"
+
+
+def node_table(
+    nodes: Sequence[Obj], cohort_label_key: str, devices: Mapping[str, int], standing: Mapping[str, str] | None = None
+) -> str:
+    """Name, compute type, cohort label, Ready, its GPUs, and what it advertises (allocatable or DRA devices).
+
+    With `standing` (`operand_standing` of a stack with a GPU Operator), one more column: the Operator's cohort,
+    opted out by nvidia.com/gpu.deploy.operands=false, operands would start, or no GPU discovery labels (-).
+    """
+    header = ("node", "compute-type", cohort_label_key, "ready", "gpus", "gpu product", "advertises")
+    rows: list[Sequence[str]] = [(*header, "GPU Operator operands") if standing else header]
     for node in sorted(nodes, key=lambda n: str(n["metadata"]["name"])):
         labels = _labels(node)
         status = node.get("status", {})
@@ -142,17 +174,16 @@ def node_table(nodes: Sequence[Obj], cohort_label_key: str, devices: Mapping[str
         if devices.get(name):
             gpus.append(f"DRA devices={devices[name]}")
         advertises = ",".join(gpus) or "-"
-        rows.append(
-            (
-                name,
-                labels.get(COMPUTE_TYPE_LABEL, "-"),
-                labels.get(cohort_label_key, "-"),
-                "Ready" if ready else "NotReady",
-                labels.get("nvidia.com/gpu.count", "-"),
-                labels.get("nvidia.com/gpu.product", "-"),
-                advertises,
-            )
+        row = (
+            name,
+            labels.get(COMPUTE_TYPE_LABEL, "-"),
+            labels.get(cohort_label_key, "-"),
+            "Ready" if ready else "NotReady",
+            labels.get("nvidia.com/gpu.count", "-"),
+            labels.get("nvidia.com/gpu.product", "-"),
+            advertises,
         )
+        rows.append((*row, standing.get(name, "-")) if standing else row)
     return "\n".join(table_lines(rows))
 
 

@@ -55,12 +55,15 @@ def fleet_for(config: StackConfig) -> Simulation:
     Each cohort's nodes carry its node selector's labels (the cohort label included), GFD's discovery labels,
     `nvidia.com/mps.capable=false` and GPUs, but advertise nothing of their own: the simulated kubelet publishes
     what the allocator pods that run there publish (`simulate.devicemanager`). With a GPU Operator in the stack,
-    the other cohorts' nodes opt out of its operands. The Auto Mode node has a GPU, AWS's `nvidia.com/gpu` taint
-    and AWS's host-level device plugin; no cohort may ever select it.
+    every GPU node outside its cohort opts out of its operands, as an administrator must
+    (`components.operator_boundary`): the other cohorts' nodes and the Auto Mode node (its NodePool's template
+    labels, on EKS). The Auto Mode node has a GPU, AWS's `nvidia.com/gpu` taint and AWS's host-level device
+    plugin; no cohort may ever select it.
     """
     nodes: list[SimNode] = []
     for index in range(len(config.cohorts)):
         nodes.extend(_cohort_nodes(config, index))
+    auto_labels = {OPERANDS_OPT_OUT_LABEL: "false"} if config.cohorts_of("gpu-operator") else {}
     nodes.append(
         SimNode.model_validate(
             {
@@ -70,6 +73,7 @@ def fleet_for(config: StackConfig) -> Simulation:
                 "taints": [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
                 "cpu": "8",
                 "memory": "32Gi",
+                "labels": auto_labels,
             }
         )
     )

@@ -225,6 +225,12 @@ def test_operator_stack_up_no_change_preview_destroy_and_up_again(
     work = work_dir_with_stack(tmp_path, f"op-{mode}", overrides)
     config = local.stack_config(f"op-{mode}", work)
     local.simulate_nodes(kube, config)  # operator cohort nodes instead of the local stack's
+    # The simulated cluster says where the Operator would place operands: its cohort; the Auto Mode node opted out.
+    assert placement.operand_standing(config, kube.items("/api/v1/nodes")) == {
+        AUTO_NODE: "opted out",
+        "sim-operator-0": "cohort",
+        "sim-operator-1": "cohort",
+    }
     crds_before = _crds(kube)
     stack = engine.stack(engine_env, f"op-{mode}", work_dir=work)
     survivors: set[str] = set()
@@ -240,6 +246,20 @@ def test_operator_stack_up_no_change_preview_destroy_and_up_again(
         assert operator_pods, "the Operator's Deployment must run a pod"
         assert all(r.ready for r in operator_pods)
         assert owners_on(kube, AUTO_NODE) == []
+        # The live custom resource keeps operands off nodes tainted nvidia.com/gpu: only the cohort's taint.
+        resource = {
+            "cluster-policy": "v1/clusterpolicies/cluster-policy",
+            "gpu-cluster": "v1alpha1/gpuclusters/gpu-cluster",
+        }
+        tolerations = kube.get(f"/apis/nvidia.com/{resource[mode]}")["spec"]["daemonsets"]["tolerations"]
+        assert tolerations == [
+            {
+                "key": "workload.example.com/gpu-allocation",
+                "operator": "Equal",
+                "value": "gpu-operator",
+                "effect": "NoSchedule",
+            }
+        ]
         stack.preview(expect_no_changes=True, color="never", policy_packs=engine.policy_packs())
 
         started = time.monotonic()

@@ -354,11 +354,36 @@ def test_dra_feature_gates_are_passed_only_when_configured(run: RunProgram) -> N
     assert _values(recorder, "gpu-dra-chart")["featureGates"] == {"MPSSupport": False, "DynamicMIG": True}
 
 
-def test_gpu_cluster_release_values_are_the_seed_fragment(run: RunProgram) -> None:
-    recorder = run(_operator("gpu-cluster"))
-    release = recorder.named("gpu-operator-release")
+OPERAND_TOLERATIONS = {
+    "tolerations": [
+        {
+            "key": "workload.example.com/gpu-allocation",
+            "operator": "Equal",
+            "value": "gpu-operator",
+            "effect": "NoSchedule",
+        }
+    ]
+}
+"""`daemonsets`: the Operator cohort's taint only, replacing the chart's nvidia.com/gpu toleration, so that nodes
+tainted nvidia.com/gpu (EKS Auto Mode GPU NodePools) repel every operand (components.gpu_operator's docstring)."""
 
-    _assert_key_by_key(release.inputs["values"], _seed(SEED_GPU_CLUSTER_VALUES))
+
+def test_gpu_cluster_release_values_are_the_seed_fragment_and_the_operand_boundary(run: RunProgram) -> None:
+    recorder = run(_operator("gpu-cluster"))
+    values = dict(recorder.named("gpu-operator-release").inputs["values"])
+
+    # The seed's fragment, key by key, plus one deliberate key beyond it: the operands' tolerations.
+    assert values.pop("daemonsets") == OPERAND_TOLERATIONS
+    _assert_key_by_key(values, _seed(SEED_GPU_CLUSTER_VALUES))
+
+
+def test_operand_tolerations_follow_the_cohort_label(run: RunProgram) -> None:
+    config = _operator("cluster-policy")
+    config["cohortLabelKey"] = "example.org/gpu-owner"
+
+    tolerations = _values(run(config), "gpu-operator-release")["daemonsets"]["tolerations"]
+
+    assert tolerations == [{**OPERAND_TOLERATIONS["tolerations"][0], "key": "example.org/gpu-owner"}]
 
 
 def test_cluster_policy_release_values(run: RunProgram) -> None:
@@ -373,6 +398,7 @@ def test_cluster_policy_release_values(run: RunProgram) -> None:
         "devicePlugin": {"enabled": True},
         "migManager": {"enabled": False},
         "mig": {"strategy": "none"},
+        "daemonsets": OPERAND_TOLERATIONS,
     }
 
 
@@ -400,6 +426,7 @@ def test_cluster_policy_release_values_follow_the_operator_config(run: RunProgra
         "devicePlugin": {"enabled": False},
         "migManager": {"enabled": True},
         "mig": {"strategy": "mixed"},
+        "daemonsets": OPERAND_TOLERATIONS,
     }
     assert _container(recorder.named("gpu-operator-smoke-job"))["resources"]["limits"]["nvidia.com/mig-1g.10gb"] == 1
 
@@ -1282,7 +1309,9 @@ def test_gpu_operator_component_children(construct: Construct) -> None:
         ("eks-hybrid-gpu:owners:GpuOperator", "op", "eks-hybrid-gpu-test"),
         (RELEASE, "op-release", "op"),
     ]
-    _assert_key_by_key(recorder.named("op-release").inputs["values"], _seed(SEED_GPU_CLUSTER_VALUES))
+    values = dict(recorder.named("op-release").inputs["values"])
+    assert values.pop("daemonsets") == OPERAND_TOLERATIONS  # the operand boundary, beyond the seed's fragment
+    _assert_key_by_key(values, _seed(SEED_GPU_CLUSTER_VALUES))
 
 
 # ---------------------------------------------------------------- reading the stack config

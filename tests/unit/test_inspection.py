@@ -357,6 +357,8 @@ def test_report_compares_declared_owners_with_observed_publishers() -> None:
         ("dp-leftover-slices", "two-publishers", True),
         ("dp-leftover-slices", "disagrees-with-ledger", True),
         ("dp-operator", "disagrees-with-ledger", True),
+        # The Operator's device plugin on a device-plugin cohort node: outside any Operator cohort of the ledger.
+        ("dp-operator", "operand-outside-cohort", True),
         ("dp-stopped", "nothing-publishes", False),
         ("dra-addon", "two-publishers", True),
         ("dra-addon", "disagrees-with-ledger", True),

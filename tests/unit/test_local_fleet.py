@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from components.config import StackConfig
-from components.preflight import check_node_facts, check_nodes, matches
+from components.live import LiveCluster
+from components.preflight import check, check_node_facts, check_nodes, matches
 from eks_hybrid_gpu import local, placement, simulate, smoke
 from eks_hybrid_gpu.localcluster import KWOK_NODE_ANNOTATION, KWOK_STAGES, WORKLOAD_CONTROLLERS
 
@@ -25,8 +26,12 @@ def config() -> StackConfig:
 
 
 def _nodes(config: StackConfig) -> list[dict[str, Any]]:
+    """The fleet's Node objects as the preflight lists them: labels, taints and the status kwok keeps."""
     fleet = simulate.fleet_for(config)
-    return [simulate.node_object(n, fleet.cohort_label_key) for n in fleet.nodes]
+    now = datetime.now(UTC)
+    return [
+        {**simulate.node_object(n, fleet.cohort_label_key), "status": simulate.node_status(n, now)} for n in fleet.nodes
+    ]
 
 
 def test_fleet_has_two_nodes_per_cohort_and_one_auto_mode_node(config: StackConfig) -> None:
@@ -83,6 +88,70 @@ def test_operator_stack_opts_the_other_cohorts_out_of_operands(config: StackConf
     assert "nvidia.com/gpu.deploy.operands" not in nodes["sim-operator-0"]
     assert nodes["sim-operator-0"][KEY] == "gpu-operator"
     assert check_nodes(with_operator, _nodes(with_operator)) == []
+
+
+def _operator_stack(config: StackConfig) -> StackConfig:
+    raw = config.model_dump(by_alias=True, exclude_none=True)
+    raw["cohorts"] = [{"name": "operator", "owner": "gpu-operator", "hostDriverVerified": True}]
+    return StackConfig.model_validate(raw)
+
+
+def test_an_operator_stack_opts_its_auto_mode_node_out_as_an_administrator_must(config: StackConfig) -> None:
+    operator = _operator_stack(config)
+    auto = {n["metadata"]["name"]: n for n in _nodes(operator)}["sim-auto-l4-0"]
+    without = {n["metadata"]["name"]: n for n in _nodes(config)}["sim-auto-l4-0"]
+
+    assert auto["metadata"]["labels"]["nvidia.com/gpu.deploy.operands"] == "false"
+    assert "nvidia.com/gpu.deploy.operands" not in without["metadata"]["labels"]  # no Operator, no opt-out needed
+    # The whole preflight passes on the fleet; without the Auto Mode node's label the boundary refuses it.
+    assert check(operator, LiveCluster(_nodes(operator))) == []
+    del auto["metadata"]["labels"]["nvidia.com/gpu.deploy.operands"]
+    unguarded = [n if n["metadata"]["name"] != "sim-auto-l4-0" else auto for n in _nodes(operator)]
+    assert [p.message.split(" (")[0] for p in check(operator, LiveCluster(unguarded))] == [
+        "gpu-operator is cluster-wide, and GPU node sim-auto-l4-0"
+    ]
+
+
+@pytest.mark.parametrize("stack", ["operator-cluster-policy", "operator-gpu-cluster"])
+def test_the_operator_stacks_fleets_keep_operands_on_their_cohort(stack: str) -> None:
+    config = local.stack_config(stack)
+    nodes = _nodes(config)
+
+    assert placement.operand_standing(config, nodes) == {
+        "sim-auto-l4-0": "opted out",
+        "sim-operator-0": "cohort",
+        "sim-operator-1": "cohort",
+    }
+    assert check(config, LiveCluster(nodes)) == []
+
+
+def test_the_node_table_says_where_the_operator_would_place_operands(config: StackConfig) -> None:
+    operator = _operator_stack(config)
+    nodes = _nodes(operator)
+    spare = simulate.node_object(
+        simulate.SimNode.model_validate({"name": "sim-spare-0", "gpus": [{"model": "H100"}]}), KEY
+    )
+    standing = placement.operand_standing(operator, [*nodes, spare])
+
+    lines = placement.node_table([*nodes, spare], KEY, {}, standing).splitlines()
+
+    assert lines[0].split()[-3:] == ["GPU", "Operator", "operands"]
+    assert {line.split()[0]: line.split()[-1] for line in lines[1:]} == {
+        "sim-auto-l4-0": "out",
+        "sim-operator-0": "cohort",
+        "sim-operator-1": "cohort",
+        "sim-spare-0": "start",
+    }
+    assert placement.operand_line(standing) == (
+        "The GPU Operator would place its operands on: sim-operator-0, sim-operator-1, sim-spare-0; outside its "
+        "cohort: sim-spare-0 (label them nvidia.com/gpu.deploy.operands=false)"
+    )
+    assert placement.operand_line(placement.operand_standing(operator, nodes)) == (
+        "The GPU Operator would place its operands on: sim-operator-0, sim-operator-1 (every other GPU node carries "
+        "nvidia.com/gpu.deploy.operands=false)"
+    )
+    assert placement.operand_standing(config, nodes) == {}  # no Operator: no column
+    assert "GPU Operator operands" not in placement.node_table(nodes, KEY, {}, {})
 
 
 def test_the_cluster_runs_the_workload_controllers_and_kwok_default_stages() -> None:

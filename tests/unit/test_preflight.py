@@ -27,6 +27,7 @@ from tests.support.configs import (
     cohort,
     hybrid_node,
     node,
+    node_info,
     selector_for,
 )
 from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
@@ -124,21 +125,26 @@ def test_auto_mode_node_selected() -> None:
 
 
 def test_standalone_node_without_operand_opt_out_next_to_an_operator() -> None:
+    # Judged by components.operator_boundary (every GPU node outside the Operator's cohort), as the last check.
     config = _config(cohorts=[OPERATOR_COHORT, PLUGIN_COHORT])
     nodes = [
         hybrid_node("op-1", "gpu-operator", operands_opt_out=False),
         hybrid_node("gpu-1", "device-plugin", operands_opt_out=False),
-        node("gpu-2", **selector_for("device-plugin"), **{"nvidia.com/gpu.deploy.operands": "true"}),
+        {
+            **node("gpu-2", **selector_for("device-plugin"), **{"nvidia.com/gpu.deploy.operands": "true"}),
+            "status": {"nodeInfo": node_info()},
+        },
     ]
 
-    assert _check(config, nodes) == [
-        "eks-hybrid-gpu:cohorts[1].nodeSelector: selects node gpu-1, which lacks "
-        "nvidia.com/gpu.deploy.operands=false; the GPU Operator would deploy its operands there too: label the "
-        "node to opt it out",
-        "eks-hybrid-gpu:cohorts[1].nodeSelector: selects node gpu-2, which lacks "
-        "nvidia.com/gpu.deploy.operands=false; the GPU Operator would deploy its operands there too: label the "
-        "node to opt it out",
+    assert check_nodes(config, nodes) == []
+    assert [p.message.split(" (")[0] for p in check(config, LiveCluster(nodes))] == [
+        "selects node gpu-1",
+        "selects node gpu-2",
     ]
+    assert str(check(config, LiveCluster(nodes))[0]).startswith(
+        "eks-hybrid-gpu:cohorts[1].nodeSelector: selects node gpu-1 (a hybrid node, a GPU node of cohort plugin), "
+        "which lacks nvidia.com/gpu.deploy.operands=false; the GPU Operator would start its operands there too"
+    )
 
 
 def test_operand_opt_out_is_not_required_without_an_operator() -> None:
@@ -157,17 +163,21 @@ def test_every_problem_of_one_node_is_listed() -> None:
     )
     nodes = [
         hybrid_node("op-1", "gpu-operator", operands_opt_out=False),
-        node(
-            "i-0abc",
-            **{"eks.amazonaws.com/compute-type": "auto", "workload.example.com/gpu-allocation": "x"},
-            **MPS_NODE_LABELS,
-        ),
+        {
+            **node(
+                "i-0abc",
+                **{"eks.amazonaws.com/compute-type": "auto", "workload.example.com/gpu-allocation": "x"},
+                **MPS_NODE_LABELS,
+            ),
+            "status": {"nodeInfo": node_info()},
+        },
     ]
 
-    assert [p.message.split(";")[0] for p in check_nodes(config, nodes)] == [
+    assert [p.message.split(";")[0] for p in check(config, LiveCluster(nodes))] == [
         "selects node i-0abc, an EKS Auto Mode node",
         "selects node i-0abc, labelled nvidia.com/mps.capable=true",
-        "selects node i-0abc, which lacks nvidia.com/gpu.deploy.operands=false",
+        "selects node i-0abc (an EKS Auto Mode node, a GPU node of cohort plugin), which lacks "
+        "nvidia.com/gpu.deploy.operands=false",
     ]
 
 
