@@ -10,10 +10,9 @@ import json
 import re
 import socket
 import stat
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 
@@ -30,10 +29,10 @@ from policy.gpu_allocation.vocab.labels import (
     OWNER_LABEL,
     SMOKE_JOB_LABEL,
 )
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-T = TypeVar("T")
 DIGEST_IMAGE = "registry.example.com/approved/gpu-smoke@sha256:" + "ab" * 32
 DAY2_CLASS = "day2-large-gpu"
 LEDGER_NS = "day2-system"
@@ -44,17 +43,6 @@ LARGE_DEVICES = {("sim-dra-h200-0", "gpu-0"), ("sim-dra-h100-0", "gpu-0")}
 """The only devices of the default fleet that hybrid-large-gpu selects: type gpu, more than 40Gi."""
 FINALIZER = "example.com/device-unprepare"
 LARGE_EXPRESSION = large_gpu_expression("40Gi")
-
-
-def wait_for(read: Callable[[], T | None], what: str, timeout: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = read()
-        if value:
-            return value
-        time.sleep(0.2)
-    message = f"timed out after {timeout:.0f} s waiting for {what}"
-    raise AssertionError(message)
 
 
 def run(main: Callable[[list[str]], int], argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -11,10 +11,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from pulumi import automation as auto
@@ -23,25 +23,14 @@ from components.publishers import pod_publisher
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, movehost
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import work_dir_with_stack
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
-T = TypeVar("T")
 KEY = "workload.example.com/gpu-allocation"
 WORKLOADS = "ai-workloads"
 IMAGE = "registry.example.com/approved/trainer@sha256:" + "ab" * 32
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-
-
-def wait_for(read: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = read()
-        if value:
-            return value
-        time.sleep(0.2)
-    message = f"timed out after {timeout:.0f} s waiting for {what}"
-    raise AssertionError(message)
 
 
 @pytest.fixture(scope="module")

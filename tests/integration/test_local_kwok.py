@@ -11,9 +11,9 @@ import io
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 import yaml
@@ -22,26 +22,15 @@ from pulumi import automation as auto
 from eks_hybrid_gpu import engine, kubeclient, local, localcluster, placement, simulate, smoke
 from tests.integration.helpers import LOCAL_STACK_FILE, work_dir_with_stack
 from tests.support import charts
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
-T = TypeVar("T")
 IMAGE = "registry.example.com/approved/gpu-smoke@sha256:" + "cd" * 32
 WORKLOADS = "ai-workloads"
 AUTO_NODE = simulate.AUTO_NODE_NAME
 SHARED_CHARTS = charts.folder()
 OPERATOR_ARCHIVE = SHARED_CHARTS / "gpu-operator-v26.7.0.tgz"
-
-
-def wait_for(read: Callable[[], T | None], what: str, timeout: float = 90.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = read()
-        if value:
-            return value
-        time.sleep(0.3)
-    message = f"timed out after {timeout:.0f} s waiting for {what}"
-    raise AssertionError(message)
 
 
 def local_cohorts() -> list[dict[str, Any]]:

@@ -8,10 +8,9 @@ H100, 2x A10G) and an Auto Mode node; no kubelet runs, so pods are bound and cla
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -25,6 +24,7 @@ from components.smoke_jobs import SmokeRequest, smoke_job_spec
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
 from tests.integration.helpers import work_dir_with_stack
+from tests.support.waiting import wait_for
 
 pytestmark = [
     pytest.mark.integration,
@@ -32,24 +32,12 @@ pytestmark = [
     pytest.mark.usefixtures("_program_reads_the_simulated_cluster"),
 ]
 
-T = TypeVar("T")
 IMAGE = "registry.example.com/approved/gpu-smoke@sha256:" + "cd" * 32
 PREFLIGHT = {"source": "local", "kubernetesVersion": "1.34.4", "skipAwait": True, "preflight": True}
 WORKLOADS = "ai-workloads"
 DRA_NODES = {"sim-dra-h200-0", "sim-dra-h100-0", "sim-dra-a10g-0"}
 LARGE_DEVICES = {("sim-dra-h200-0", "gpu-0"), ("sim-dra-h100-0", "gpu-0")}
 """The fleet's only devices with type "gpu" and more than 40Gi: never an A10G (24Gi), never a MIG instance."""
-
-
-def wait_for(read: Callable[[], T | None], what: str, timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = read()
-        if value:
-            return value
-        time.sleep(0.3)
-    message = f"timed out after {timeout:.0f} s waiting for {what}"
-    raise AssertionError(message)
 
 
 def local_cohorts(**plugin: Any) -> list[dict[str, Any]]:
