@@ -68,7 +68,7 @@ def _put_node(kube: Kube, node: SimNode, cohort_label_key: str) -> dict[str, Any
     # GPU resources without a host-level plugin are the simulated kubelet's, which follows the pods.
     for key in ("capacity", "allocatable"):
         for gone in set(created.get("status", {}).get(key) or {}) - set(status[key]):
-            if node.host_publisher == "device-plugin" or not gone.startswith("nvidia.com/"):
+            if node.host_publisher != "none" or not gone.startswith("nvidia.com/"):
                 status[key][gone] = None
     kube.merge_patch(f"{path}/status", {"status": status})
     return created

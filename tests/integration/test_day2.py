@@ -201,7 +201,7 @@ def test_inspect_json_reports_slices_claims_and_owners(
         "kubeconfig": str(sim_cluster.kubeconfig),
         "context": "local",
     }
-    assert document["ledger"] == {"configMap": LEDGER, "found": True, "operatorMode": None}
+    assert document["ledger"] == {"configMap": LEDGER, "found": True, "operatorMode": None, "migration": None}
     assert [
         (n["name"], n["computeType"], n["cohort"], n["owner"], n["gpuResources"], n["draDevices"], n["note"])
         for n in document["nodes"]
