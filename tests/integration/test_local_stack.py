@@ -92,15 +92,19 @@ def test_local_stack_lifecycle(
     assert [r for r in placement.read(kube)[1] if r.namespace in ("gpu-system", "gpu-dra-system")] == []
 
 
-def test_broken_cel_is_refused_at_preview(engine_env: engine.EngineEnv, tmp_path: Path) -> None:
-    """A fragment the config's CEL subset accepts but the API server's type checker refuses (string == int)."""
+def test_ill_typed_cel_is_refused_before_it_reaches_the_api_server(
+    engine_env: engine.EngineEnv, tmp_path: Path
+) -> None:
+    """A fragment the API server's CEL type checker would refuse (string == int) is refused by the config first."""
     work = work_dir_with_stack(tmp_path, "broken-cel", {"dra": {"extraSelector": "device.driver == 1"}})
     stack = engine.stack(engine_env, "broken-cel", work_dir=work)
+    lines: list[str] = []
     with pytest.raises(auto.CommandError) as failure:
-        stack.preview(color="never")
-    text = str(failure.value)
-    assert "hybrid-large-gpu" in text
-    assert "compilation failed" in text or "Syntax error" in text
+        stack.preview(on_output=lines.append, color="never")
+    text = " ".join(str(failure.value).split())
+    assert "eks-hybrid-gpu:dra.extraSelector: is not one CEL condition on its own: '==' at position 15 compares" in text
+    assert "a string with an int" in text
+    assert "hybrid-large-gpu" not in "\n".join(lines)  # nothing reached the API server
 
 
 def test_selector_escaping_its_parenthesis_is_refused_before_anything_registers(
