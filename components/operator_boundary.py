@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from components.config import CohortConfig, StackConfig
 from components.dra_objects import DRIVER
-from components.publishers import OPERATOR_KINDS, Finding, controller_of, labels_of, operator_managed
+from components.publishers import OPERATOR_KINDS, Finding, controller_of, labels_of, operator_managed, positive_count
 from components.refusals import Problem
 from policy.gpu_allocation.vocab.labels import (
     AUTO_MODE,
@@ -87,13 +87,6 @@ def operator_discovers(labels: Mapping[str, str]) -> bool:
     return any(labels.get(key) == "true" for key in (*NFD_GPU_LABELS, GPU_PRESENT_LABEL))
 
 
-def _positive(quantity: object) -> bool:
-    try:
-        return int(str(quantity)) > 0
-    except ValueError:
-        return False
-
-
 def gpu_evidence(node: Mapping[str, Any], slices: Iterable[str] = ()) -> list[str]:
     """Why a node is a GPU node: discovery labels, `nvidia.com/*` capacity, `gpu.nvidia.com` ResourceSlices.
 
@@ -102,7 +95,7 @@ def gpu_evidence(node: Mapping[str, Any], slices: Iterable[str] = ()) -> list[st
     status = node.get("status") or {}
     resources = {**(status.get("capacity") or {}), **(status.get("allocatable") or {})}
     found = discovery_labels(labels_of(node))
-    found += [f"{k}={v}" for k, v in sorted(resources.items()) if k.startswith("nvidia.com/") and _positive(v)]
+    found += [f"{k}={v}" for k, v in sorted(resources.items()) if k.startswith("nvidia.com/") and positive_count(v)]
     found += [f"ResourceSlice {name} of {DRIVER}" for name in sorted(slices)]
     return found
 

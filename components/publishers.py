@@ -55,12 +55,19 @@ def is_gpu_resource(name: str) -> bool:
     return name in ("nvidia.com/gpu", "nvidia.com/gpu.shared") or name.startswith("nvidia.com/mig-")
 
 
-def _positive(quantity: object) -> bool:
+def positive_count(quantity: object) -> bool:
     """A device count above zero; kubelet keeps a stopped plugin's resource at 0, which publishes nothing."""
     try:
         return int(str(quantity)) > 0
     except ValueError:
         return False
+
+
+def pod_ready(pod: Mapping[str, Any]) -> bool:
+    """The pod's Ready condition is True, as the kubelet reports it."""
+    status = pod.get("status")
+    conditions = (status.get("conditions") if isinstance(status, Mapping) else None) or []
+    return any(isinstance(c, Mapping) and c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 @dataclass(frozen=True)
@@ -262,7 +269,7 @@ def observe(
         found = [
             Publisher("resource", DEVICE_PLUGIN, "resources", f"{key}={value}")
             for key, value in sorted(allocatable.items())
-            if is_gpu_resource(key) and _positive(value)
+            if is_gpu_resource(key) and positive_count(value)
         ]
         if labels.get(OPERANDS_OPT_OUT_LABEL) != "false":
             found += [

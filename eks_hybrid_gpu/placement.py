@@ -17,6 +17,7 @@ from typing import Any
 from components.config import StackConfig
 from components.operator_boundary import classify
 from components.preflight import matches
+from components.publishers import pod_ready
 from eks_hybrid_gpu.kubeclient import Kube
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LABEL_PREFIX
@@ -68,11 +69,6 @@ def _top_controller(obj: Obj, by_uid: Mapping[str, Obj]) -> tuple[str, Obj | Non
     return name, current
 
 
-def _ready(pod: Obj) -> bool:
-    conditions = pod.get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
 def pod_rows(pods: Sequence[Obj], workloads: Sequence[Obj]) -> list[PodRow]:
     """Every bound pod with its node, phase, readiness, top controller and cohort; sorted by node then pod."""
     by_uid = {w["metadata"]["uid"]: w for w in workloads}
@@ -88,7 +84,7 @@ def pod_rows(pods: Sequence[Obj], workloads: Sequence[Obj]) -> list[PodRow]:
                 namespace=pod["metadata"]["namespace"],
                 name=pod["metadata"]["name"],
                 phase=pod.get("status", {}).get("phase", "Unknown"),
-                ready=_ready(pod),
+                ready=pod_ready(pod),
                 controller=controller,
                 cohort=_labels(top).get(COHORT_LABEL) if top is not None else None,
             )

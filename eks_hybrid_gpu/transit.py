@@ -16,7 +16,7 @@ from typing import Any
 
 from components.consumers import Consumer, consumers_by_node
 from components.dra_objects import DRIVER
-from components.publishers import Publisher, is_gpu_resource, pod_publisher
+from components.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
 from eks_hybrid_gpu.inspection import TRANSIT_ANNOTATION
 from eks_hybrid_gpu.kubeclient import Kube, KubeApiError, segment
 
@@ -86,18 +86,6 @@ class NodeState:
         return f"allocator pods: {allocators}; publishes: {', '.join(published) or 'nothing'}; GPUs in use: {holders}"
 
 
-def _ready(pod: Obj) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
-
-
-def _positive(value: object) -> bool:
-    try:
-        return int(str(value)) > 0
-    except ValueError:
-        return False
-
-
 def read_state(kube: Kube, node_name: str) -> NodeState:
     """Everything about one node that a move waits on, in one read of each list."""
     node = kube.get(f"/api/v1/nodes/{segment(node_name)}")
@@ -108,10 +96,10 @@ def read_state(kube: Kube, node_name: str) -> NodeState:
         publisher = pod_publisher(pod, daemonsets)
         if publisher is not None:
             allocators.append(publisher)
-            if _ready(pod) and not pod["metadata"].get("deletionTimestamp"):
+            if pod_ready(pod) and not pod["metadata"].get("deletionTimestamp"):
                 ready.append(publisher.what)
     allocatable = (node.get("status") or {}).get("allocatable") or {}
-    resources = {k: str(v) for k, v in allocatable.items() if is_gpu_resource(k) and _positive(v)}
+    resources = {k: str(v) for k, v in allocatable.items() if is_gpu_resource(k) and positive_count(v)}
     slices = tuple(
         sorted(
             s["metadata"]["name"]

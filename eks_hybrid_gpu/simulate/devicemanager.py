@@ -33,6 +33,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
+from components.publishers import pod_ready
 from eks_hybrid_gpu.kubeclient import Kube, KubeAccessError, KubeApiError, connect, segment
 from eks_hybrid_gpu.simulate.model import HOST_ANNOTATION, PUBLISHED_BY_LABEL, SIMULATED_LABEL, SLICE_API, SimNode
 from eks_hybrid_gpu.simulate.objects import (
@@ -78,11 +79,9 @@ def _mounts_config(pod: Obj) -> bool:
     return found is not None and found[0] == DEVICE_PLUGIN and manager
 
 
-def _ready(pod: Obj) -> bool:
-    if (pod.get("metadata") or {}).get("deletionTimestamp"):
-        return False
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+def _serving(pod: Obj) -> bool:
+    """Ready and not asked to stop: a terminating plugin is unregistering."""
+    return not (pod.get("metadata") or {}).get("deletionTimestamp") and pod_ready(pod)
 
 
 def _selected_config(pod: Obj, node_labels: Mapping[str, str], configmaps: Mapping[str, Obj]) -> dict[str, Any]:
@@ -144,7 +143,7 @@ def publication(
     has_slice = host.host_publisher == DRA
     for pod in pods:
         found = pod_owner(pod.get("spec") or {}, (pod.get("metadata") or {}).get("labels") or {})
-        if found is None or found[1] != "allocator" or not _ready(pod):
+        if found is None or found[1] != "allocator" or not _serving(pod):
             continue
         if found[0] == DEVICE_PLUGIN:
             resources.update(plugin_resources(host, plugin_sharing(pod, node_labels, configmaps)))

