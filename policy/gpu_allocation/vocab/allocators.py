@@ -9,33 +9,14 @@ objects of a stack; the live checks apply it to the pods bound to a node. Plain 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import Any, Literal
 
-from .labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
+from .labels import Owner
+from .owners import OWNER_KINDS, owner_of_image
 
 Role = Literal["allocator", "companion", "operator"]
 """allocator: publishes GPUs to the kubelet; companion: part of an allocator's install (MPS control daemon,
 config manager, feature discovery, DRA controller), never a second owner; operator: the GPU Operator itself."""
-
-DEVICE_PLUGIN_BINARY: Final = "nvidia-device-plugin"
-DEVICE_PLUGIN_IMAGES: Final = frozenset({"k8s-device-plugin"})
-"""Last path element of the device plugin's image repository (NGC, GHCR, mirrors)."""
-DEVICE_PLUGIN_COMPANION_COMMANDS: Final = frozenset({"config-manager", "mps-control-daemon", "gpu-feature-discovery"})
-"""Commands of the same image that are part of the plugin's install and publish no GPU."""
-
-DRA_IMAGES: Final = frozenset(
-    {"dra-driver-nvidia-gpu", "k8s-dra-driver-gpu", "k8s-dra-driver", "nvidia-dra-driver-gpu"}
-)
-"""Last path element of the NVIDIA DRA driver's image repository, old names included."""
-DRA_PLUGIN_CONTAINER: Final = "gpus"
-"""The kubelet-plugin container that publishes GPUs (`compute-domains` publishes no GPU)."""
-DRA_PLUGIN_BINARY: Final = "gpu-kubelet-plugin"
-DRA_COMPONENT_LABELS: Final = ("dra-driver-nvidia-gpu-component", "nvidia-dra-driver-gpu-component")
-"""Pod-template label of the DRA chart (current and old names); value `kubelet-plugin` on the allocator."""
-DRA_KUBELET_PLUGIN: Final = "kubelet-plugin"
-
-OPERATOR_IMAGES: Final = frozenset({"gpu-operator"})
-OPERATOR_BINARY: Final = "gpu-operator"
 
 
 def image_repository_name(image: object) -> str:
@@ -71,20 +52,26 @@ def _runs(container: Mapping[str, Any], binary: str) -> bool:
 
 
 def container_owner(container: Mapping[str, Any]) -> tuple[Owner, Role] | None:
-    """The owner and role of one (regular) container, or None when it is no GPU allocation software."""
+    """The owner and role of one (regular) container, or None when it is no GPU allocation software.
+
+    An allocator's image or its allocator binary names the owner (vocab.owners); within it, a companion command
+    or a container other than the owner's allocator container is part of the install, never a second owner.
+    """
     repo = image_repository_name(container.get("image"))
     executable = _executable(container)
-    name = container.get("name")
-    if repo in DEVICE_PLUGIN_IMAGES or _runs(container, DEVICE_PLUGIN_BINARY):
-        if executable in DEVICE_PLUGIN_COMPANION_COMMANDS:
-            return DEVICE_PLUGIN, "companion"
-        return DEVICE_PLUGIN, "allocator"
-    if repo in DRA_IMAGES or _runs(container, DRA_PLUGIN_BINARY):
-        if name == DRA_PLUGIN_CONTAINER or _runs(container, DRA_PLUGIN_BINARY):
-            return DRA, "allocator"
-        return DRA, "companion"
-    if repo in OPERATOR_IMAGES or executable == OPERATOR_BINARY:
-        return GPU_OPERATOR, "operator"
+    for kind in OWNER_KINDS.values():
+        if kind.manager:
+            if owner_of_image(repo) == kind.owner or executable == kind.allocator_binary:
+                return kind.owner, "operator"
+            continue
+        runs_allocator = _runs(container, kind.allocator_binary)
+        if owner_of_image(repo) != kind.owner and not runs_allocator:
+            continue
+        if executable in kind.companion_commands:
+            return kind.owner, "companion"
+        if kind.allocator_container is None or runs_allocator or container.get("name") == kind.allocator_container:
+            return kind.owner, "allocator"
+        return kind.owner, "companion"
     return None
 
 
@@ -99,8 +86,10 @@ def pod_owner(pod_spec: Mapping[str, Any], pod_labels: Mapping[str, Any] | None 
     if isinstance(containers, Sequence) and not isinstance(containers, str):
         found = [owner for c in containers if isinstance(c, Mapping) and (owner := container_owner(c)) is not None]
     labels = pod_labels or {}
-    if any(labels.get(key) == DRA_KUBELET_PLUGIN for key in DRA_COMPONENT_LABELS):
-        found.append((DRA, "allocator"))
+    for kind in OWNER_KINDS.values():
+        marker = kind.allocator_component
+        if marker and any(labels.get(key) == marker for key in kind.component_labels):
+            found.append((kind.owner, "allocator"))
     for role in ("allocator", "operator", "companion"):
         for owner in found:
             if owner[1] == role:
