@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
+from policy.gpu_allocation.rules.findings import CANNOT_JUDGE
 from policy.gpu_allocation.rules.props import UNKNOWN
-from policy.gpu_allocation.rules.readers import CANNOT_JUDGE, effective_env
+from policy.gpu_allocation.rules.readers import effective_env
 from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT
 from policy.gpu_allocation.rules.workloads import NO_VISIBLE_DEVICES_OVERRIDE
 from tests.support.policy_harness import Harness

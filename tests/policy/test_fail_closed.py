@@ -14,8 +14,8 @@ from pulumi_policy import Policy, ResourceValidationPolicy
 
 from policy.gpu_allocation.rules import dra as dra_rules
 from policy.gpu_allocation.rules import drivers, ownership, sharing, targeting, workloads
+from policy.gpu_allocation.rules.findings import CANNOT_JUDGE
 from policy.gpu_allocation.rules.parsing import TOO_DEEP
-from policy.gpu_allocation.rules.readers import CANNOT_JUDGE
 from policy.gpu_allocation.vocab import labels as vocab
 from tests.support.policy_harness import DP_SELECTOR, Harness, Item, type_of
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from policy.gpu_allocation.rules.dra import DRA_FEATURE_GATES_ALLOWLISTED
-from policy.gpu_allocation.rules.readers import DRA_GATES, gate_maturity
+from policy.gpu_allocation.rules.dra.driver_gates import DRA_GATES, gate_maturity
 from tests.support.policy_harness import Harness, type_of
 
 from .test_foreign_stacks import dra

@@ -11,7 +11,7 @@ import pytest
 from pulumi_policy import EnforcementLevel
 
 from policy.gpu_allocation.rules.sharing import SHARED_GPU_RESOURCE_NAME, TIME_SLICING_CONFIG_ATTACHED
-from policy.gpu_allocation.rules.workloads import SMOKE_JOB_HARDENED, SMOKE_JOB_RUN_APPROVED, JobFinding
+from policy.gpu_allocation.rules.workloads.smoke_jobs import SMOKE_JOB_HARDENED, SMOKE_JOB_RUN_APPROVED, JobFinding
 from policy.gpu_allocation.vocab import labels as vocab
 from tests.support.policy_harness import DP_SELECTOR, Harness
 

@@ -12,11 +12,8 @@ from typing import Any
 
 import pytest
 
-from policy.gpu_allocation.rules.sharing import (
-    PLUGIN_CONFIG_LABEL,
-    SHARED_GPU_RESOURCE_NAME,
-    TIME_SLICING_CONFIG_ATTACHED,
-)
+from policy.gpu_allocation.rules.plugin_configs import PLUGIN_CONFIG_LABEL
+from policy.gpu_allocation.rules.sharing import SHARED_GPU_RESOURCE_NAME, TIME_SLICING_CONFIG_ATTACHED
 from tests.support import charts
 from tests.support.policy_harness import Harness
 

@@ -9,12 +9,9 @@ from typing import Any
 import pytest
 
 from policy.gpu_allocation.rules.sharing import (
-    MIG_PROFILES,
     MIG_STRATEGY_CONSISTENT,
     SHARED_GPU_RESOURCE_NAME,
     TIME_SLICING_CONFIG_ATTACHED,
-    normalize_gpu_model,
-    normalize_profile,
 )
 from policy.gpu_allocation.rules.workloads import (
     GPU_REQUEST_SHAPE,
@@ -22,6 +19,8 @@ from policy.gpu_allocation.rules.workloads import (
     NO_VISIBLE_DEVICES_OVERRIDE,
     SMOKE_JOB_HARDENED,
 )
+from policy.gpu_allocation.vocab.gpu_models import MIG_PROFILES, normalize_gpu_model
+from policy.gpu_allocation.vocab.mig import normalize_profile
 from tests.support.policy_harness import (
     DP_DAEMONSET,
     DP_SELECTOR,

@@ -22,7 +22,7 @@ from components.refusals import StackConfigError
 from components.validation import load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
 from policy.gpu_allocation.rules import props as k8s_props
-from policy.gpu_allocation.rules.ownership import _first_of_each
+from policy.gpu_allocation.rules.ownership.single_owner import _first_of_each
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, PROJECT
 from policy.gpu_allocation.vocab.selectors import Placement, placements_overlap
 

@@ -1,21 +1,35 @@
-"""Rule families of the policy pack, one module each.
+"""Rules of the policy pack: one package per rule family, one module per rule, each declaration beside its validator.
 
-- :mod:`rules.ownership`: single-allocation-owner, operator-device-plugin-disabled,
-  gpu-cluster-excludes-standalone-dra, compute-domain-crds-one-owner, nfd-one-owner,
-  ownership-ledger-consistent, operator-cr-exclusive
+Families (``pack.py`` serves their ``POLICIES`` in this order):
+
+- :mod:`rules.ownership`: ``single_owner`` (single-allocation-owner), ``gpu_operator``
+  (operator-device-plugin-disabled, gpu-cluster-excludes-standalone-dra, operator-cr-exclusive), ``cluster_scoped``
+  (compute-domain-crds-one-owner, nfd-one-owner), ``ledger_consistent`` (ownership-ledger-consistent); ``cohorts``
+  is their cohort model and ``scope`` the stacks they judge
 - :mod:`rules.targeting`: no-auto-mode-targeting, gpu-discovery-affinity-kept
-- :mod:`rules.workloads`: smoke-job-hardened, smoke-job-run-approved, gpu-request-shape,
-  no-visible-devices-override, no-dual-allocation
-- :mod:`rules.sharing`: shared-gpu-resource-name, time-slicing-config-attached, mig-strategy-consistent
-- :mod:`rules.dra`: dra-api-current, dra-feature-gates-allowlisted,
-  dra-webhook-needs-tls
-- :mod:`rules.drivers`: driver-ownership-consistent,
-  driver-verification-declared, chart-version-pinned, operator-hooks-kept
+- :mod:`rules.workloads`: ``smoke_jobs`` (smoke-job-hardened, smoke-job-run-approved), ``request_shape``
+  (gpu-request-shape), ``visible_devices`` (no-visible-devices-override), ``dual_allocation`` (no-dual-allocation)
+- :mod:`rules.sharing`: ``time_slicing`` (shared-gpu-resource-name), ``config_attached``
+  (time-slicing-config-attached), ``mig`` (mig-strategy-consistent); ``cohorts`` is the device-plugin cohorts
+- :mod:`rules.dra`: ``api_current`` (dra-api-current), ``feature_gates`` (dra-feature-gates-allowlisted, with
+  ``driver_gates``: how the driver reads its gates), ``webhook`` (dra-webhook-needs-tls)
+- :mod:`rules.drivers`: ``driver_ownership`` (driver-ownership-consistent, driver-verification-declared),
+  ``chart_versions`` (chart-version-pinned), ``operator_hooks`` (operator-hooks-kept)
+
+What the rules read, bottom up:
+
+- :mod:`rules.sdk_internals`: the one home of the pulumi-policy private internals the pack relies on
 - :mod:`rules.props`: property plumbing (SDK proxies to plain data, unknowns, accessors, policy config)
-- :mod:`rules.shapes`: Kubernetes shapes (a resource and what it is, pod templates, containers, placement)
-- :mod:`rules.installations`: the GPU installation model (installs, what they render, the ledger)
-- :mod:`rules.readers`: values read as their consumers read them (Helm truthiness and chart defaults, a
-  container's effective env, DRA feature gates, time-slicing selection) and findings as records, so a value
-  that cannot be read is a violation (fail closed)
 - :mod:`rules.parsing`: bounded JSON/YAML reading, so a hostile value is "cannot tell", never a crash
+- :mod:`rules.findings`: findings as records (fail closed) and the words many policies share
+- :mod:`rules.readers`: values read as their consumers read them (Helm truthiness and chart defaults, a
+  container's effective env)
+- :mod:`rules.shapes`: pod shapes (pod spec paths, containers, placement, field types)
+- :mod:`rules.charts`: Helm resource types and chart identity (from the owner registry, ``vocab.owners``)
+- :mod:`rules.resource`: one resource and what it is (:meth:`Resource.belongs_to <rules.resource.Resource.belongs_to>`
+  is the one "is this object owner X's" predicate); :mod:`rules.operator_crs`: the Operator's CRs
+- :mod:`rules.fail_closed`: the resource-validator wrapper that reports what it could not read
+- :mod:`rules.installations`: one GPU install and what it renders; :mod:`rules.ledger`: the ledger ConfigMap;
+  :mod:`rules.stack_view`: a stack's resources, installs and ledger; :mod:`rules.plugin_configs`: where a
+  device plugin's configs come from
 """

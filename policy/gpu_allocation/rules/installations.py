@@ -1,4 +1,4 @@
-"""The GPU installation model: which allocation owners a stack installs, and what each one renders.
+"""The GPU installation model: one allocation owner installed by a Helm Chart or Release, and what it renders.
 
 What the analyzer really receives (captured in ``tests/fixtures/policy/real/``): a ``kubernetes:helm.sh/v4:Chart``
 is a remote component, so its props are EMPTY in resource and in stack validation. Its inputs (``chart``,
@@ -6,41 +6,24 @@ is a remote component, so its props are EMPTY in resource and in stack validatio
 URN pointing at the Chart. A ``helm.sh/v3:Release`` is a custom resource: its inputs, values included, are
 visible, its rendered objects are not. An allocator DaemonSet that no GPU Chart/Release rendered (a plain manifest,
 a ConfigGroup, a ``helm template`` render) is an install of its own. :class:`Installation` answers the rules'
-questions from the values where they are visible and from the rendered objects otherwise; :class:`StackView`
-finds the installations and the program's ledger.
+questions from the values where they are visible and from the rendered objects otherwise;
+:class:`.stack_view.StackView` finds the installations.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
-
 from ..vocab import allocators
-from ..vocab import labels as ownership
+from ..vocab import labels as vocab
+from ..vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR
 from ..vocab.selectors import Placement
-from .parsing import load_json
+from .operator_crs import cr_flag, cr_mode
 from .props import UNKNOWN, as_bool, contains_unknown, dig, string_map
-from .readers import Finding, helm_condition, helm_flag, helm_rendered_bool, report_findings
-from .shapes import (
-    DEVICE_PLUGIN,
-    DRA,
-    GPU_OPERATOR,
-    HELM_TYPES,
-    POD_SPEC_PATHS,
-    Container,
-    Resource,
-    containers,
-    cr_flag,
-    cr_mode,
-    pod_node_selector,
-    pod_volumes,
-    required_node_terms,
-)
-
-# --------------------------------------------------------------------------- stack view
+from .readers import helm_condition, helm_flag, helm_rendered_bool
+from .resource import Resource
+from .shapes import Container, containers, pod_node_selector, pod_volumes, required_node_terms
 
 
 def is_plugin_container(container: Container) -> bool:
@@ -117,7 +100,7 @@ class Installation:
     def sharing(self) -> str | None:
         """The sharing annotation stamped on the rendered children, if any."""
         for child in self.children:
-            value = child.annotation(ownership.SHARING_ANNOTATION)
+            value = child.annotation(vocab.SHARING_ANNOTATION)
             if isinstance(value, str):
                 return value
         return None
@@ -192,7 +175,7 @@ class Installation:
         its own setting.
         """
         for child in self.children:
-            stamped = child.annotation(ownership.CONFIG_PATH_ANNOTATION)
+            stamped = child.annotation(vocab.CONFIG_PATH_ANNOTATION)
             if isinstance(stamped, str) and stamped:
                 return f"{stamped}{suffix}"
         if not self.stamped:
@@ -315,206 +298,6 @@ class Installation:
         for resource in sorted(self.custom_resources, key=lambda r: r.kind != "ClusterPolicy"):
             return dig(resource.props, "spec", *path)
         return None
-
-
-@dataclass
-class Ledger:
-    """The parsed ledger ConfigMap."""
-
-    resource: Resource
-    known: bool
-    error: str | None = None
-    cohorts: dict[str, dict[str, Any]] = field(default_factory=dict)
-    operator_mode: Any = None
-
-
-@dataclass
-class StackView:
-    """All resources of a stack, with the GPU installations and the ledger found."""
-
-    resources: list[Resource]
-    by_urn: dict[str, Resource]
-    _installations: dict[str, Installation] | None = None
-    _named: dict[tuple[str, str], list[Resource]] | None = None
-
-    @classmethod
-    def from_args(cls, args: StackValidationArgs, kinds: frozenset[str] | None = None) -> StackView:
-        """Build from the arguments of a stack policy.
-
-        ``kinds``: read the props of Helm resources and of these kinds only (a check that needs no more pays for
-        no more: copying props is most of the pack's cost); every resource keeps its place in the parent tree.
-        """
-        resources = [
-            Resource.from_stack(r, read=kinds is None or r.resource_type in HELM_TYPES or _kind(r) in kinds)
-            for r in args.resources
-        ]
-        return cls(resources, {r.urn: r for r in resources})
-
-    def ancestors(self, resource: Resource) -> Iterator[Resource]:
-        """Walk the parent chain."""
-        seen: set[str] = set()
-        urn = resource.parent_urn
-        while urn and urn in self.by_urn and urn not in seen:
-            seen.add(urn)
-            parent = self.by_urn[urn]
-            yield parent
-            urn = parent.parent_urn
-
-    def helm_ancestor(self, resource: Resource) -> Resource | None:
-        """The nearest Helm Chart/Release above a resource, if any."""
-        return next((p for p in self.ancestors(resource) if p.is_helm), None)
-
-    def _found(self) -> dict[str, Installation]:
-        if self._installations is not None:
-            return self._installations
-        found: dict[str, Installation] = {}
-        hidden: dict[str, list[str]] = {}
-        for resource in self.resources:
-            owner = resource.chart_owner
-            if owner is not None:
-                found[resource.urn] = Installation(owner, resource)
-            elif resource.inputs_hidden:
-                hidden[resource.urn] = []
-        # A Chart whose inputs are hidden installs the owner its rendered objects name.
-        # The chart's own labels or annotation name it; a chart that carries neither (a team's wrapper chart)
-        # is named by the allocator it renders.
-        for resource in self.resources:
-            chart = self.helm_ancestor(resource)
-            if chart is not None and chart.urn in hidden:
-                owner = resource.rendered_chart_owner
-                if owner is None and resource.is_allocator and resource.identity is not None:
-                    owner = resource.identity[0]
-                if owner is not None:
-                    hidden[chart.urn].append(owner)
-        for resource in self.resources:
-            votes = hidden.get(resource.urn)
-            if votes:
-                found[resource.urn] = Installation(max(sorted(set(votes)), key=votes.count), resource)
-        # An allocator DaemonSet that no GPU Chart/Release rendered is an install of its own.
-        for resource in self.resources:
-            if resource.is_allocator and resource.identity is not None:
-                if self._installation_urn(resource, found) is None:
-                    found[resource.urn] = Installation(resource.identity[0], resource, standalone=True)
-        for resource in self.resources:
-            urn = self._installation_urn(resource, found)
-            if urn is not None:
-                found[urn].children.append(resource)
-        ordered = {r.urn: found[r.urn] for r in self.resources if r.urn in found}
-        self._installations = ordered
-        return ordered
-
-    def _installation_urn(self, resource: Resource, found: dict[str, Installation]) -> str | None:
-        own = found.get(resource.urn)
-        if own is not None and own.standalone:
-            return resource.urn
-        for parent in self.ancestors(resource):
-            if parent.urn in found:
-                return parent.urn
-        return None
-
-    def installation_urn(self, resource: Resource) -> str | None:
-        """Return the URN of the GPU Chart/Release that rendered a resource, if any."""
-        return self._installation_urn(resource, self._found())
-
-    def installations(self) -> list[Installation]:
-        """Every Helm resource that installs a GPU allocation owner."""
-        return list(self._found().values())
-
-    def installation_of(self, resource: Resource) -> Installation | None:
-        """The installation that rendered a resource, if any."""
-        urn = self.installation_urn(resource)
-        return self._found().get(urn) if urn is not None else None
-
-    def by_owner(self, owner: str) -> list[Installation]:
-        """Return the installations of one owner."""
-        return [i for i in self.installations() if i.owner == owner]
-
-    def ledger(self) -> Ledger | None:
-        """Return the parsed ledger ConfigMap, if the stack has one."""
-        for resource in self.resources:
-            if resource.is_ledger:
-                return parse_ledger(resource)
-        return None
-
-    def workloads(self) -> Iterator[tuple[Resource, dict[str, Any]]]:
-        """Every resource with a known pod spec (its fields checked for their types: :meth:`Resource.read_pod`)."""
-        for resource in self.resources:
-            pod = resource.read_pod()
-            if isinstance(pod, dict):
-                yield resource, pod
-
-    def named(self, kind: str, name: str) -> list[Resource]:
-        """The core/v1 objects of a kind (ConfigMap, Secret) with this metadata.name."""
-        if self._named is None:
-            self._named = {}
-            for resource in self.resources:
-                found = resource.metadata.get("name")
-                if resource.resource_type.startswith("kubernetes:core/v1:") and isinstance(found, str):
-                    self._named.setdefault((resource.kind, found), []).append(resource)
-        return self._named.get((kind, name), [])
-
-    def problems(self, reads: Callable[[Resource], bool] | None = None) -> list[Finding]:
-        """What the checks so far could not read, on the objects ``reads`` selects (all read objects by default)."""
-        return [f for r in self.resources if r.problems and (reads is None or reads(r)) for f in r.problems.values()]
-
-
-def reads_gpu_objects(resource: Resource) -> bool:
-    """What the stack families read: workloads, ConfigMaps (configs, the ledger), Helm resources, Operator CRs, CRDs."""
-    return (
-        resource.is_helm
-        or resource.kind in POD_SPEC_PATHS
-        or resource.kind in {"ConfigMap", "CustomResourceDefinition"}
-        or cr_mode(resource) is not None
-    )
-
-
-def not_applicable_unless_unreadable(
-    args: StackValidationArgs,
-    view: StackView,
-    reason: str,
-    report: ReportViolation,
-    reads: Callable[[Resource], bool] = reads_gpu_objects,
-) -> None:
-    """Say "not applicable", unless an object that cannot be read may be what the check looks for (fail closed)."""
-    list(view.workloads())
-    unreadable = view.problems(reads)
-    if unreadable:
-        report_findings(unreadable, report)
-        return
-    args.not_applicable(reason)
-
-
-def _kind(resource: PolicyResource) -> str:
-    return resource.resource_type.rsplit(":", 1)[-1]
-
-
-def parse_ledger(resource: Resource) -> Ledger:
-    """Read ``data["ownership.json"]`` of the ledger ConfigMap."""
-    raw = dig(resource.props, "data", ownership.LEDGER_KEY)
-    if raw is UNKNOWN:
-        return Ledger(resource, known=False)
-    if not isinstance(raw, str):
-        return Ledger(resource, known=True, error="has no ownership.json key")
-    document, error = load_json(raw)
-    where = f"data['{ownership.LEDGER_KEY}']"
-    if error is not None:
-        resource.cannot_read(where, error)
-        return Ledger(resource, known=True, error=error)
-    if not isinstance(document, dict) or not isinstance(document.get("cohorts"), dict):
-        resource.cannot_read(where, "has no 'cohorts' object")
-        return Ledger(resource, known=True, error="has no 'cohorts' object")
-    for name, entry in document["cohorts"].items():
-        if not isinstance(entry, dict):
-            resource.cannot_read(f"{where} cohort '{name}'", "is not an object")
-        elif entry.get("nodeSelector") is not None and string_map(entry.get("nodeSelector")) is None:
-            resource.cannot_read(f"{where} cohort '{name}' nodeSelector", "is not a map of strings")
-    cohorts = {str(name): entry for name, entry in document["cohorts"].items() if isinstance(entry, dict)}
-    return Ledger(
-        resource,
-        known=True,
-        cohorts=cohorts,
-        operator_mode=document.get("operatorMode"),
-    )
 
 
 def operator_mode(values: Any) -> Any:

@@ -22,11 +22,10 @@ from pulumi_policy.proxy import (
     UNKNOWN_OBJECT_VALUE,
     UNKNOWN_STRING_VALUE,
     UnknownValueError,
-    _DictProxy,
-    _ListProxy,
 )
 
 from .parsing import MAX_DEPTH, TOO_DEEP
+from .sdk_internals import PROXY_TYPES, proxy_target
 
 # --------------------------------------------------------------------------- unknowns
 
@@ -63,9 +62,6 @@ _SENTINELS: Final = frozenset(
 )
 
 
-_PROXIES: Final = (_DictProxy, _ListProxy)
-
-
 class TooDeep(RecursionError):
     """Props nest deeper than :data:`parsing.MAX_DEPTH`: the object cannot be read."""
 
@@ -77,12 +73,12 @@ def plain(value: Any, depth: int = 0) -> Any:
     """
     if depth > MAX_DEPTH:
         raise TooDeep(TOO_DEEP)
-    if type(value) in _PROXIES:  # an exact type check: isinstance would take the slow ABC path for every value
+    if type(value) in PROXY_TYPES:  # an exact type check: isinstance would take the slow ABC path for every value
         # The SDK's unknown-checking proxies wrap plain containers in which an unknown is its sentinel
         # string. Copying the wrapped container gives what the item-by-item reads below give (a read of a
         # sentinel raises UnknownValueError there, and becomes UNKNOWN), at a fraction of the cost: this
         # copy runs once per resource per policy and dominated the pack's own time (bench/README.md).
-        value = value["__target"]
+        value = proxy_target(value)
     if isinstance(value, str):
         return UNKNOWN if value in _SENTINELS else value
     if isinstance(value, dict):

@@ -20,6 +20,11 @@ from pulumi_policy import (
 )
 
 from ..vocab import labels as vocab
+from ..vocab.labels import DEVICE_PLUGIN, DRA, PROJECT
+from ..vocab.owners import DEVICE_PLUGIN_KIND, owner_kind, owner_of_app_label
+from .charts import NFD_NAME, chart_inputs_hidden
+from .fail_closed import fail_closed, reads_pods_and_helm
+from .findings import LABELS_NOTE
 from .props import (
     UNKNOWN,
     as_dict,
@@ -30,43 +35,37 @@ from .props import (
     one_of,
     show,
 )
-from .shapes import (
-    DEVICE_PLUGIN,
-    DRA,
-    GPU_DISCOVERY_LABELS,
-    LABELS_NOTE,
-    NFD_NAME,
-    POD_SPEC_PATHS,
-    PROJECT,
-    Resource,
-    chart_inputs_hidden,
-    fail_closed,
-    reads_pods_and_helm,
-    required_node_terms,
+from .resource import Resource
+from .shapes import APP_NAME_LABEL, POD_SPEC_PATHS, required_node_terms
+
+GPU_DISCOVERY_LABELS: Final = (
+    "feature.node.kubernetes.io/pci-10de.present",
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+    "feature.node.kubernetes.io/cpu-model.vendor_id",
+    "nvidia.com/gpu.present",
 )
+"""Labels of the charts' default GPU-discovery affinity (charts.md 2.1 and 3.1)."""
 
-_CHART_APP_NAMES: Final = {
-    "nvidia-device-plugin": DEVICE_PLUGIN,
-    "dra-driver-nvidia-gpu": DRA,
-    "nvidia-dra-driver-gpu": DRA,
-}
-"""``app.kubernetes.io/name`` of the charts' workloads, for unstamped objects."""
-
-_APP_NAME_LABEL: Final = "app.kubernetes.io/name"
 _COHORT_SELECTOR_PATH: Final = f"{PROJECT}:cohorts[i].nodeSelector"
 
 
 def _rendered_owner(resource: Resource) -> Any:
-    """Return a workload's owner: stamped label, else what it runs, else the chart's app label."""
+    """Return a workload's allocator owner: stamped label, else what it runs, else its chart's app label.
+
+    The GPU Operator's own pods allocate nothing (its operands do), so neither its image nor its app label makes a
+    workload an allocator here.
+    """
     owner = resource.label(vocab.OWNER_LABEL)
     if owner is UNKNOWN or isinstance(owner, str):
         return owner
     if resource.identity is not None and resource.identity[1] != "operator":
         return resource.identity[0]
-    app = resource.label(_APP_NAME_LABEL)
+    app = resource.label(APP_NAME_LABEL)
     if app is UNKNOWN:
         return UNKNOWN
-    return _CHART_APP_NAMES.get(app) if isinstance(app, str) else None
+    found = owner_of_app_label(app) if isinstance(app, str) else None
+    return found if found is not None and not owner_kind(found).manager else None
 
 
 # --------------------------------------------------------------------------- pinning
@@ -203,6 +202,46 @@ def no_auto_mode_targeting_validator(args: ResourceValidationArgs, report_violat
         report_violation(message, None)
 
 
+NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(
+    name="no-auto-mode-targeting",
+    description=(
+        "Allocation-owner workloads and smoke Jobs are pinned to "
+        "eks.amazonaws.com/compute-type=hybrid and never reach EKS Auto Mode nodes."
+    ),
+    validate=fail_closed(reads_pods_and_helm)(no_auto_mode_targeting_validator),
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.CRITICAL,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "computeTypeLabel": {
+                "type": "string",
+                "default": vocab.COMPUTE_TYPE_LABEL,
+                "description": "Node label that tells hybrid from Auto Mode nodes.",
+            },
+            "requiredComputeType": {
+                "type": "string",
+                "default": vocab.HYBRID,
+                "description": "The value every allocation workload must require.",
+            },
+            "forbiddenComputeTypes": {
+                "type": "array",
+                "items": {"type": "string"},
+                "default": [vocab.AUTO_MODE],
+                "description": "Values a NotIn term must exclude to count as pinned.",
+            },
+        }
+    ),
+    remediation_steps=(
+        f"Put eks.amazonaws.com/compute-type: hybrid in {_COHORT_SELECTOR_PATH} (the "
+        "device plugin's nodeSelector, the DRA kubeletPlugin.nodeSelector and the "
+        "smoke Job nodeSelector derive from it). Labels are scheduling inputs, not a "
+        "security boundary."
+    ),
+    url="https://docs.aws.amazon.com/eks/latest/userguide/automode.html",
+    tags=["targeting", "auto-mode"],
+)
+
+
 # --------------------------------------------------------------------------- affinity
 
 
@@ -303,45 +342,6 @@ def gpu_discovery_affinity_kept_validator(args: ResourceValidationArgs, report_v
         )
 
 
-NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(
-    name="no-auto-mode-targeting",
-    description=(
-        "Allocation-owner workloads and smoke Jobs are pinned to "
-        "eks.amazonaws.com/compute-type=hybrid and never reach EKS Auto Mode nodes."
-    ),
-    validate=fail_closed(reads_pods_and_helm)(no_auto_mode_targeting_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.CRITICAL,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "computeTypeLabel": {
-                "type": "string",
-                "default": vocab.COMPUTE_TYPE_LABEL,
-                "description": "Node label that tells hybrid from Auto Mode nodes.",
-            },
-            "requiredComputeType": {
-                "type": "string",
-                "default": vocab.HYBRID,
-                "description": "The value every allocation workload must require.",
-            },
-            "forbiddenComputeTypes": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": [vocab.AUTO_MODE],
-                "description": "Values a NotIn term must exclude to count as pinned.",
-            },
-        }
-    ),
-    remediation_steps=(
-        f"Put eks.amazonaws.com/compute-type: hybrid in {_COHORT_SELECTOR_PATH} (the "
-        "device plugin's nodeSelector, the DRA kubeletPlugin.nodeSelector and the "
-        "smoke Job nodeSelector derive from it). Labels are scheduling inputs, not a "
-        "security boundary."
-    ),
-    url="https://docs.aws.amazon.com/eks/latest/userguide/automode.html",
-    tags=["targeting", "auto-mode"],
-)
-
 GPU_DISCOVERY_AFFINITY_KEPT = ResourceValidationPolicy(
     name="gpu-discovery-affinity-kept",
     description=(
@@ -366,7 +366,7 @@ GPU_DISCOVERY_AFFINITY_KEPT = ResourceValidationPolicy(
         f"chart values of {PROJECT}:cohorts[i]; if nothing schedules, label the GPU "
         "hosts through the approved NFD/GFD or host-inventory process."
     ),
-    url="https://github.com/NVIDIA/k8s-device-plugin",
+    url=DEVICE_PLUGIN_KIND.docs_url,
     tags=["targeting", "discovery"],
 )
 

@@ -6,10 +6,13 @@ A100 40/80 GB, H100 80 GB and H200 141 GB; `+me` profiles include the media engi
 Other SKUs (A30, H100 94/96 GB, B200, ...) are not tabulated: such a model is treated as unknown.
 Nominal memory labels are not a usable-memory guarantee, and mixed
 placements have further geometry limits; this table only says which names exist for a model.
+A model name as people and GFD write it (``A100 80GB``, ``NVIDIA-A100-SXM4-40GB``) is normalised to a table key by
+:func:`normalize_gpu_model`, for the program and the pack alike.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Final
 
 MIG_PROFILES: Final[dict[str, dict[str, int]]] = {
@@ -31,3 +34,24 @@ MIG_PROFILES: Final[dict[str, dict[str, int]]] = {
 def known_profiles(model: str) -> dict[str, int] | None:
     """The profile table of a model, or None when the model is not in the table."""
     return MIG_PROFILES.get(model)
+
+
+GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
+"""GFD node label with the product name, e.g. ``NVIDIA-A100-SXM4-40GB``."""
+
+
+def normalize_gpu_model(value: object) -> str | None:
+    """Map a model name or GFD product label to a :data:`MIG_PROFILES` key, or None when it is not tabulated."""
+    if not isinstance(value, str):
+        return None
+    text = value.upper().replace("_", "-").replace(" ", "-")
+    family = re.search(r"(A100|H100|H200)", text)
+    if family is None:
+        return None
+    memory = re.search(r"(\d+)\s*GB?\b", text[family.end() :])
+    if family.group(1) == "H200":
+        return "H200-141GB" if memory is None or memory.group(1) == "141" else None
+    if memory is None:
+        return None
+    key = f"{family.group(1)}-{memory.group(1)}GB"
+    return key if key in MIG_PROFILES else None

@@ -63,16 +63,12 @@ KUBE_CONTEXT: Final = re.compile(r"[A-Za-z0-9@:._/+=-]{1,253}", re.ASCII)
 MIG_PROFILE: Final = re.compile(r"[1-8]g\.[0-9]{1,4}gb(\+me)?", re.ASCII)
 """A MIG profile name as nvidia-smi prints it: 1g.5gb, 1g.10gb+me."""
 
-SIMPLE_QUANTITY: Final = re.compile(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?", re.ASCII)
-"""Kept for callers that want the unsigned, exponent-free shape; new code uses `is_quantity`."""
-
 QUANTITY: Final = re.compile(
     r"(?P<num>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(?:[eE](?P<exp>[+-]?[0-9]+))?"
     r"(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?",
     re.ASCII,
 )
 """The one Kubernetes quantity grammar (resource.Quantity), used by the config and the pack."""
-_QUANTITY: Final = QUANTITY
 _SUFFIXES: Final[Mapping[str, Fraction]] = {
     "": Fraction(1),
     "n": Fraction(1, 10**9),

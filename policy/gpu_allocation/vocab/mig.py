@@ -31,3 +31,11 @@ def is_tabulated_profile(profile: object) -> bool:
 def mig_resource_name(profile: str) -> str:
     """The extended resource the device plugin advertises for a profile under the mixed strategy."""
     return RESOURCE_PREFIX + profile.replace("+", ".")
+
+
+def normalize_profile(resource_name: str) -> str:
+    """The profile a mixed-strategy resource name advertises: ``nvidia.com/mig-1g.5gb.me`` -> ``1g.5gb+me``."""
+    profile = resource_name[len(RESOURCE_PREFIX) :]
+    if profile.endswith(".me"):
+        profile = profile[: -len(".me")] + "+me"
+    return profile

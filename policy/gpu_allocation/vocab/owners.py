@@ -301,7 +301,9 @@ def owner_of_chart(reference: str) -> Owner | None:
 
 
 def owner_of_app_label(value: object) -> Owner | None:
-    """The owner whose chart's workloads carry this `app.kubernetes.io/name`, or None."""
+    """The owner whose chart's workloads carry this `app.kubernetes.io/name`, or None (also for a non-string)."""
+    if not isinstance(value, str):
+        return None
     return next((kind.owner for kind in OWNER_KINDS.values() if value in kind.app_labels), None)
 
 

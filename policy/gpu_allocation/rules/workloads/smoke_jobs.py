@@ -1,8 +1,8 @@
-"""Workload policies: hardened smoke Jobs and well-formed GPU requests.
+"""smoke-job-hardened and smoke-job-run-approved: GPU smoke Jobs stay suspended until approved, bounded and hardened.
 
-Seed: smoke Jobs are "suspended by default", bounded, non-root, read-only, pinned by
-digest; "Do not set CUDA_VISIBLE_DEVICES"; "Do not request the same GPU through both
-mechanisms". Time-slicing and MIG live in :mod:`.sharing`.
+Seed: smoke Jobs are "suspended by default", bounded, non-root, read-only, pinned by digest. Each offence is a
+:class:`JobFinding` record; its fix is worded for who built the Job (a stamped Job's stack config, else its
+manifest).
 """
 
 from __future__ import annotations
@@ -18,37 +18,15 @@ from pulumi_policy import (
     ResourceValidationArgs,
     ResourceValidationPolicy,
     Severity,
-    StackValidationArgs,
-    StackValidationPolicy,
 )
 
-from ..vocab import grammar
-from ..vocab import labels as vocab
-from ..vocab.grammar import parse_quantity
-from .installations import StackView, not_applicable_unless_unreadable
-from .props import (
-    UNKNOWN,
-    as_dict,
-    as_list,
-    config_int,
-    config_strings,
-    dig,
-    show,
-)
-from .readers import CANNOT_JUDGE, EnvLookup, effective_env, report_findings
-from .shapes import (
-    POD_SPEC_PATHS,
-    PROJECT,
-    Container,
-    Resource,
-    containers,
-    fail_closed,
-    is_device_plugin_gpu,
-    pod_claims,
-    reads_pods,
-)
-
-# --------------------------------------------------------------------------- helpers
+from ...vocab import grammar
+from ...vocab import labels as vocab
+from ...vocab.labels import PROJECT
+from ..fail_closed import fail_closed
+from ..props import UNKNOWN, as_dict, as_list, config_int, dig, show
+from ..resource import Resource
+from ..shapes import Container, containers
 
 _DEFAULT_MAX_DEADLINE: Final = 600
 SMOKE_IMAGE_PATH: Final = f"{PROJECT}:smokeJobs.image"
@@ -65,27 +43,6 @@ def _number(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value)
-
-
-def _pod_or_not_applicable(
-    args: ResourceValidationArgs,
-) -> tuple[Resource, dict[str, Any]] | None:
-    resource = Resource.from_args(args)
-    pod = resource.pod_spec
-    if pod is None:
-        args.not_applicable("not a workload with a pod template")
-        return None
-    if pod is UNKNOWN:
-        args.not_applicable("the pod template is unknown during preview")
-        return None
-    return resource, pod
-
-
-def _workload_path(resource: Resource) -> str:
-    return resource.config_path("", f"the manifest of {resource.describe}")
-
-
-# --------------------------------------------------------------------------- smoke Job
 
 
 @dataclass(frozen=True)
@@ -328,216 +285,12 @@ def smoke_job_run_approved_validator(args: ResourceValidationArgs, report_violat
     )
 
 
-# --------------------------------------------------------------------------- requests
-
-
-def request_shape_problems(pod: dict[str, Any], prefixes: Sequence[str]) -> list[str]:
-    """Fractional, request-only and unequal extended GPU resources in a pod spec."""
-    problems: list[str] = []
-    for container in containers(pod):
-        resources = container.spec.get("resources")
-        if resources is UNKNOWN:
-            continue
-        requests_raw = as_dict(resources).get("requests")
-        limits_raw = as_dict(resources).get("limits")
-        if requests_raw is UNKNOWN or limits_raw is UNKNOWN:
-            continue
-        requests, limits = as_dict(requests_raw), as_dict(limits_raw)
-        names = sorted(n for n in {*requests, *limits} if n.startswith(tuple(prefixes)))
-        for name in names:
-            problems += _one_resource_problems(container, name, requests, limits)
-    return problems
-
-
-def _one_resource_problems(
-    container: Container,
-    name: str,
-    requests: dict[str, Any],
-    limits: dict[str, Any],
-) -> list[str]:
-    problems: list[str] = []
-    where = f"container '{container.name}'"
-    parsed: dict[str, Any] = {}
-    for which, table in (("requests", requests), ("limits", limits)):
-        if name not in table:
-            continue
-        value = table[name]
-        if value is UNKNOWN:
-            parsed[which] = UNKNOWN
-            continue
-        quantity = parse_quantity(value)
-        parsed[which] = quantity
-        if quantity is None or quantity.denominator != 1 or quantity < 0:
-            problems.append(
-                f"{where} {which}['{name}'] is {show(value)}: extended GPU resources "
-                "are whole, non-negative device counts (no fractions or milli-units); "
-                "request whole devices, or share GPUs through time-slicing or MIG"
-            )
-    request, limit = parsed.get("requests"), parsed.get("limits")
-    if request is UNKNOWN or limit is UNKNOWN:
-        return problems
-    if "requests" in parsed and "limits" not in parsed:
-        problems.append(
-            f"{where} requests['{name}'] is {show(requests[name])} without a limit: "
-            f"extended resources need limits equal to requests; set limits['{name}'] "
-            f"to {show(requests[name])}"
-        )
-    elif (
-        request is not None
-        and limit is not None
-        and request is not UNKNOWN
-        and limit is not UNKNOWN
-        and request != limit
-    ):
-        problems.append(
-            f"{where} requests['{name}'] is {show(requests[name])} but limits"
-            f"['{name}'] is {show(limits[name])}: GPU requests must equal limits "
-            "(devices are not overcommitted); set both to the same whole number"
-        )
-    return problems
-
-
-def gpu_request_shape_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse fractional GPU requests and requests that differ from limits."""
-    found = _pod_or_not_applicable(args)
-    if found is None:
-        return
-    resource, pod = found
-    prefixes = config_strings(args.get_config(), "resourcePrefixes", ("nvidia.com/",))
-    for problem in request_shape_problems(pod, prefixes):
-        report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", None)
-
-
-def gpu_consumers(pod: dict[str, Any]) -> list[tuple[Container, str]]:
-    """Containers that get GPUs, with how: device-plugin resources or DRA claims."""
-    result: list[tuple[Container, str]] = []
-    claims = pod_claims(pod)
-    claim_names = [str(as_dict(c).get("name")) for c in claims if isinstance(c, dict)] or ["<pod resourceClaims>"]
-    for container in containers(pod):
-        devices = sorted(n for n in container.resource_names() if is_device_plugin_gpu(n))
-        own_claims = [str(as_dict(c).get("name")) for c in container.claims if isinstance(c, dict)]
-        if devices:
-            result.append((container, f"the device plugin ({', '.join(devices)})"))
-        elif container.claims:
-            result.append((container, f"DRA claim(s) {', '.join(own_claims) or '<unnamed>'}"))
-        elif claims:
-            result.append((container, f"the pod's DRA resourceClaims ({', '.join(claim_names)})"))
-    return result
-
-
-def visible_devices_problems(pod: dict[str, Any], forbidden: Sequence[str], lookup: EnvLookup) -> list[str]:
-    """Overrides of the visible devices in containers that get GPUs, through env, valueFrom or envFrom.
-
-    A container whose ``envFrom`` names an object that is not in the stack cannot be judged: it is refused.
-    """
-    problems: list[str] = []
-    names = ", ".join(forbidden)
-    for container, how in gpu_consumers(pod):
-        env = effective_env(container.spec, lookup)
-        for name in forbidden:
-            entry = env.entries.get(name)
-            if entry is None:
-                continue
-            shown = f"{name}={show(entry.value)}" if entry.source == "env" else f"{name} ({entry.source})"
-            fix = f"Remove {name} from the env" + ("" if entry.source == "env" else f" and from {entry.source}")
-            problems.append(
-                f"container '{container.name}' gets GPUs through {how} and sets env "
-                f"{shown}. The device plugin/DRA driver and the runtime "
-                "supply the assigned devices, and CUDA's process-visible indices can "
-                "differ from physical ones, so the override can hide or misidentify "
-                f"the allocation and grants no extra GPUs. {fix}"
-            )
-        for why in env.cannot_tell:
-            problems.append(
-                f"container '{container.name}' gets GPUs through {how} and {why}: whether it sets {names} "
-                f"cannot be told, {CANNOT_JUDGE}. Put that object in this stack, or set the container's env "
-                "explicitly"
-            )
-    return problems
-
-
-def _env_lookup(view: StackView, resource: Resource) -> EnvLookup:
-    """Find a ConfigMap or Secret of the workload's namespace among the stack's objects (props or UNKNOWN)."""
-    namespace = resource.metadata.get("namespace")
-
-    def lookup(kind: str, name: str) -> Any:
-        for candidate in view.named(kind, name):
-            other_namespace = candidate.metadata.get("namespace")
-            if other_namespace is UNKNOWN:
-                return UNKNOWN
-            if not isinstance(namespace, str) or not isinstance(other_namespace, str) or other_namespace == namespace:
-                return candidate.props
-        return None
-
-    return lookup
-
-
-def no_visible_devices_override_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse CUDA/NVIDIA_VISIBLE_DEVICES in containers that get GPUs, however the env is built."""
-    view = StackView.from_args(args, _ENV_KINDS)
-    forbidden = config_strings(
-        args.get_config(),
-        "forbiddenEnvVars",
-        ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"),
-    )
-    judged = False
-    for resource, pod in view.workloads():
-        judged = True
-        for problem in visible_devices_problems(pod, forbidden, _env_lookup(view, resource)):
-            report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", resource.urn)
-    if not judged:
-        not_applicable_unless_unreadable(args, view, "no workload with a pod template", report_violation, reads_pods)
-        return
-    report_findings(view.problems(reads_pods), report_violation)
-
-
-_ENV_KINDS: Final = frozenset({*POD_SPEC_PATHS, "ConfigMap", "Secret"})
-
-
-def dual_allocation_problem(pod: dict[str, Any]) -> str | None:
-    """Describe a pod that asks for device-plugin GPUs and a DRA claim at once."""
-    device_requests = sorted(
-        f"{name} (container '{c.name}')"
-        for c in containers(pod)
-        for name in c.resource_names()
-        if is_device_plugin_gpu(name)
-    )
-    claimers = [c.name for c in containers(pod) if c.claims]
-    claims = [str(as_dict(c).get("name")) for c in pod_claims(pod) if isinstance(c, dict)]
-    if not device_requests or not (claimers or pod_claims(pod)):
-        return None
-    claim_text = ", ".join(claims) if claims else "claims of " + ", ".join(claimers)
-    return (
-        f"requests {', '.join(device_requests)} through the device plugin and DRA "
-        f"claim(s) {claim_text} at once. The two mechanisms can hand out the same "
-        "physical GPUs, so the pod double-allocates (or never schedules). Request GPUs "
-        "through one mechanism: nvidia.com/gpu on a device-plugin cohort, or "
-        "resourceClaims on a DRA cohort"
-    )
-
-
-def no_dual_allocation_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
-    """Refuse pods that request nvidia.com/gpu* and a DRA claim at once."""
-    found = _pod_or_not_applicable(args)
-    if found is None:
-        return
-    resource, pod = found
-    problem = dual_allocation_problem(pod)
-    if problem is not None:
-        report_violation(f"{resource.describe}: {problem} (in {_workload_path(resource)}).", None)
-
-
-# --------------------------------------------------------------------------- policies
-
-
 _JOB: Final = frozenset({"Job"})
 
 
 def _reads_jobs(resource: Resource) -> bool:
     return resource.is_kubernetes and resource.kind == "Job"
 
-
-_ANY_POD: Final = "Job, CronJob, Deployment, DaemonSet, StatefulSet, ReplicaSet or Pod"
 
 SMOKE_JOB_HARDENED = ResourceValidationPolicy(
     name="smoke-job-hardened",
@@ -569,82 +322,6 @@ SMOKE_JOB_HARDENED = ResourceValidationPolicy(
     tags=["workloads", "smoke-job"],
 )
 
-GPU_REQUEST_SHAPE = ResourceValidationPolicy(
-    name="gpu-request-shape",
-    description=(
-        "Extended GPU resources (nvidia.com/*) in any pod template are whole numbers "
-        "and their requests equal their limits."
-    ),
-    validate=fail_closed(reads_pods)(gpu_request_shape_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "resourcePrefixes": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": ["nvidia.com/"],
-                "description": "Resource-name prefixes treated as GPU resources.",
-            }
-        }
-    ),
-    remediation_steps=(
-        f"In the {_ANY_POD} manifest, request whole devices (1, 2, ...) and set "
-        "limits equal to requests; share GPUs through time-slicing or MIG "
-        f"({PROJECT}:cohorts[i].sharing), never with fractions."
-    ),
-    url=("https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources"),
-    tags=["workloads", "gpu"],
-)
-
-NO_VISIBLE_DEVICES_OVERRIDE = StackValidationPolicy(
-    name="no-visible-devices-override",
-    description=(
-        "Containers that get GPUs through the device plugin or a DRA claim do not set "
-        "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES."
-    ),
-    validate=no_visible_devices_override_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "forbiddenEnvVars": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"],
-                "description": "Env names a GPU-consuming container may not set.",
-            }
-        }
-    ),
-    remediation_steps=(
-        "Remove CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES from the env of every "
-        "container that requests nvidia.com/gpu*, nvidia.com/mig-* or a DRA claim; the "
-        "allocator and runtime expose exactly the assigned devices. The program's smoke "
-        f"Jobs never set them ({PROJECT}:smokeJobs); fix other workloads' manifests."
-    ),
-    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
-    tags=["workloads", "gpu"],
-)
-
-NO_DUAL_ALLOCATION = ResourceValidationPolicy(
-    name="no-dual-allocation",
-    description=(
-        "A pod never requests device-plugin GPUs (nvidia.com/gpu*, nvidia.com/mig-*) "
-        "and a DRA resource claim at the same time."
-    ),
-    validate=fail_closed(reads_pods)(no_dual_allocation_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
-    severity=Severity.HIGH,
-    # Nothing to tune: only the enforcement level is configurable (one mechanism per pod).
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
-        "Pick one mechanism per pod: nvidia.com/gpu requests on a device-plugin cohort, "
-        "or resourceClaims (resourceClaimTemplateName) on a DRA cohort; the smoke Jobs "
-        f"follow the owner in {PROJECT}:cohorts[i].owner."
-    ),
-    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
-    tags=["workloads", "gpu", "dra"],
-)
 
 SMOKE_JOB_RUN_APPROVED = ResourceValidationPolicy(
     name="smoke-job-run-approved",
@@ -663,12 +340,4 @@ SMOKE_JOB_RUN_APPROVED = ResourceValidationPolicy(
     ),
     url="https://kubernetes.io/docs/concepts/workloads/controllers/job/#suspending-a-job",
     tags=["workloads", "smoke-job", "review"],
-)
-
-POLICIES: Final = (
-    SMOKE_JOB_HARDENED,
-    SMOKE_JOB_RUN_APPROVED,
-    GPU_REQUEST_SHAPE,
-    NO_VISIBLE_DEVICES_OVERRIDE,
-    NO_DUAL_ALLOCATION,
 )

@@ -1,0 +1,16 @@
+"""DRA policies: current API shapes, reviewed feature gates, a webhook with TLS; one module per rule.
+
+The seed's words for each rule are in its module; this package lists the family's policies in README order.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .api_current import DRA_API_CURRENT
+from .feature_gates import DRA_FEATURE_GATES_ALLOWLISTED
+from .webhook import DRA_WEBHOOK_NEEDS_TLS
+
+__all__ = ["DRA_API_CURRENT", "DRA_FEATURE_GATES_ALLOWLISTED", "DRA_WEBHOOK_NEEDS_TLS", "POLICIES"]
+
+POLICIES: Final = (DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS)

@@ -1,0 +1,118 @@
+"""The device-plugin cohorts the sharing rules judge: each install, its cohorts, their sharing, its MIG strategy."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ...vocab.labels import DEVICE_PLUGIN
+from ..installations import Installation, Setting
+from ..ledger import Ledger
+from ..plugin_configs import (
+    SharingConfig,
+    rendered_sharing_config,
+)
+from ..props import UNKNOWN, as_dict, dig, one_of
+from ..resource import CONFIG_MAP_TYPE, Resource
+from ..shapes import POD_SPEC_PATHS, Container, containers, pod_node_selector, selector_confines
+from ..stack_view import StackView
+
+
+def ledger_sharing(ledger: Ledger | None, cohorts: Sequence[str]) -> tuple[Any, Any]:
+    """(sharing annotation-like value, gpuModel) recorded in the ledger."""
+    if ledger is None or not ledger.known:
+        return None, None
+    for name in cohorts:
+        sharing = as_dict(ledger.cohorts.get(name)).get("sharing")
+        if isinstance(sharing, str):
+            return sharing, None
+        if isinstance(sharing, dict):
+            mode = sharing.get("mode")
+            strategy = sharing.get("migStrategy")
+            if mode == "mig" and one_of(strategy, ("single", "mixed")):
+                mode = f"mig-{strategy}"
+            model = sharing.get("gpuModel")
+            return (
+                mode if isinstance(mode, str) else None,
+                model if isinstance(model, str) else None,
+            )
+    return None, None
+
+
+@dataclass
+class PluginCohort:
+    """One device-plugin install, the cohorts it serves and what they declare about sharing."""
+
+    install: Installation
+    selector: dict[str, str] | None
+    names: list[str]
+    sharing: Any
+    gpu_model: Any
+    strategy: Setting
+    """The plugin's MIG strategy: its env, else its config file's flags.migStrategy, else the default none."""
+
+    def confines(self, workload: Resource, node_selector: dict[str, Any]) -> bool:
+        """Tell whether the workload only runs where this plugin runs (its cohort label, or its nodeSelector)."""
+        if workload.cohort is not None and workload.cohort in self.names:
+            return True
+        return self.selector is not None and selector_confines(node_selector, self.selector)
+
+    @property
+    def title(self) -> str:
+        """The install and its cohorts, for messages."""
+        names = ", ".join(self.names)
+        return f"{self.install.resource.describe}" + (f" (cohort {names})" if names else "")
+
+
+def plugin_cohorts(view: StackView, ledger: Ledger | None) -> list[PluginCohort]:
+    """Every device-plugin install of the stack as a cohort the sharing rules judge."""
+    result = []
+    for install in view.by_owner(DEVICE_PLUGIN):
+        selector = install.selector
+        names = install.cohorts
+        sharing, model = ledger_sharing(ledger, names)
+        result.append(
+            PluginCohort(
+                install,
+                selector if isinstance(selector, dict) else None,
+                names,
+                install.sharing or sharing,
+                model,
+                _strategy(install, view),
+            )
+        )
+    return result
+
+
+def _strategy(install: Installation, view: StackView) -> Setting:
+    """The MIG strategy in force: ``MIG_STRATEGY`` env (or values), else ``flags.migStrategy`` of the config."""
+    setting = install.mig_strategy()
+    if not setting.defaulted or install.inputs_visible:
+        return setting
+    config = rendered_sharing_config(install, view)
+    if not isinstance(config, SharingConfig) or config.default_key is None:
+        return setting
+    flag = dig(config.documents.get(config.default_key), "flags", "migStrategy")
+    if not isinstance(flag, str):
+        return setting
+    return Setting(flag, f"{config.where}.{config.default_key} flags.migStrategy")
+
+
+def workload_requests(
+    view: StackView,
+) -> Iterator[tuple[Resource, dict[str, Any], Container, str, Any]]:
+    """(workload, nodeSelector, container, resource name, request value)."""
+    for resource, pod in view.workloads():
+        node_selector = pod_node_selector(pod)
+        if node_selector is UNKNOWN:
+            continue
+        for container in containers(pod):
+            table = {**container.limits, **container.requests}
+            for name, value in sorted(table.items()):
+                yield resource, node_selector, container, name, value
+
+
+def reads_sharing(resource: Resource) -> bool:
+    """The objects the sharing checks read: workloads, ConfigMaps (the configs, the ledger), Helm resources."""
+    return resource.is_helm or resource.kind in POD_SPEC_PATHS or resource.resource_type == CONFIG_MAP_TYPE

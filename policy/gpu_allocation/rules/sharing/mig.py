@@ -1,0 +1,192 @@
+"""mig-strategy-consistent: nvidia.com/mig-* requests need the mixed strategy, and the profile exists on the GPU.
+
+Seed: "changing a Pod request to nvidia.com/mig-1g.5gb does not create the MIG instance. Prepare the actual MIG
+geometry and the plugin's appropriate strategy first." The profile tables are the vocabulary's
+(:mod:`...vocab.gpu_models`), the ones the program validates its config against.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    PolicyConfigSchema,
+    ReportViolation,
+    Severity,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from ...vocab.gpu_models import GPU_PRODUCT_LABEL, MIG_PROFILES, normalize_gpu_model
+from ...vocab.labels import GPU_OPERATOR, PROJECT
+from ...vocab.mig import RESOURCE_PREFIX, normalize_profile, tabulated_profiles
+from ..findings import report_findings
+from ..ledger import Ledger
+from ..props import UNKNOWN, config_mapping, one_of, show, string_map
+from ..shapes import selector_confines
+from ..stack_view import StackView, not_applicable_unless_unreadable
+from .cohorts import PluginCohort, ledger_sharing, plugin_cohorts, reads_sharing, workload_requests
+
+
+def _maybe_mixed(cohort: PluginCohort) -> bool:
+    """The cohort's plugin may advertise MIG profiles (unknown during preview counts as may)."""
+    strategy = cohort.strategy.value
+    return strategy == "mixed" or strategy is UNKNOWN or cohort.sharing == "mig-mixed"
+
+
+def _operator_cohorts(view: StackView, ledger: Ledger | None) -> list[tuple[str, dict[str, str] | None, bool, Any]]:
+    """(cohort, selector, mixed, gpuModel) for operator-owned cohorts."""
+    operators = view.by_owner(GPU_OPERATOR)
+    if not operators or ledger is None or not ledger.known:
+        return []
+    strategy = operators[0].setting("mig", "strategy")
+    result = []
+    for name, entry in ledger.cohorts.items():
+        if entry.get("owner") != GPU_OPERATOR:
+            continue
+        sharing, model = ledger_sharing(ledger, [name])
+        mixed = strategy == "mixed" or sharing == "mig-mixed"
+        result.append((name, string_map(entry.get("nodeSelector")), mixed, model))
+    return result
+
+
+def _check_plugin_strategies(cohorts: list[PluginCohort], report: ReportViolation) -> None:
+    expected_by_sharing = {"mig-mixed": "mixed", "mig-single": "single", "mig-none": "none"}
+    for cohort in cohorts:
+        setting = cohort.strategy
+        strategy = setting.value
+        if strategy is UNKNOWN or cohort.sharing is None:
+            continue
+        sharing = cohort.sharing
+        expected = expected_by_sharing.get(sharing) if isinstance(sharing, str) else None
+        path = cohort.install.config_path(".sharing.migStrategy", f"{PROJECT}:cohorts[i].sharing.migStrategy")
+        if expected is not None and strategy != expected:
+            report(
+                f"{setting.subject} is "
+                f"{show(strategy)} but the cohort is declared {cohort.sharing}, so the "
+                f"plugin advertises the wrong MIG resources. Set {path} to {expected} "
+                "after preparing the MIG geometry.",
+                cohort.install.resource.urn,
+            )
+        elif expected is None and one_of(strategy, ("single", "mixed")):
+            report(
+                f"{setting.subject} is "
+                f"{show(strategy)} but the cohort is declared {cohort.sharing}, not "
+                f"MIG. Set {path} to match the prepared GPUs (none unless MIG is "
+                "enabled).",
+                cohort.install.resource.urn,
+            )
+
+
+def mig_strategy_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    """Check MIG requests against the plugin strategy and the GPU's profile table."""
+    view = StackView.from_args(args)
+    config = args.get_config()
+    models = config_mapping(config, "gpuModels")
+    default_model = config.get("defaultGpuModel")
+    ledger = view.ledger()
+    cohorts = plugin_cohorts(view, ledger)
+    operator_cohorts = _operator_cohorts(view, ledger)
+    requests = [r for r in workload_requests(view) if r[3].startswith(RESOURCE_PREFIX)]
+    if not cohorts and not requests:
+        not_applicable_unless_unreadable(
+            args, view, "no device plugin and no nvidia.com/mig-* request", report_violation, reads_sharing
+        )
+        return
+    _check_plugin_strategies(cohorts, report_violation)
+    # An unknown strategy (preview) may be mixed: it never causes a refusal.
+    any_mixed = any(_maybe_mixed(c) for c in cohorts) or any(mixed for _, _, mixed, _ in operator_cohorts)
+    for resource, selector, container, name, _ in requests:
+        subject = f"{resource.describe}: container '{container.name}' requests {name}"
+        path = resource.manifest_path
+        confining = [c for c in cohorts if c.confines(resource, selector)]
+        confining_ops = [
+            o for o in operator_cohorts if resource.cohort == o[0] or (o[1] and selector_confines(selector, o[1]))
+        ]
+        not_mixed = [c for c in confining if not _maybe_mixed(c)]
+        for cohort in not_mixed:
+            report_violation(
+                f"{subject}, but it only runs on {cohort.title}, whose migStrategy is "
+                f"{show(cohort.strategy.value)}: only the mixed strategy "
+                "advertises nvidia.com/mig-<profile>, and changing a request does not "
+                "create MIG instances. Prepare the MIG geometry, then set "
+                f"{PROJECT}:cohorts[i].sharing.migStrategy to mixed, or request "
+                f"nvidia.com/gpu ({path}).",
+                resource.urn,
+            )
+        for op_cohort, _, mixed, _ in confining_ops:
+            if not mixed:
+                report_violation(
+                    f"{subject}, but it only runs on the GPU Operator cohort '{op_cohort}', "
+                    "whose mig.strategy is not mixed, so nothing advertises that "
+                    "resource. Prepare the MIG geometry and set "
+                    f"{PROJECT}:cohorts[i].sharing.migStrategy to mixed ({path}).",
+                    resource.urn,
+                )
+        if not confining and not confining_ops and not any_mixed:
+            report_violation(
+                f"{subject}, but no device plugin or Operator in this stack uses the "
+                "mixed MIG strategy, so nothing advertises that resource. Prepare the "
+                "MIG geometry and set "
+                f"{PROJECT}:cohorts[i].sharing.migStrategy to mixed ({path}).",
+                resource.urn,
+            )
+        model_source = (
+            [models.get(n) for c in confining for n in c.names]
+            + [models.get(o[0]) for o in confining_ops]
+            + [selector.get(GPU_PRODUCT_LABEL)]
+            + [c.gpu_model for c in confining]
+            + [o[3] for o in confining_ops]
+            + [default_model]
+        )
+        model = next((m for m in map(normalize_gpu_model, model_source) if m is not None), None)
+        profile = normalize_profile(name)
+        valid = MIG_PROFILES[model] if model is not None else tabulated_profiles()
+        if profile not in valid:
+            known = f"the {model} profiles" if model is not None else "any tabulated GPU"
+            report_violation(
+                f"{subject}: MIG profile '{profile}' is not among {known} "
+                f"({', '.join(sorted(valid))}); profiles are SKU-specific (e.g. "
+                "4g.40gb exists on A100 80GB, not 40GB). Request a profile of the "
+                f"actual GPU and set {PROJECT}:cohorts[i].sharing.gpuModel / "
+                f"migProfile to match ({path}).",
+                resource.urn,
+            )
+    report_findings(view.problems(reads_sharing), report_violation)
+
+
+MIG_STRATEGY_CONSISTENT = StackValidationPolicy(
+    name="mig-strategy-consistent",
+    description=(
+        "nvidia.com/mig-* requests need a device plugin with the mixed MIG strategy, "
+        "and the profile exists for the cohort's GPU model."
+    ),
+    validate=mig_strategy_consistent_validator,
+    enforcement_level=EnforcementLevel.MANDATORY,
+    severity=Severity.MEDIUM,
+    config_schema=PolicyConfigSchema(
+        properties={
+            "gpuModels": {
+                "type": "object",
+                "additionalProperties": {"type": "string"},
+                "default": {},
+                "description": 'GPU model per cohort name, e.g. {"a": "A100-40GB"}.',
+            },
+            "defaultGpuModel": {
+                "type": "string",
+                "enum": sorted(MIG_PROFILES),
+                "description": "GPU model when neither config nor labels say.",
+            },
+        }
+    ),
+    remediation_steps=(
+        "Prepare the MIG geometry first, then set "
+        f"{PROJECT}:cohorts[i].sharing.mode: mig with .sharing.migStrategy: mixed, "
+        ".sharing.gpuModel and .sharing.migProfile; request a profile that exists on "
+        "that GPU (A100 40GB: 1g.5gb ... 7g.40gb; A100/H100 80GB: 1g.10gb ... 7g.80gb; "
+        "H200: 1g.18gb ... 7g.141gb)."
+    ),
+    url="https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html",
+    tags=["workloads", "mig"],
+)
