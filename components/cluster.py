@@ -1,14 +1,14 @@
 """The stack's Kubernetes target: facts about the cluster and the provider that talks to it.
 
-Render mode (`eks-hybrid-gpu review`) is an explicit argument here, never read from the environment: the caller
-(`components.program.run(..., render_dir=...)`) passes the folder to `make_provider` and `render_only` to
-`resolve_target`.
+Nothing here reads the environment: render mode (`eks-hybrid-gpu review`) and the local API server's kubeconfig
+are explicit arguments. The caller (`components.program.run(..., render_dir=..., local_kubeconfig=...)`) passes
+the folder to `make_provider`, and `render_only` and the kubeconfig to `resolve_target`; the program's entry
+points (`__main__.py`, the CLI's inline programs) read the environment and pass the values down.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,20 +17,6 @@ import pulumi_kubernetes as k8s
 
 from components.config import ClusterConfig
 from components.validation import ClusterFacts
-
-LOCAL_KUBECONFIG_ENV = "EKS_HYBRID_GPU_KUBECONFIG"
-
-
-def local_state_dir() -> Path:
-    """Where `eks-hybrid-gpu local up` keeps the loopback cluster (overridable for tests)."""
-    root = os.environ.get("EKS_HYBRID_GPU_CACHE") or str(Path.home() / ".cache" / "eks-hybrid-gpu")
-    return Path(root) / "local-cluster"
-
-
-def local_kubeconfig() -> Path:
-    """The kubeconfig of the local API server."""
-    override = os.environ.get(LOCAL_KUBECONFIG_ENV)
-    return Path(override) if override else local_state_dir() / "kubeconfig"
 
 
 @dataclass(frozen=True)
@@ -70,10 +56,14 @@ def eks_kubeconfig(name: str, region: str, endpoint: str, ca_data: str) -> str:
     return json.dumps(document)
 
 
-def resolve_target(cluster: ClusterConfig, *, render_only: bool = False) -> ClusterTarget:
+def resolve_target(
+    cluster: ClusterConfig, *, render_only: bool = False, local_kubeconfig: Path | None = None
+) -> ClusterTarget:
     """Read the facts the cluster source can tell (an EKS describe for source eks).
 
     `render_only` (the review's render mode): nothing is read from AWS, so the EKS describe is skipped.
+    `local_kubeconfig`: the kubeconfig of `eks-hybrid-gpu local up`'s API server, for source local; required
+    there outside render mode (a render reaches no cluster).
     """
     if cluster.source == "eks" and render_only:
         # Render mode reads nothing from AWS: validation uses the declared kubernetesVersion/autoMode.
@@ -95,7 +85,13 @@ def resolve_target(cluster: ClusterConfig, *, render_only: bool = False) -> Clus
         return ClusterTarget(facts, None, content, None)
     if cluster.source == "kubeconfig":
         return ClusterTarget(ClusterFacts(), cluster.kubeconfig, None, cluster.context)
-    return ClusterTarget(ClusterFacts(), str(local_kubeconfig()), None, None)
+    if local_kubeconfig is None and not render_only:
+        msg = (
+            "cluster.source is local, but the program was given no kubeconfig of the local API server: its entry "
+            "point passes it, as __main__.py does (`components.program.run(..., local_kubeconfig=...)`)"
+        )
+        raise ValueError(msg)
+    return ClusterTarget(ClusterFacts(), str(local_kubeconfig) if local_kubeconfig else None, None, None)
 
 
 def make_provider(target: ClusterTarget, *, secret: bool = False, render_dir: str | None = None) -> k8s.Provider:

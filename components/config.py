@@ -15,8 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 from components import versions
 from policy.gpu_allocation.vocab import grammar
 from policy.gpu_allocation.vocab.cel import fragment_problem
-from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, Owner
+from policy.gpu_allocation.vocab.labels import (
+    COMPUTE_TYPE_LABEL,
+    DEFAULT_COHORT_LABEL_KEY,
+    DEVICE_PLUGIN,
+    DRA,
+    GPU_OPERATOR,
+    HYBRID,
+    Owner,
+)
 from policy.gpu_allocation.vocab.mig import is_tabulated_profile, tabulated_profiles
+from policy.gpu_allocation.vocab.owners import owner_kind
 
 RESERVED_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-node-lease")
 """Namespaces Kubernetes itself uses: GPU components never go there."""
@@ -340,18 +349,32 @@ class ChartPin(_Strict):
         return value
 
 
-class ChartsConfig(_Strict):
-    """Pinned versions of the three owner charts."""
+def _pinned(owner: Owner) -> ChartPin:
+    """The registry's pinned release of an owner's chart, with its default (upstream) source."""
+    return ChartPin(version=owner_kind(owner).chart.version)
 
-    device_plugin: ChartPin = Field(
-        default_factory=lambda: ChartPin(version=versions.DEVICE_PLUGIN_VERSION), alias="devicePlugin"
-    )
-    dra_driver: ChartPin = Field(
-        default_factory=lambda: ChartPin(version=versions.DRA_DRIVER_VERSION), alias="draDriver"
-    )
-    gpu_operator: ChartPin = Field(
-        default_factory=lambda: ChartPin(version=versions.GPU_OPERATOR_VERSION), alias="gpuOperator"
-    )
+
+def _field_of(model: type[BaseModel], owner: Owner) -> str:
+    """The model field whose config key is the owner's `config_key` (`devicePlugin` -> device_plugin)."""
+    key = owner_kind(owner).config_key
+    found = next((name for name, field in model.model_fields.items() if (field.alias or name) == key), None)
+    if found is None:
+        msg = f"{model.__name__} has no field {key} for owner {owner}: add one (docs/adding-an-owner-kind.md)"
+        raise LookupError(msg)
+    return found
+
+
+class ChartsConfig(_Strict):
+    """Pinned versions of the owner charts, one field per owner kind under its `config_key`."""
+
+    device_plugin: ChartPin = Field(default_factory=lambda: _pinned(DEVICE_PLUGIN), alias="devicePlugin")
+    dra_driver: ChartPin = Field(default_factory=lambda: _pinned(DRA), alias="draDriver")
+    gpu_operator: ChartPin = Field(default_factory=lambda: _pinned(GPU_OPERATOR), alias="gpuOperator")
+
+    def of(self, owner: Owner) -> ChartPin:
+        """The pin of one owner's chart."""
+        pin: ChartPin = getattr(self, _field_of(ChartsConfig, owner))
+        return pin
 
 
 # ---------------------------------------------------------------- namespaces, DRA, runtime class, smoke
@@ -360,9 +383,13 @@ class ChartsConfig(_Strict):
 class NamespacesConfig(_Strict):
     """Namespaces owned by the GPU infrastructure operator."""
 
-    device_plugin: str = Field(default="gpu-system", alias="devicePlugin")
-    dra_driver: str = Field(default="gpu-dra-system", alias="draDriver")
-    gpu_operator: str = Field(default="gpu-operator", alias="gpuOperator")
+    device_plugin: str = Field(
+        default=owner_kind(DEVICE_PLUGIN).default_namespace,
+        alias="devicePlugin",
+        description="The device plugin's namespace; also the home of the ownership ledger.",
+    )
+    dra_driver: str = Field(default=owner_kind(DRA).default_namespace, alias="draDriver")
+    gpu_operator: str = Field(default=owner_kind(GPU_OPERATOR).default_namespace, alias="gpuOperator")
     workloads: str = Field(default="ai-workloads")
 
     @field_validator("device_plugin", "dra_driver", "gpu_operator", "workloads")
@@ -381,6 +408,11 @@ class NamespacesConfig(_Strict):
             )
             raise ValueError(msg)
         return value
+
+    def of(self, owner: Owner) -> str:
+        """The namespace of one owner kind."""
+        name: str = getattr(self, _field_of(NamespacesConfig, owner))
+        return name
 
 
 class DraConfig(_Strict):
@@ -547,6 +579,11 @@ class StackConfig(_Strict):
         """The cohorts one owner serves, with their index in the config list."""
         return [(i, c) for i, c in enumerate(self.cohorts) if c.owner == owner]
 
+    @property
+    def operator_mode(self) -> str | None:
+        """The GPU Operator's mode when a cohort is the Operator's, else None (as the ledger records it)."""
+        return self.operator.mode if self.cohorts_of(GPU_OPERATOR) else None
+
 
 CONFIG_KEYS: tuple[str, ...] = tuple(field.alias or name for name, field in StackConfig.model_fields.items())
 """The Pulumi config keys (without the project namespace) the program reads."""
@@ -554,10 +591,7 @@ CONFIG_KEYS: tuple[str, ...] = tuple(field.alias or name for name, field in Stac
 
 def needs_runtime_class(config: StackConfig) -> bool:
     """The device-plugin path (and a ClusterPolicy Operator without its toolkit) runs pods with the RuntimeClass."""
-    if config.cohorts_of("device-plugin"):
+    if config.cohorts_of(DEVICE_PLUGIN):
         return True
-    operator = config.operator
     # With its toolkit on, the Operator provides the class and the handler itself.
-    return (
-        bool(config.cohorts_of("gpu-operator")) and operator.mode == "cluster-policy" and not operator.toolkit_enabled
-    )
+    return config.operator_mode == "cluster-policy" and not config.operator.toolkit_enabled

@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 
 from components.dra_objects import DRIVER
 from components.publishers import Finding, is_gpu_resource
+from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
 Mechanism = Literal["device-plugin", "dra"]
 """How a pod holds a GPU: through a device plugin's extended resource, or through a DRA allocation."""
@@ -171,9 +172,7 @@ def consumers_by_node(
 
 def mechanism_of(owner: str, operator_mode: str | None = None) -> Mechanism:
     """The mechanism through which an owner's pods hold GPUs: the Operator's GPUCluster mode runs DRA."""
-    if owner == DRA or (owner == "gpu-operator" and operator_mode == "gpu-cluster"):
-        return DRA
-    return DEVICE_PLUGIN
+    return DRA if allocates_through_dra(owner, operator_mode) else DEVICE_PLUGIN
 
 
 def other_mechanism(consumers: Iterable[Consumer], mechanism: Mechanism) -> list[Consumer]:

@@ -9,10 +9,10 @@ from typing import Any
 import pulumi
 import yaml
 
-from components import versions
 from components.config import ChartPin, CohortConfig, Mig, TimeSlicing
 from components.owner_chart import Upstream, owner_chart
 from components.stamping import Ownership
+from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN
 from policy.gpu_allocation.vocab.mig import mig_resource_name
 
 TIME_SLICING_CONFIG_NAME = "time-slicing"
@@ -100,7 +100,7 @@ class DevicePlugin(pulumi.ComponentResource):
         release = f"hybrid-gpu-{cohort.name}"
         owner_chart(
             f"{name}-chart",
-            upstream=Upstream(versions.DEVICE_PLUGIN_CHART, repo=versions.DEVICE_PLUGIN_REPO),
+            upstream=Upstream.of(DEVICE_PLUGIN),
             pin=chart,
             project_dir=project_dir,
             release=release,

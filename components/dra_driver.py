@@ -8,10 +8,10 @@ from typing import Any
 
 import pulumi
 
-from components import versions
 from components.config import ChartPin
 from components.owner_chart import Upstream, owner_chart
 from components.stamping import Ownership
+from policy.gpu_allocation.vocab.labels import DRA
 
 
 def dra_driver_values(selector: Mapping[str, str], feature_gates: Mapping[str, bool]) -> dict[str, Any]:
@@ -83,7 +83,7 @@ class DraDriver(pulumi.ComponentResource):
         release = f"hybrid-gpu-{cohort_name}"
         owner_chart(
             f"{name}-chart",
-            upstream=Upstream(versions.DRA_DRIVER_CHART, oci=versions.DRA_DRIVER_OCI),
+            upstream=Upstream.of(DRA),
             pin=chart,
             project_dir=project_dir,
             release=release,

@@ -34,15 +34,16 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import versions
 from components.chart_source import resolve
 from components.config import ChartPin, CohortConfig, Mig, OperatorConfig
 from components.operator_boundary import cohort_tolerations
 from components.owner_chart import Upstream, owner_chart
-from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY
+from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, GPU_OPERATOR
+from policy.gpu_allocation.vocab.owners import owner_kind
 
-RELEASE_NAME = "gpu-operator"
-UPSTREAM = Upstream(versions.GPU_OPERATOR_CHART, repo=versions.GPU_OPERATOR_REPO)
+RELEASE_NAME = owner_kind(GPU_OPERATOR).chart.name
+"""The Operator's Helm release carries its chart's name."""
+UPSTREAM = Upstream.of(GPU_OPERATOR)
 
 
 def gpu_operator_values(

@@ -4,25 +4,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import StackConfig
-from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_LABEL, LEDGER_NAME
+from components.config import NamespacesConfig, StackConfig
+from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, LEDGER_KEY, LEDGER_LABEL, LEDGER_NAME, Owner
+
+LEDGER_HOME: Final[Owner] = DEVICE_PLUGIN
+"""The owner kind whose namespace holds the ledger and the migration record beside it (`namespaces.devicePlugin`)."""
 
 
 class LedgerError(Exception):
     """A ledger (or migration record) ConfigMap whose content cannot be read: nothing can be judged against it."""
 
 
-def parse_record(configmap: Mapping[str, Any] | None, key: str = LEDGER_KEY) -> dict[str, Any] | None:
-    """The JSON object under `key` of a ConfigMap read from the cluster; None when the ConfigMap or key is absent.
+IN_CLUSTER_FIX: Final = "it is written by `pulumi up`: run it again, or restore the ConfigMap"
+"""The fix for an unreadable record read from a cluster."""
+
+
+def parse_record(
+    configmap: Mapping[str, Any] | None, key: str = LEDGER_KEY, *, fix: str = IN_CLUSTER_FIX
+) -> dict[str, Any] | None:
+    """The JSON object under `key` of a ConfigMap; None when the ConfigMap or key is absent.
 
     The one parser of the ledger (and of the migration record beside it), for the preflight, `inspect`,
-    `move-host` and `migrate`. Content that is not a JSON object is a LedgerError: a check that cannot read the
-    previous owners says so rather than judging against nothing.
+    `move-host`, `migrate` and `review` (which reads the rendered ConfigMap, and passes its own `fix`). Content
+    that is not a JSON object is a LedgerError: a check that cannot read the previous owners says so rather than
+    judging against nothing.
     """
     if configmap is None:
         return None
@@ -34,33 +44,32 @@ def parse_record(configmap: Mapping[str, Any] | None, key: str = LEDGER_KEY) -> 
     try:
         found = json.loads(text)
     except ValueError as error:
-        msg = f"{where} is not JSON ({error}); it is written by `pulumi up`: run it again, or restore the ConfigMap"
+        msg = f"{where} is not JSON ({error}); {fix}"
         raise LedgerError(msg) from None
     if not isinstance(found, dict):
-        msg = f"{where} is not a JSON object; it is written by `pulumi up`: run it again, or restore the ConfigMap"
+        msg = f"{where} is not a JSON object; {fix}"
         raise LedgerError(msg)
     return found
 
 
+def ledger_namespace(namespaces: NamespacesConfig) -> str:
+    """Where a stack's ledger lives: the namespace of LEDGER_HOME, as the stack config names it."""
+    return namespaces.of(LEDGER_HOME)
+
+
 def ownership_map(config: StackConfig) -> dict[str, Any]:
     """Cohort -> owner, selector, sharing, namespace and driver verification; plus the Operator mode, if any."""
-    namespaces = {
-        "device-plugin": config.namespaces.device_plugin,
-        "dra": config.namespaces.dra_driver,
-        "gpu-operator": config.namespaces.gpu_operator,
-    }
     cohorts = {
         cohort.name: {
             "owner": cohort.owner,
             "nodeSelector": cohort.selector(config.cohort_label_key),
             "sharing": cohort.sharing_label,
-            "namespace": namespaces[cohort.owner],
+            "namespace": config.namespaces.of(cohort.owner),
             "hostDriverVerified": cohort.host_driver_verified,
         }
         for cohort in config.cohorts
     }
-    operator_mode = config.operator.mode if config.cohorts_of("gpu-operator") else None
-    return {"cohorts": cohorts, "operatorMode": operator_mode}
+    return {"cohorts": cohorts, "operatorMode": config.operator_mode}
 
 
 class OwnershipLedger(pulumi.ComponentResource):

@@ -21,12 +21,13 @@ from components.config import StackConfig
 from components.consumers import Consumer
 from components.ledger import LedgerError
 from components.refusals import Problem
+from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR
 
 PHASES: Final = ("cordon", "remove", "wait-unpublished", "install", "wait-published", "uncordon")
 """The phases `migrate` records, in order; a re-run resumes from the recorded one."""
 PAUSED_PHASES: Final = ("remove", "wait-unpublished")
 """Phases in which the program installs no owner for the cohort."""
-SUPPORTED: Final = frozenset({("device-plugin", "dra"), ("dra", "device-plugin")})
+SUPPORTED: Final = frozenset({(DEVICE_PLUGIN, DRA), (DRA, DEVICE_PLUGIN)})
 """(from, to) owner changes `migrate` runs; see docs/migrating-owners.md."""
 DOC: Final = "docs/migrating-owners.md"
 NEW_INSTALLATION: Final = (
@@ -163,15 +164,20 @@ def paused_cohorts(migration: Migration | None) -> frozenset[str]:
     return frozenset({migration.cohort}) if migration is not None and migration.installs is None else frozenset()
 
 
+def owner_changes(old: str, old_mode: str | None, new: str, new_mode: str | None) -> bool:
+    """Whether a cohort's owner changes: another owner kind, or the GPU Operator in another mode."""
+    return old != new or (old == GPU_OPERATOR and old_mode != new_mode)
+
+
 def unsupported(old: str, old_mode: str | None, new: str, new_mode: str | None) -> str | None:
     """Why `migrate` does not run this owner change and what to do instead; None when it does."""
-    to_gpu_cluster = new == "gpu-operator" and new_mode == "gpu-cluster"
-    if old == "gpu-operator" and old_mode == "cluster-policy" and to_gpu_cluster:
+    to_gpu_cluster = new == GPU_OPERATOR and new_mode == "gpu-cluster"
+    if old == GPU_OPERATOR and old_mode == "cluster-policy" and to_gpu_cluster:
         return (
             "an in-place migration from ClusterPolicy to GPUCluster is not supported (GPUCluster cannot coexist "
             f"with ClusterPolicy, and the Operator documents no in-place path); {NEW_INSTALLATION}"
         )
-    if old == "dra" and to_gpu_cluster:
+    if old == DRA and to_gpu_cluster:
         return (
             "an in-place migration from a standalone DRA release to GPUCluster is not supported (two DRA drivers "
             f"for one GPU, and the Operator documents no adoption of a standalone release); {NEW_INSTALLATION}"
@@ -211,20 +217,20 @@ def check_ledger(
     problems: list[Problem] = []
     recorded: Mapping[str, Any] = ledger.get("cohorts") or {}
     old_mode = ledger.get("operatorMode")
-    new_mode = config.operator.mode if config.cohorts_of("gpu-operator") else None
+    new_mode = config.operator_mode
     for i, cohort in enumerate(config.cohorts):
         before = recorded.get(cohort.name)
         if not isinstance(before, Mapping) or (migration is not None and migration.cohort == cohort.name):
             continue
         old = str(before.get("owner"))
-        if old == cohort.owner and not (old == "gpu-operator" and old_mode != new_mode):
+        if not owner_changes(old, old_mode, cohort.owner, new_mode):
             continue
         selector: Mapping[str, str] = before.get("nodeSelector") or {}
         hosts = sorted(str(n["metadata"]["name"]) for n in nodes if _matches(selector, n))
         held = [c for host in hosts for c in consumers.get(host, [])]
         in_use = "; ".join(c.describe() for c in held) or "none"
-        was = f"{old} ({old_mode})" if old == "gpu-operator" else old
-        now = f"{cohort.owner} ({new_mode})" if cohort.owner == "gpu-operator" else cohort.owner
+        was = f"{old} ({old_mode})" if old == GPU_OPERATOR else old
+        now = f"{cohort.owner} ({new_mode})" if cohort.owner == GPU_OPERATOR else cohort.owner
         head = (
             f"changes cohort {cohort.name}'s owner in one step, {was} -> {now} (the cluster's ledger {ledger_ref} "
             f"records {was}), on nodes {', '.join(hosts) or 'none now'}; GPUs in use there: {in_use}"

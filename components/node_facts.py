@@ -4,7 +4,8 @@ EKS Hybrid Nodes get their kubelet and containerd from `nodeadm` on each host, a
 minor versions behind the control plane, so a 1.34 control plane (checked in `components.validation`) can have
 DRA hosts on a 1.31 kubelet, whose DRA API is not resource.k8s.io/v1, or on a containerd without CDI: the DRA
 kubelet plugin would install there and its claims would never be prepared. So the preflight and `inspect` read
-`status.nodeInfo` of every cohort node against the owner's floors (`components.versions`). A version that is
+`status.nodeInfo` of every cohort node against the floors of the owner's mode (its registry entry,
+`policy/gpu_allocation/vocab/owners.py`; the containerd CDI floors are in `components.versions`). A version that is
 missing or does not parse is "cannot tell", refused like one below the floor: the check does not pass what it
 cannot judge. Plain data in, records out; the callers put them into words with their config path or finding.
 """
@@ -18,11 +19,11 @@ from typing import Any, Final, Literal
 
 from components import versions
 from components.config import show
-from policy.gpu_allocation.vocab.labels import DRA, GPU_OPERATOR, Owner
+from policy.gpu_allocation.vocab.labels import Owner
+from policy.gpu_allocation.vocab.owners import OWNER_KINDS, ModeKey, Version, mode_of
 
-Version = tuple[int, int, int]
-NodeOwner = Literal["device-plugin", "dra", "cluster-policy", "gpu-cluster"]
-"""An owner as the nodes see it: the GPU Operator's two modes need different kubelets."""
+NodeOwner = ModeKey
+"""An owner as the nodes see it: its mode (the GPU Operator's two modes need different kubelets)."""
 Fact = Literal["kubelet", "runtime"]
 Trouble = Literal["below-floor", "cannot-tell", "not-containerd", "needs-setting"]
 """cannot-tell: missing or unparsable, refused like below-floor. needs-setting: containerd 1.7.x, whose CDI is off
@@ -60,42 +61,22 @@ class NodeFloor:
 
 
 FLOORS: Final[dict[NodeOwner, NodeFloor]] = {
-    "device-plugin": NodeFloor(
-        "the device plugin chart 0.20.0",
-        versions.DEVICE_PLUGIN_MIN_KUBELET,
-        "its chart's kubeVersion",
-        cdi=False,
-        hostcheck_owner="device-plugin",
-    ),
-    "dra": NodeFloor(
-        "the DRA driver",
-        versions.DRA_MIN_KUBELET,
-        "DRA with resource.k8s.io/v1",
-        cdi=True,
-        hostcheck_owner="dra",
-    ),
-    "cluster-policy": NodeFloor(
-        "the GPU Operator in cluster-policy mode",
-        versions.CLUSTER_POLICY_MIN_KUBELET,
-        "its chart's kubeVersion",
-        cdi=False,
-        hostcheck_owner="gpu-operator",
-    ),
-    "gpu-cluster": NodeFloor(
-        "the GPU Operator in gpu-cluster mode (its DRA driver)",
-        versions.DRA_MIN_KUBELET,
-        "DRA with resource.k8s.io/v1",
-        cdi=True,
-        hostcheck_owner="gpu-operator-dra",
-    ),
+    mode.key: NodeFloor(
+        mode.title,
+        mode.min_kubelet,
+        mode.kubelet_source,
+        cdi=mode.host.cdi_required,
+        hostcheck_owner=mode.hostcheck_key,
+    )
+    for kind in OWNER_KINDS.values()
+    for mode in kind.modes
 }
+"""Every mode of every registered owner kind, by its key."""
 
 
 def node_owner(owner: Owner, operator_mode: str | None) -> NodeOwner:
     """The floors' key for a cohort owner and, for the GPU Operator, its mode (cluster-policy unless gpu-cluster)."""
-    if owner == GPU_OPERATOR:
-        return "gpu-cluster" if operator_mode == "gpu-cluster" else "cluster-policy"
-    return "dra" if owner == DRA else "device-plugin"
+    return mode_of(owner, operator_mode).key
 
 
 def dotted(version: Version) -> str:

@@ -18,6 +18,8 @@ import pulumi_kubernetes as k8s
 from components.chart_source import resolve
 from components.config import ChartPin
 from components.stamping import Ownership, stamp
+from policy.gpu_allocation.vocab.labels import Owner
+from policy.gpu_allocation.vocab.owners import owner_kind
 
 
 @dataclass(frozen=True)
@@ -27,6 +29,14 @@ class Upstream:
     chart: str
     repo: str | None = None
     oci: str | None = None
+
+    @classmethod
+    def of(cls, owner: Owner) -> Upstream:
+        """The registry's upstream of an owner's chart: a Helm repository URL, or the chart's own `oci://` reference."""
+        chart = owner_kind(owner).chart
+        if chart.upstream.startswith("oci://"):
+            return cls(chart.name, oci=chart.upstream)
+        return cls(chart.name, repo=chart.upstream)
 
 
 def owner_chart(

@@ -26,7 +26,7 @@ from components.migration import Migration, check_ledger
 from components.node_facts import check_node, node_owner
 from components.publishers import foreign, labels_of, observe
 from components.refusals import Problem
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, MPS_CAPABLE_LABEL
 
 Node = Mapping[str, Any]
 
@@ -66,7 +66,7 @@ def check_nodes(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
                         "manages its own GPU device plugin: relabel or exclude that node",
                     )
                 )
-            if cohort.owner == "device-plugin" and labels.get(MPS_CAPABLE_LABEL) == "true":
+            if cohort.owner == DEVICE_PLUGIN and labels.get(MPS_CAPABLE_LABEL) == "true":
                 problems.append(
                     Problem(
                         path,
@@ -114,7 +114,7 @@ def check_consumers(config: StackConfig, live: LiveCluster) -> list[Problem]:
     """
     problems: list[Problem] = []
     consumers = consumers_by_node(live.pods, live.claims)
-    operator_mode = config.operator.mode if config.cohorts_of("gpu-operator") else None
+    operator_mode = config.operator_mode
     for i, cohort in enumerate(config.cohorts):
         selector = cohort.selector(config.cohort_label_key)
         mechanism = mechanism_of(cohort.owner, operator_mode)

@@ -9,7 +9,7 @@ import pulumi
 
 from components.cluster import ClusterTarget, make_provider, resolve_target
 from components.config import StackConfig
-from components.ledger import LedgerError
+from components.ledger import LedgerError, ledger_namespace
 from components.live import LiveReadError
 from components.migration import Migration, apply_to_raw, parse_migration, paused_cohorts
 from components.preflight import check, read_cluster
@@ -78,13 +78,17 @@ def _mid_migration(
     return config, changed
 
 
-def run(project_dir: Path, *, render_dir: str | None = None) -> HybridGpuCluster:
+def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: Path | None = None) -> HybridGpuCluster:
     """Everything `__main__.py` does; a function so tests and the local runner can call it.
 
     `render_dir` turns on render mode, for `eks-hybrid-gpu review` only (its worker passes it): nothing reaches a
     cluster. The provider writes each object into that folder as YAML instead of applying it, the EKS describe
     is skipped (the declared facts stand in), and the GPU Operator renders through Chart v4 (a Helm Release
     cannot render). `__main__.py`, and so `pulumi up`, never passes it; None or an empty string is the normal program.
+
+    `local_kubeconfig`: the kubeconfig of the loopback API server that `cluster.source: local` targets. The program
+    reads no environment; its entry point does (`__main__.py`: `eks_hybrid_gpu.localpaths.local_kubeconfig()`) and
+    passes the file here. Not needed for the other sources, nor in render mode.
     """
     render_dir = render_dir or None  # an empty folder name is no render mode
     render_only = render_dir is not None
@@ -93,7 +97,7 @@ def run(project_dir: Path, *, render_dir: str | None = None) -> HybridGpuCluster
     secret_keys = secret_config_keys()
     try:
         precheck = load_stack_config(raw, project_dir, stack_file=stack_file, secret_keys=secret_keys)
-        target = resolve_target(precheck.cluster, render_only=render_only)
+        target = resolve_target(precheck.cluster, render_only=render_only, local_kubeconfig=local_kubeconfig)
         config = load_stack_config(raw, project_dir, target.facts, stack_file=stack_file, secret_keys=secret_keys)
     except StackConfigError as error:
         raise pulumi.RunError(str(error)) from None
@@ -101,7 +105,7 @@ def run(project_dir: Path, *, render_dir: str | None = None) -> HybridGpuCluster
     if config.cluster.preflight:
         pulumi.log.info("preflight: reading the cohorts' nodes, who publishes their GPUs, and the ownership ledger")
         try:
-            live = read_cluster(config.cluster, target, config.namespaces.device_plugin)
+            live = read_cluster(config.cluster, target, ledger_namespace(config.namespaces))
             records = live.records
             migration = parse_migration(records.migration, records.migration_ref) if records else None
         except (LiveReadError, LedgerError) as error:

@@ -17,6 +17,7 @@ from components.device_plugin import advertised_resource
 from components.dra_objects import CLAIM_TEMPLATE
 from components.stamping import Ownership
 from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION, SMOKE_JOB_LABEL
+from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
 PROBE_MOUNT = "/opt/gpu-probe"
 PROBE_FILE = "cuda_probe.py"
@@ -35,7 +36,7 @@ class SmokeRequest:
 
 def smoke_request(cohort: CohortConfig, operator: OperatorConfig, runtime_class: str) -> SmokeRequest:
     """The one allocation mechanism of a cohort's owner."""
-    if cohort.owner == "dra" or (cohort.owner == "gpu-operator" and operator.mode == "gpu-cluster"):
+    if allocates_through_dra(cohort.owner, operator.mode):
         return SmokeRequest(None, None)
     return SmokeRequest(advertised_resource(cohort), runtime_class)
 

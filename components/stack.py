@@ -10,20 +10,21 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.config import CohortConfig, StackConfig, needs_runtime_class
-from components.device_plugin import DevicePlugin
-from components.dra_driver import DraDriver
 from components.dra_objects import DraObjects
-from components.gpu_operator import GpuOperator
-from components.ledger import OwnershipLedger, ownership_map
+from components.ledger import LEDGER_HOME, OwnershipLedger, ownership_map
 from components.namespaces import PRIVILEGED, RESTRICTED, GpuNamespaces
 from components.node_guard import CohortLabelGuard
+from components.owner_builders import CohortOwner, builder_of
 from components.probe import probe_script_path
 from components.runtime_class import NvidiaRuntimeClass
 from components.smoke_jobs import PROBE_FILE, SmokeJob, smoke_request
 from components.stamping import Ownership
 from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
+from policy.gpu_allocation.vocab.owners import OWNER_KINDS, allocates_through_dra
 
 PROBE_CONFIG_MAP = "hybrid-gpu-cuda-probe"
+WORKLOADS_ROLE = "workloads"
+"""The role of the restricted namespace that holds the smoke Jobs and the DRA claim templates."""
 
 
 def _ownership(config: StackConfig, index: int, cohort: CohortConfig) -> Ownership:
@@ -37,9 +38,23 @@ def _ownership(config: StackConfig, index: int, cohort: CohortConfig) -> Ownersh
 
 
 def _needs_dra_objects(config: StackConfig) -> bool:
-    return bool(config.cohorts_of("dra")) or (
-        bool(config.cohorts_of("gpu-operator")) and config.operator.mode == "gpu-cluster"
-    )
+    return any(allocates_through_dra(cohort.owner, config.operator.mode) for cohort in config.cohorts)
+
+
+def namespace_roles(config: StackConfig) -> dict[str, tuple[str, str]]:
+    """Role -> (namespace, Pod Security level): the ledger's home, the workloads, then each owner kind in use.
+
+    An owner kind's role is its owner key; its namespace is privileged (the allocators mount host paths).
+    """
+    namespaces = config.namespaces
+    wanted: dict[str, tuple[str, str]] = {
+        LEDGER_HOME: (namespaces.of(LEDGER_HOME), PRIVILEGED),
+        WORKLOADS_ROLE: (namespaces.workloads, RESTRICTED),
+    }
+    for owner in OWNER_KINDS:
+        if owner not in wanted and config.cohorts_of(owner):
+            wanted[owner] = (namespaces.of(owner), PRIVILEGED)
+    return wanted
 
 
 def probe_script() -> str:
@@ -78,16 +93,9 @@ class HybridGpuCluster(pulumi.ComponentResource):
         Operator then renders through Chart v4, since a Helm Release cannot render to files.
         """
         super().__init__("eks-hybrid-gpu:index:HybridGpuCluster", name, None, opts)
-        ns_cfg = config.namespaces
-        wanted: dict[str, tuple[str, str]] = {
-            "device-plugin": (ns_cfg.device_plugin, PRIVILEGED),  # also home of the ledger
-            "workloads": (ns_cfg.workloads, RESTRICTED),
-        }
-        if config.cohorts_of("dra"):
-            wanted["dra"] = (ns_cfg.dra_driver, PRIVILEGED)
-        if config.cohorts_of("gpu-operator"):
-            wanted["gpu-operator"] = (ns_cfg.gpu_operator, PRIVILEGED)
-        namespaces = GpuNamespaces(f"{name}-namespaces", namespaces=wanted, opts=pulumi.ResourceOptions(parent=self))
+        namespaces = GpuNamespaces(
+            f"{name}-namespaces", namespaces=namespace_roles(config), opts=pulumi.ResourceOptions(parent=self)
+        )
 
         def ns(role: str) -> pulumi.Output[str]:
             return namespaces.names.apply(lambda names: names[role])
@@ -114,63 +122,27 @@ class HybridGpuCluster(pulumi.ComponentResource):
         OwnershipLedger(
             f"{name}-ledger",
             ownership=mapping,
-            namespace=ns("device-plugin"),
+            namespace=ns(LEDGER_HOME),
             secret=secret_inputs,
             opts=pulumi.ResourceOptions(parent=self),
         )
         if _needs_dra_objects(config):
             DraObjects(
                 f"{name}-dra-objects",
-                workloads_namespace=ns("workloads"),
+                workloads_namespace=ns(WORKLOADS_ROLE),
                 large_gpu_memory=config.dra.large_gpu_memory,
                 extra_selector=config.dra.extra_selector,
                 opts=pulumi.ResourceOptions(parent=self),
             )
 
         releases: dict[str, pulumi.Output[str]] = {}
-        skip_await = config.cluster.skip_await
         owners = [_ownership(config, index, cohort) for index, cohort in enumerate(config.cohorts)]
         for cohort, owned in zip(config.cohorts, owners, strict=True):
-            child = f"{name}-{cohort.name}"
             if cohort.name in paused:
                 continue
-            if cohort.owner == "device-plugin":
-                releases[cohort.name] = DevicePlugin(
-                    child,
-                    cohort=cohort,
-                    ownership=owned,
-                    chart=config.charts.device_plugin,
-                    namespace=ns("device-plugin"),
-                    runtime_class=runtime_class.name,
-                    skip_await=skip_await,
-                    project_dir=project_dir,
-                    opts=pulumi.ResourceOptions(parent=self),
-                ).release_name
-            elif cohort.owner == "dra":
-                releases[cohort.name] = DraDriver(
-                    child,
-                    cohort_name=cohort.name,
-                    ownership=owned,
-                    chart=config.charts.dra_driver,
-                    namespace=ns("dra"),
-                    feature_gates=config.dra.feature_gates,
-                    skip_await=skip_await,
-                    project_dir=project_dir,
-                    opts=pulumi.ResourceOptions(parent=self),
-                ).release_name
-            else:
-                releases[cohort.name] = GpuOperator(
-                    child,
-                    operator=config.operator,
-                    cohort=cohort,
-                    chart=config.charts.gpu_operator,
-                    namespace=ns("gpu-operator"),
-                    skip_await=skip_await,
-                    project_dir=project_dir,
-                    render_only=render_only,
-                    cohort_label_key=config.cohort_label_key,
-                    opts=pulumi.ResourceOptions(parent=self),
-                ).release_name
+            build = builder_of(cohort.owner)
+            inputs = CohortOwner(config, cohort, owned, ns(cohort.owner), project_dir, render_only)
+            releases[cohort.name] = build(f"{name}-{cohort.name}", inputs, pulumi.ResourceOptions(parent=self))
 
         probe_map: str | None = None
         if config.smoke_jobs.probe:
@@ -179,7 +151,7 @@ class HybridGpuCluster(pulumi.ComponentResource):
                 f"{name}-cuda-probe",
                 metadata={
                     "name": PROBE_CONFIG_MAP,
-                    "namespace": ns("workloads"),
+                    "namespace": ns(WORKLOADS_ROLE),
                     "labels": {f"{LABEL_PREFIX}/component": "cuda-probe"},
                 },
                 data={PROBE_FILE: probe_script()},
@@ -195,7 +167,7 @@ class HybridGpuCluster(pulumi.ComponentResource):
                 ownership=owned,
                 request=smoke_request(cohort, config.operator, runtime_class.name),
                 smoke=config.smoke_jobs,
-                namespace=ns("workloads"),
+                namespace=ns(WORKLOADS_ROLE),
                 probe_config_map=probe_map,
                 opts=pulumi.ResourceOptions(parent=self),
             ).job_name

@@ -18,7 +18,8 @@ from components.chart_archive import archive_problems
 from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing, show
 from components.refusals import Problem, StackConfigError, pydantic_problems, redact
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
-from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, HYBRID
+from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, GPU_OPERATOR, HYBRID
+from policy.gpu_allocation.vocab.owners import DRA_MIN_KUBERNETES, OWNER_KINDS, allocates_through_dra
 from policy.gpu_allocation.vocab.selectors import selectors_overlap
 
 
@@ -73,7 +74,7 @@ def _cohort_problems(config: StackConfig, at: CohortPath) -> Iterable[Problem]:
                 f"owner-managed labels: add {label_key}: <cohort value>",
             )
         yield from _sharing_problems(path, cohort)
-        if not cohort.host_driver_verified and cohort.owner != "gpu-operator":
+        if not cohort.host_driver_verified and cohort.owner != GPU_OPERATOR:
             yield Problem(
                 f"{path}.hostDriverVerified",
                 f"is false; the standalone {cohort.owner} path needs a "
@@ -133,7 +134,7 @@ def first_overlaps(selectors: Sequence[Mapping[str, str]]) -> list[tuple[int, in
 
 def _sharing_problems(path: str, cohort: CohortConfig) -> Iterable[Problem]:
     sharing = cohort.sharing
-    if isinstance(sharing, TimeSlicing) and cohort.owner != "device-plugin":
+    if isinstance(sharing, TimeSlicing) and cohort.owner != DEVICE_PLUGIN:
         yield Problem(
             f"{path}.sharing.mode",
             f"time-slicing is configured on the device plugin, but the owner is "
@@ -141,7 +142,7 @@ def _sharing_problems(path: str, cohort: CohortConfig) -> Iterable[Problem]:
         )
     if not isinstance(sharing, Mig):
         return
-    if cohort.owner == "dra":
+    if cohort.owner == DRA:
         yield Problem(
             f"{path}.sharing.mode",
             "mig sharing configures the device plugin's MIG strategy; DRA "
@@ -174,8 +175,8 @@ def _sharing_problems(path: str, cohort: CohortConfig) -> Iterable[Problem]:
 
 
 def _owner_problems(config: StackConfig, facts: ClusterFacts, at: CohortPath) -> Iterable[Problem]:
-    operators = config.cohorts_of("gpu-operator")
-    dra = config.cohorts_of("dra")
+    operators = config.cohorts_of(GPU_OPERATOR)
+    dra = config.cohorts_of(DRA)
     for i, _ in operators[1:]:
         yield Problem(
             f"{at(i)}.owner",
@@ -196,7 +197,7 @@ def _owner_problems(config: StackConfig, facts: ClusterFacts, at: CohortPath) ->
                 "deploys its own DRA driver and must not get an additional standalone DRA release: "
                 "remove this cohort or set operator.mode to cluster-policy",
             )
-    plugins = config.cohorts_of("device-plugin")
+    plugins = config.cohorts_of(DEVICE_PLUGIN)
     if operators and plugins and config.operator.mode == "cluster-policy" and config.operator.device_plugin_enabled:
         names = ", ".join(f"{at(i)} ({cohort.name})" for i, cohort in plugins)
         yield Problem(
@@ -222,14 +223,13 @@ def _owner_problems(config: StackConfig, facts: ClusterFacts, at: CohortPath) ->
                     "driver.enabled=false is only right where the host driver is verified: run "
                     "`eks-hybrid-gpu hostcheck`, then set it to true, or set operator.driverEnabled",
                 )
-    uses_dra = bool(dra) or (bool(operators) and config.operator.mode == "gpu-cluster")
-    if uses_dra:
+    if any(allocates_through_dra(cohort.owner, config.operator.mode) for cohort in config.cohorts):
         yield from _dra_version_problems(config, facts)
 
 
 def _dra_version_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[Problem]:
     declared = facts.kubernetes_version or config.cluster.kubernetes_version
-    floor = ".".join(map(str, versions.DRA_MIN_KUBERNETES))
+    floor = ".".join(map(str, DRA_MIN_KUBERNETES))
     if declared is None and config.cluster.source == "eks":
         return  # EKS reports its version; the check runs again once the describe-cluster facts are known
     if declared is None:
@@ -241,7 +241,7 @@ def _dra_version_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[
     found = parse_version(declared)
     # EKS reports major.minor only; its 1.34 platform versions already run a 1.34.2+ patch.
     minor_only = facts.kubernetes_version is not None and declared.count(".") == 1
-    if found[:2] < versions.DRA_MIN_KUBERNETES[:2] or (not minor_only and found < versions.DRA_MIN_KUBERNETES):
+    if found[:2] < DRA_MIN_KUBERNETES[:2] or (not minor_only and found < DRA_MIN_KUBERNETES):
         yield Problem(
             "cluster.kubernetesVersion",
             f"is {declared}; DRA GPU allocation with resource.k8s.io/v1 "
@@ -283,12 +283,8 @@ def _smoke_problems(config: StackConfig) -> Iterable[Problem]:
 
 
 def _namespace_problems(config: StackConfig) -> Iterable[Problem]:
-    roles = {
-        "devicePlugin": config.namespaces.device_plugin,
-        "draDriver": config.namespaces.dra_driver,
-        "gpuOperator": config.namespaces.gpu_operator,
-        "workloads": config.namespaces.workloads,
-    }
+    roles = {kind.config_key: config.namespaces.of(owner) for owner, kind in OWNER_KINDS.items()}
+    roles["workloads"] = config.namespaces.workloads
     first: dict[str, str] = {}
     for role, namespace in roles.items():
         if namespace in first:
@@ -302,19 +298,8 @@ def _namespace_problems(config: StackConfig) -> Iterable[Problem]:
 
 def _chart_problems(config: StackConfig, project_dir: Path) -> Iterable[Problem]:
     pins: list[tuple[str, ChartPin, bool, str]] = [
-        (
-            "devicePlugin",
-            config.charts.device_plugin,
-            bool(config.cohorts_of("device-plugin")),
-            versions.DEVICE_PLUGIN_CHART,
-        ),
-        ("draDriver", config.charts.dra_driver, bool(config.cohorts_of("dra")), versions.DRA_DRIVER_CHART),
-        (
-            "gpuOperator",
-            config.charts.gpu_operator,
-            bool(config.cohorts_of("gpu-operator")),
-            versions.GPU_OPERATOR_CHART,
-        ),
+        (kind.config_key, config.charts.of(owner), bool(config.cohorts_of(owner)), kind.chart.name)
+        for owner, kind in OWNER_KINDS.items()
     ]
     for key, pin, used, chart_name in pins:
         source = pin.source

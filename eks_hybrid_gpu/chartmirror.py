@@ -7,7 +7,8 @@ Each pinned chart archive comes from, in order:
 3. the user cache, where the pinned version is pulled once from the chart's upstream (eks_hybrid_gpu.chartfetch);
 4. for a `source: local` stack only, the newest version that ../shared/charts or the cache holds, with a notice.
 
-Every archive's sha256 is compared with the digest pinned next to its version in components/versions.py; one
+Every archive's sha256 is compared with the digest pinned next to its version in the owner registry
+(policy/gpu_allocation/vocab/owners.py, `ChartPin.sha256` and `fallback`); one
 that differs is refused naming both digests, and a version with no known digest is used with a notice that says
 so. The caller writes the chosen archives as `charts.<key>` (exact version + archive) into its own work copy of
 the stack file, so the program's graph still follows from its config alone. A source that lacks the pinned version
@@ -23,14 +24,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components import versions
 from components.config import StackConfig, show
 from eks_hybrid_gpu import chartfetch
+from policy.gpu_allocation.vocab.labels import Owner
+from policy.gpu_allocation.vocab.owners import OWNER_KINDS, archive_digests
 
 CHART_MIRROR_ENV = "EKS_HYBRID_GPU_CHART_MIRROR"
 SHARED_MIRROR = Path(__file__).resolve().parents[1].parent / "shared" / "charts"
 """The team's mirror beside a checkout (`../shared/charts`)."""
 MIRROR_FIX = f"pass --chart-mirror DIR (or set {CHART_MIRROR_ENV}=DIR)"
+DIGESTS_HOME = "policy/gpu_allocation/vocab/owners.py"
+"""Where the pinned archive digests live, as refusals and notices name it."""
 
 
 @dataclass(frozen=True)
@@ -38,29 +42,17 @@ class Chart:
     """One owner chart: its `charts.<key>`, name, pinned version and upstream location."""
 
     key: str
-    owner: str
+    owner: Owner
     name: str
     version: str
     upstream: str
 
 
-CHARTS = (
-    Chart(
-        "devicePlugin",
-        "device-plugin",
-        versions.DEVICE_PLUGIN_CHART,
-        versions.DEVICE_PLUGIN_VERSION,
-        versions.DEVICE_PLUGIN_REPO,
-    ),
-    Chart("draDriver", "dra", versions.DRA_DRIVER_CHART, versions.DRA_DRIVER_VERSION, versions.DRA_DRIVER_OCI),
-    Chart(
-        "gpuOperator",
-        "gpu-operator",
-        versions.GPU_OPERATOR_CHART,
-        versions.GPU_OPERATOR_VERSION,
-        versions.GPU_OPERATOR_REPO,
-    ),
+CHARTS = tuple(
+    Chart(kind.config_key, kind.owner, kind.chart.name, kind.chart.version, kind.chart.upstream)
+    for kind in OWNER_KINDS.values()
 )
+"""Every registered owner's chart, in the registry's order."""
 UPSTREAMS = {c.name: c.upstream for c in CHARTS}
 
 
@@ -109,23 +101,13 @@ class MirrorChoice:
 def needed(config: StackConfig) -> list[Chart]:
     """The charts of the stack's owners whose source the stack file leaves to the default (upstream)."""
     owners = {c.owner for c in config.cohorts}
-    pins = config.charts
-    chosen = []
-    for chart in CHARTS:
-        pin = getattr(pins, _attr(chart.key), None)
-        if chart.owner in owners and (pin is None or pin.source is None):
-            chosen.append(chart)
-    return chosen
-
-
-def _attr(key: str) -> str:
-    return {"devicePlugin": "device_plugin", "draDriver": "dra_driver", "gpuOperator": "gpu_operator"}[key]
+    return [chart for chart in CHARTS if chart.owner in owners and config.charts.of(chart.owner).source is None]
 
 
 def pinned_version(config: StackConfig, chart: Chart) -> str:
-    """The stack's version for the chart (its override, else the versions module's pin)."""
-    pin = getattr(config.charts, _attr(chart.key), None)
-    return str(pin.version) if pin is not None and pin.version else chart.version
+    """The stack's version for the chart (its override, else the registry's pin)."""
+    pin = config.charts.of(chart.owner)
+    return str(pin.version) if pin.version else chart.version
 
 
 def archives(mirror: Path, chart: str) -> dict[str, Path]:
@@ -179,15 +161,15 @@ DOWNLOAD_FIX = f"it was not kept; check the upstream repository (or {chartfetch.
 def verify(archive: Path, chart: str, version: str, where: str, fix: str = KEEP_FIX) -> str | None:
     """Refuse an archive whose sha256 differs from the pinned digest; a notice when the version has none."""
     actual = chartfetch.sha256_of(archive)
-    pinned = versions.ARCHIVE_SHA256.get((chart, version))
+    pinned = archive_digests().get((chart, version))
     if pinned is None:
         return (
-            f"notice: {chart} {version} has no known digest in components/versions.py; {where} has sha256 {actual} "
+            f"notice: {chart} {version} has no known digest in {DIGESTS_HOME}; {where} has sha256 {actual} "
             "and is used unverified"
         )
     if actual != pinned:
         msg = (
-            f"{where} has sha256 {actual}, but components/versions.py pins {chart} {version} to sha256 {pinned}: "
+            f"{where} has sha256 {actual}, but {DIGESTS_HOME} pins {chart} {version} to sha256 {pinned}: "
             f"it is not the released archive; {fix}"
         )
         raise ChartMirrorError(msg)
@@ -292,7 +274,7 @@ def refusal(missing: Sequence[tuple[Wanted, str]], *, local: bool, shared: Path,
     pinned_pairs = {(w.name, w.version) for w, _ in missing}
     files = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
     if local:
-        known = [f"{c}-{v}.tgz" for (c, v), d in versions.ARCHIVE_SHA256.items() if d and (c, v) not in pinned_pairs]
+        known = [f"{c}-{v}.tgz" for (c, v), d in archive_digests().items() if d and (c, v) not in pinned_pairs]
         known = [k for k in known if any(k.startswith(f"{w.name}-") for w, _ in missing)]
         example = f", such as {' or '.join(known)}" if known else ""
         also = f"the local stack also takes a mirror's newest <chart>-<version>.tgz of each{example}, with a notice"

@@ -182,7 +182,7 @@ def stack(
     def default_program() -> None:
         from components.program import run
 
-        run(ROOT)
+        run(ROOT, local_kubeconfig=engine.kubeconfig)
 
     workspace = auto.LocalWorkspaceOptions(
         work_dir=str(_work_copy(engine, name, work_dir, charts)),

@@ -21,11 +21,11 @@ from typing import Any
 import yaml
 from pulumi import automation as auto
 
-from components.cluster import local_state_dir
 from components.config import StackConfig
 from components.validation import load_stack_config
 from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, simulate
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.localpaths import local_state_dir
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import PROJECT
 

@@ -363,8 +363,8 @@ def stack_runner(stack: StackFile, args: argparse.Namespace, kubeconfig: str | N
         print(f"  | {line}", flush=True)
 
     if stack.config.cluster.source == "local":
-        from components.cluster import local_kubeconfig
         from eks_hybrid_gpu.local import engine_state_dir
+        from eks_hybrid_gpu.localpaths import local_kubeconfig
 
         state = Path(args.state_dir) if args.state_dir else engine_state_dir()
         env = engine.prepare(state, Path(kubeconfig) if kubeconfig else local_kubeconfig())
@@ -436,7 +436,7 @@ def run(args: argparse.Namespace) -> int:
         stack = read_stack_file(args.stack, args.project_dir or ROOT)
         kubeconfig = args.kubeconfig
         if kubeconfig is None and stack.config.cluster.source == "local":
-            from components.cluster import local_kubeconfig
+            from eks_hybrid_gpu.localpaths import local_kubeconfig
 
             kubeconfig = str(local_kubeconfig())
         elif kubeconfig is None and stack.config.cluster.source == "kubeconfig":

@@ -112,6 +112,7 @@ def run_program(
     `render_dir` runs the program in the review's render mode (`components.program.run(..., render_dir=...)`).
     """
     from components.program import run
+    from eks_hybrid_gpu.localpaths import local_kubeconfig
 
     recorder = mocks or RecordingMocks()
     pulumi.runtime.set_mocks(
@@ -123,7 +124,7 @@ def run_program(
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> pulumi.Output[Any]:
-        return run(ROOT, render_dir=render_dir).ownership
+        return run(ROOT, render_dir=render_dir, local_kubeconfig=local_kubeconfig()).ownership
 
     program()
     return recorder

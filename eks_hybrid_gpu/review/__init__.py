@@ -12,8 +12,8 @@ shows a Helm Release as its values and Chart v4 children as inputs, unsorted and
 provider writes exactly the objects the provider would send to the API server, after Chart v4 templating,
 the program's transforms (ownership stamps, the DeviceClass trim) and defaulting of the resources' inputs —
 the faithful thing to diff. It needs three switches, all behind one explicit argument that the worker passes,
-`components.program.run(project_dir, render_dir=…)` (older base programs read `EKS_HYBRID_GPU_RENDER_DIR`
-instead; see `worker.render_mode`):
+`components.program.run(project_dir, render_dir=…)` (a base program without that argument has no render mode;
+see `worker.takes_render_dir`):
 
 - `make_provider` returns `k8s.Provider(render_yaml_to_directory=…)` with no kubeconfig or context (the
   provider refuses them together);

@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from components.migration import Migration, steps, unsupported
+from components.migration import Migration, owner_changes, steps, unsupported
 from eks_hybrid_gpu.review.render import PolicyResult, Render
+from policy.gpu_allocation.vocab.labels import GPU_OPERATOR
 
 MAX_INLINE_DIFF_LINES = 300
 """Diff lines shown inline in summary.md; the whole diff is review.diff in the artifact."""
@@ -167,7 +168,7 @@ def owner_migrations(base: Mapping[str, Any] | None, head: Mapping[str, Any] | N
     for name in sorted(set(before) & set(after)):
         old, new = str(before[name].get("owner")), str(after[name].get("owner"))
         old_mode, new_mode = (base or {}).get("operatorMode"), (head or {}).get("operatorMode")
-        if old == new and not (old == "gpu-operator" and old_mode != new_mode):
+        if not owner_changes(old, old_mode, new, new_mode):
             continue
         why_not = unsupported(old, old_mode, new, new_mode)
         if why_not is not None:
@@ -209,11 +210,17 @@ def mermaid(ownership: Mapping[str, Any] | None) -> str:
         lines.append(f"  {selector}[/{_label('node selector', *selector_lines)}/]")
         lines.append(f"  {cohort}([{_label('cohort ' + name, 'sharing: ' + str(entry.get('sharing', '')))}])")
         owner_lines = [str(entry.get("owner", "")), "namespace " + str(entry.get("namespace", ""))]
-        if entry.get("owner") == "gpu-operator":
+        if entry.get("owner") == GPU_OPERATOR:
             owner_lines += [f"mode {mode or 'cluster-policy'}", f"cluster-wide: other nodes need {OPERATOR_OPT_OUT}"]
         lines.append(f"  {owner}[[{_label(*owner_lines)}]]")
         lines.append(f"  {selector} --> {cohort} --> {owner}")
     return "\n".join(lines)
+
+
+def ledger_problems(review: Review) -> list[str]:
+    """Why the base's or the head's ledger cannot be read, each prefixed with its side; [] when both can."""
+    sides = (("base", review.base.ledger_problem), ("head", review.head.ledger_problem))
+    return [f"{side}: {problem}" for side, problem in sides if problem is not None]
 
 
 @dataclass(frozen=True)
@@ -248,6 +255,7 @@ class Review:
             "byKind": kind_counts(self.base.tree, self.head.tree, self.changes),
             "ownership": {"base": self.base.ownership, "head": self.head.ownership},
             "ownershipChanges": ownership_changes(self.base.ownership, self.head.ownership),
+            "ledgerProblems": {"base": self.base.ledger_problem, "head": self.head.ledger_problem},
             "policy": [asdict(p) for p in self.head.policy],
             "mandatoryFailures": len(self.mandatory_failures),
             "exitCode": self.exit_code,
@@ -278,8 +286,13 @@ def summary(review: Review, policy_names: Sequence[str]) -> str:
         f"({len(review.head.tree) - counts['added'] - counts['changed']} unchanged)"
     )
 
+    unread = ledger_problems(review)
     migrations = owner_migrations(review.base.ownership, review.head.ownership, review.stack)
-    if migrations:
+    if unread:
+        out += ["", "### Owner migrations", ""]
+        out.append("Cannot tell whether this change moves a cohort to another owner, since a ledger cannot be read:")
+        out += ["", *(f"- {problem}" for problem in unread)]
+    elif migrations:
         out += ["", "### Owner migrations", ""]
         out.append("This change moves a cohort to another owner; the objects below are where the migration ends.")
         out += ["", *migrations]
@@ -305,24 +318,26 @@ def summary(review: Review, policy_names: Sequence[str]) -> str:
 
     out += ["", "### Cohort → owner", ""]
     header = ["cohort", "owner", "sharing", "namespace", "node selector", "host driver verified"]
-    sides = [
-        (f"Before ({review.base_label})", review.base.ownership, review.base.exists),
-        (f"After ({review.head_label})", review.head.ownership, review.head.exists),
-    ]
-    if review.base.exists and review.base.ownership == review.head.ownership:
-        sides = [("Before and after (unchanged)", review.head.ownership, True)]
-    for title, ownership, exists in sides:
+    sides = [(f"Before ({review.base_label})", review.base), (f"After ({review.head_label})", review.head)]
+    if review.base.exists and review.base.ownership == review.head.ownership and not unread:
+        sides = [("Before and after (unchanged)", review.head)]
+    for title, side in sides:
         out += [f"**{title}**", ""]
-        rows = ownership_rows(ownership)
-        if rows:
+        rows = ownership_rows(side.ownership)
+        if side.ledger_problem is not None:
+            out.append(f"**The ledger cannot be read:** {side.ledger_problem}")
+        elif rows:
             out += _table(header, rows)
-            out.append(f"\nGPU Operator: `{(ownership or {}).get('operatorMode') or 'none'}`")
+            out.append(f"\nGPU Operator: `{(side.ownership or {}).get('operatorMode') or 'none'}`")
         else:
-            out.append("_no ledger: the stack does not exist here_" if not exists else "_no cohorts_")
+            out.append("_no ledger: the stack does not exist here_" if not side.exists else "_no cohorts_")
         out.append("")
     changed_owners = ownership_changes(review.base.ownership, review.head.ownership)
-    out.append("Ownership changes:" + ("" if changed_owners else " none"))
-    out += [f"- {line}" for line in changed_owners]
+    if unread:
+        out.append("Ownership changes: cannot tell (a ledger cannot be read, see above)")
+    else:
+        out.append("Ownership changes:" + ("" if changed_owners else " none"))
+        out += [f"- {line}" for line in changed_owners]
 
     out += ["", "### Policy results (head render)", ""]
     if review.head.policy:
@@ -336,8 +351,11 @@ def summary(review: Review, policy_names: Sequence[str]) -> str:
     out.append(f"No violation: {', '.join(f'`{n}`' for n in passed) or 'none'}.")
     out += [f"\n_{note}_" for note in review.head.notes]
 
-    out += ["", "### Cohorts, owners and node selectors (head)", "", "```mermaid", mermaid(review.head.ownership)]
-    out.append("```")
+    out += ["", "### Cohorts, owners and node selectors (head)", ""]
+    if review.head.ledger_problem is not None:
+        out.append(f"**The ledger cannot be read:** {review.head.ledger_problem}")
+    else:
+        out += ["```mermaid", mermaid(review.head.ownership), "```"]
 
     text = "\n".join(out) + "\n"
     if review.diff:

@@ -5,9 +5,9 @@ renderer, but each with its *own* program code. So this file imports nothing fro
 checkout may not have the review package): it puts the checkout first on `sys.path`, imports that checkout's
 `components.program`, and runs it inline through the Automation API as `run(project_dir, render_dir=...)`,
 which turns the program's provider into a `renderYamlToDirectory` provider. `pulumi up` against a throw-away
-file backend then writes every object, charts included, as YAML; nothing reaches a cluster. A base checkout
-older than that argument gets the render folder through `EKS_HYBRID_GPU_RENDER_DIR` instead (see
-`render_mode`).
+file backend then writes every object, charts included, as YAML; nothing reaches a cluster. A checkout whose
+`run` does not take that argument has no render mode (see `takes_render_dir`): the review renders its stack file
+with the head's program instead and says so.
 
 The request (JSON) names: project_dir, stack, stack_file, render_dir, work_dir, pulumi_home, pulumi_root,
 env (extra environment), policy_packs, policy_pack_configs, result (where the result JSON goes).
@@ -24,17 +24,12 @@ import shutil
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 
 LOG_TAIL = 60
 SECRET_FILE = re.compile(r"rendered file (?P<path>\S+\.yaml) contains a secret value in plaintext")
-RENDER_DIR_ENV = "EKS_HYBRID_GPU_RENDER_DIR"
-"""How programs older than `run(project_dir, *, render_dir=...)` learnt the render folder (read by their
-`components.cluster.render_dir`). Only the worker sets it, and only for such a program."""
-
-RenderMode = Literal["argument", "environment"]
 
 
 def _parameters(function: Callable[..., Any]) -> frozenset[str]:
@@ -44,25 +39,14 @@ def _parameters(function: Callable[..., Any]) -> frozenset[str]:
         return frozenset()
 
 
-def render_mode(run: Callable[..., Any] | None, cluster: Any) -> RenderMode | None:
-    """How this checkout's program is told to render, or None when it cannot render.
+def takes_render_dir(run: Callable[..., Any] | None) -> bool:
+    """Whether this checkout's program renders: its `components.program.run` takes `render_dir`.
 
-    The worker renders the base ref with the base's own program, which may predate the explicit argument, so
-    both generations must keep working:
-    - "argument": `components.program.run` takes `render_dir` (the current program; nothing in `components/`
-      reads the environment any more);
-    - "environment": an older program, whose `components.cluster.render_dir()` reads `EKS_HYBRID_GPU_RENDER_DIR`;
-    - None: a program from before render mode; the review renders that base's stack file with the head's
-      program instead and says so.
-
-    `run` is the checkout's `components.program.run` (None when it could not be imported); `cluster` its
-    `components.cluster` module.
+    The worker renders the base ref with the base's own program. One whose `run` takes no `render_dir` (or does
+    not import) predates render mode: the review renders that base's stack file with the head's program
+    instead and says so. `run` is the checkout's `components.program.run`, None when it could not be imported.
     """
-    if run is not None and "render_dir" in _parameters(run):
-        return "argument"
-    if hasattr(cluster, "render_dir"):
-        return "environment"
-    return None
+    return run is not None and "render_dir" in _parameters(run)
 
 
 def _stack_document(stack_file: Path) -> dict[str, Any]:
@@ -120,43 +104,28 @@ def render(request: dict[str, Any]) -> dict[str, Any]:
     # discovery); this process must not, or the SDK would pass it to the render provider as `kubeconfig`.
     os.environ.update({k: v for k, v in request["env"].items() if k != "KUBECONFIG"})
     os.environ.pop("KUBECONFIG", None)
-    os.environ["EKS_HYBRID_GPU_KUBECONFIG"] = os.devnull  # the local source's kubeconfig: never a real cluster
+    # A base program from before the local kubeconfig became an argument reads it from here: never a real cluster.
+    os.environ["EKS_HYBRID_GPU_KUBECONFIG"] = os.devnull
     render_dir = request["render_dir"]
-    # Set before the checkout's modules are imported, exactly as for the programs that predate the explicit
-    # argument (their components read it); dropped again below when the program takes the argument.
-    os.environ[RENDER_DIR_ENV] = render_dir
 
     import pulumi
     from pulumi import automation as auto
-
-    import components.cluster
 
     try:
         import components.program
 
         program_run: Callable[..., Any] | None = components.program.run
     except Exception:
-        # A checkout from before render mode may not even import any more; one with render mode must.
-        if hasattr(components.cluster, "render_dir"):
-            raise
-        program_run = None
-    mode = render_mode(program_run, components.cluster)
-    if mode is None or program_run is None:
+        program_run = None  # a checkout from before render mode may not even import any more
+    if program_run is None or not takes_render_dir(program_run):
         return {
             "ok": False,
             "unsupported": True,
-            "error": f"the program in {project_dir} has no render mode (components.program.run(render_dir=...) "
-            "or components.cluster.render_dir)",
+            "error": f"the program in {project_dir} has no render mode (components.program.run(render_dir=...))",
             "policy": [],
             "log": [],
         }
     run = program_run
-    # The current program is told through `run(..., render_dir=...)` only. A base checkout older than that
-    # argument reads the folder from the environment (its components.cluster.render_dir()), in this process
-    # (the inline program) and in the CLI's, so for such a base the variable stays set in both.
-    render_env: dict[str, str] = {RENDER_DIR_ENV: render_dir} if mode == "environment" else {}
-    if mode == "argument":
-        os.environ.pop(RENDER_DIR_ENV, None)
 
     work_dir = Path(request["work_dir"])
     (work_dir / "stacks").mkdir(parents=True, exist_ok=True)
@@ -175,15 +144,12 @@ def render(request: dict[str, Any]) -> dict[str, Any]:
 
     def program() -> None:
         pulumi.runtime.register_resource_transform(render_only)
-        if mode == "argument":
-            run(project_dir, render_dir=render_dir)
-        else:
-            run(project_dir)
+        run(project_dir, render_dir=render_dir)
 
     workspace = auto.LocalWorkspaceOptions(
         work_dir=str(work_dir),
         pulumi_home=request["pulumi_home"],
-        env_vars={**request["env"], **render_env},
+        env_vars=request["env"],
         pulumi_command=auto.PulumiCommand(root=request["pulumi_root"], skip_version_check=True),
     )
     stack = auto.create_or_select_stack(request["stack"], project_name=project["name"], program=program, opts=workspace)

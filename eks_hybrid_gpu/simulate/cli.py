@@ -51,14 +51,14 @@ def _loopback_only(kube: Kube) -> None:
 
 
 def _default_kubeconfig() -> str:
-    from components.cluster import local_kubeconfig
+    from eks_hybrid_gpu.localpaths import local_kubeconfig
 
     return str(local_kubeconfig())
 
 
 def _start(_: argparse.Namespace) -> int:
-    from components.cluster import local_state_dir
     from eks_hybrid_gpu import engine, localcluster
+    from eks_hybrid_gpu.localpaths import local_state_dir
 
     state = local_state_dir()
     toolchain = engine.ensure_toolchain()
@@ -74,8 +74,8 @@ def _start(_: argparse.Namespace) -> int:
 
 
 def _stop(_: argparse.Namespace) -> int:
-    from components.cluster import local_state_dir
     from eks_hybrid_gpu import localcluster
+    from eks_hybrid_gpu.localpaths import local_state_dir
 
     stopped = localcluster.stop(local_state_dir())
     print(f"stopped {', '.join(stopped) or 'nothing'}")

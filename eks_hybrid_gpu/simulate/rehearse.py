@@ -44,9 +44,9 @@ def run_pulumi(args: argparse.Namespace) -> int:
     """`simulate preview|up|destroy`: the stack file's program in a work copy, against the simulated fleet."""
     from pulumi import automation as auto
 
-    from components.cluster import local_state_dir
     from eks_hybrid_gpu import engine, localcluster
     from eks_hybrid_gpu.local import engine_state_dir
+    from eks_hybrid_gpu.localpaths import local_state_dir
 
     try:
         cluster = localcluster.attach(local_state_dir())

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from components.cluster import LOCAL_KUBECONFIG_ENV
 from eks_hybrid_gpu import engine, kubeclient, local, localcluster, simulate
+from eks_hybrid_gpu.localpaths import LOCAL_KUBECONFIG_ENV
 
 
 @pytest.fixture(scope="session")

@@ -320,7 +320,7 @@ def test_a_pod_asking_for_both_mechanisms_is_refused_at_preview(
     def program() -> None:
         from components.program import run
 
-        cluster = run(engine.ROOT)
+        cluster = run(engine.ROOT, local_kubeconfig=sim_engine_env.kubeconfig)
         spec = smoke_job_spec(
             SmokeRequest("nvidia.com/gpu", "nvidia"),
             {"eks.amazonaws.com/compute-type": "hybrid", "workload.example.com/gpu-allocation": "dra"},

@@ -196,6 +196,22 @@ def test_owner_flip_moves_the_daemonsets_and_the_ledger(render_env: RenderEnv, t
     assert 'owner_gpu_a[["dra<br/>namespace gpu-dra-system"]]' in text
 
 
+def test_the_ledger_is_read_in_the_stacks_own_device_plugin_namespace(render_env: RenderEnv, tmp_path: Path) -> None:
+    cohorts = [{"name": "plugin", "owner": "device-plugin", "hostDriverVerified": True}]
+    head = _variant(tmp_path, "head", {"cohorts": cohorts, "namespaces": {"devicePlugin": "team-gpu"}})
+
+    result = review("v", ReviewInput(engine.ROOT, head, "head"), None, render_env)
+
+    assert "ConfigMap/team-gpu/gpu-allocation-ledger.yaml" in result.head.tree
+    assert LEDGER not in result.head.tree
+    assert result.head.ledger_problem is None
+    assert {name: c["owner"] for name, c in result.head.ownership["cohorts"].items()} == {"plugin": "device-plugin"}
+    text = summary(result, [])
+    assert "| `plugin` | `device-plugin` | none | `team-gpu` |" in text
+    assert "_no cohorts_" not in text
+    assert 'owner_plugin[["device-plugin<br/>namespace team-gpu"]]' in text
+
+
 def test_mandatory_violation_exits_1(render_env: RenderEnv, tmp_path: Path) -> None:
     overrides = {
         "cohorts": [{"name": "dra", "owner": "dra", "hostDriverVerified": True}],
@@ -222,8 +238,9 @@ import os
 import pulumi
 import pulumi_kubernetes as k8s
 
-def run(project_dir):
-    # A provider that names a real cluster: the review's safety net must turn it into a render provider.
+def run(project_dir, render_dir=None):
+    # It takes render mode's argument and ignores it: a provider that names a real cluster, which the review's
+    # safety net must turn into a render provider.
     provider = k8s.Provider("p", kubeconfig=os.environ["REVIEW_TEST_KUBECONFIG"])
     opts = pulumi.ResourceOptions(provider=provider)
     k8s.core.v1.Secret("s", metadata={"name": "creds", "namespace": "default"},
@@ -244,9 +261,6 @@ def test_secrets_never_reach_the_output_and_nothing_is_applied(
     (checkout / "stacks").mkdir()
     (checkout / "Pulumi.yaml").write_text("name: eks-hybrid-gpu\nruntime: python\nstackConfigDir: stacks\n")
     (checkout / "components" / "__init__.py").write_text("")
-    # A program from before `run(..., render_dir=...)`: `components.cluster.render_dir` marks it, and the worker
-    # tells it to render through EKS_HYBRID_GPU_RENDER_DIR (it ignores that; the safety net must catch it).
-    (checkout / "components" / "cluster.py").write_text("def render_dir():\n    return None\n")
     (checkout / "components" / "program.py").write_text(FAKE_PROGRAM % cluster.token)
     (checkout / "stacks" / "Pulumi.fake.yaml").write_text("config: {}\n")
     monkeypatch.setenv("REVIEW_TEST_KUBECONFIG", str(cluster.kubeconfig))
@@ -284,8 +298,8 @@ def test_secrets_never_reach_the_output_and_nothing_is_applied(
 def test_a_program_without_any_render_mode_is_reported_not_run(
     render_env: RenderEnv, tmp_path: Path, program: str
 ) -> None:
-    # Neither `run(..., render_dir=...)` nor `components.cluster.render_dir`: the review renders such a base's
-    # stack file with the head's program and says so (BASE_WITHOUT_RENDER_MODE).
+    # No `run(..., render_dir=...)`: the review renders such a base's stack file with the head's program and says
+    # so (BASE_WITHOUT_RENDER_MODE).
     checkout = tmp_path / "checkout"
     (checkout / "components").mkdir(parents=True)
     (checkout / "stacks").mkdir()

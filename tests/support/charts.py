@@ -17,23 +17,29 @@ from pathlib import Path
 
 import pytest
 
-from components import versions
 from eks_hybrid_gpu import chartfetch
 from eks_hybrid_gpu.chartmirror import (
     CHART_MIRROR_ENV,
     SHARED_MIRROR,
-    UPSTREAMS,
     ChartMirrorError,
     Sources,
     Wanted,
     resolve,
 )
+from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
+from policy.gpu_allocation.vocab.owners import OWNER_KINDS, owner_kind
 
 MARKER = "charts"
-TEST_CHARTS = (
-    Wanted(versions.DEVICE_PLUGIN_CHART, versions.DEVICE_PLUGIN_VERSION, UPSTREAMS[versions.DEVICE_PLUGIN_CHART]),
-    Wanted(versions.DRA_DRIVER_CHART, versions.DRA_DRIVER_FALLBACK_VERSION, UPSTREAMS[versions.DRA_DRIVER_CHART]),
-    Wanted(versions.GPU_OPERATOR_CHART, versions.GPU_OPERATOR_VERSION, UPSTREAMS[versions.GPU_OPERATOR_CHART]),
+
+
+def _test_version(owner: Owner) -> str:
+    """The registry's fallback archive where it has one (DRA: no 0.5.0 archive exists here), else its pin."""
+    chart = owner_kind(owner).chart
+    return chart.fallback[0] if chart.fallback is not None else chart.version
+
+
+TEST_CHARTS = tuple(
+    Wanted(kind.chart.name, _test_version(owner), kind.chart.upstream) for owner, kind in OWNER_KINDS.items()
 )
 """What the tests render: the pinned device plugin and Operator, and DRA 0.4.1 (no 0.5.0 archive exists here)."""
 PREFIX = "the chart-rendering tests cannot run: "
@@ -63,17 +69,17 @@ def archive(chart: str) -> Path:
 
 def device_plugin() -> Path:
     """nvidia-device-plugin 0.20.0."""
-    return archive(versions.DEVICE_PLUGIN_CHART)
+    return archive(owner_kind(DEVICE_PLUGIN).chart.name)
 
 
 def dra_driver() -> Path:
     """dra-driver-nvidia-gpu 0.4.1."""
-    return archive(versions.DRA_DRIVER_CHART)
+    return archive(owner_kind(DRA).chart.name)
 
 
 def gpu_operator() -> Path:
     """gpu-operator v26.7.0."""
-    return archive(versions.GPU_OPERATOR_CHART)
+    return archive(owner_kind(GPU_OPERATOR).chart.name)
 
 
 @functools.cache

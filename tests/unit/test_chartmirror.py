@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from components import versions
 from components.config import StackConfig
 from eks_hybrid_gpu import chartfetch, chartmirror, local
 from eks_hybrid_gpu.review.render import chart_mirror
+from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA
+from policy.gpu_allocation.vocab.owners import archive_digests, owner_kind
 from tests.policy.helm import template
 from tests.support import charts
 
@@ -25,6 +26,8 @@ pytestmark = pytest.mark.unit
 PLUGIN = "nvidia-device-plugin-0.20.0.tgz"
 DRA_041 = "dra-driver-nvidia-gpu-0.4.1.tgz"
 DRA_PINNED = "dra-driver-nvidia-gpu-0.5.0.tgz"
+PLUGIN_SHA256 = owner_kind(DEVICE_PLUGIN).chart.sha256
+DRA_OCI = owner_kind(DRA).chart.upstream
 FALLBACK_NOTICE = (
     "notice: the chart mirror has no dra-driver-nvidia-gpu 0.5.0 (the pinned version); the local stack uses "
     "dra-driver-nvidia-gpu 0.4.1 instead. EKS stacks never do this."
@@ -77,7 +80,7 @@ def test_the_local_stack_names_no_chart_source(config: StackConfig) -> None:
 
 
 def test_every_shared_archive_has_its_digest_pinned_and_dra_0_5_0_has_none() -> None:
-    assert versions.ARCHIVE_SHA256 == {
+    assert archive_digests() == {
         ("nvidia-device-plugin", "0.20.0"): "8b491b92ec7f3b7c0a806eedff27e36247b1dd986fbf91402776faa5a4d07c7e",
         ("dra-driver-nvidia-gpu", "0.5.0"): None,
         ("dra-driver-nvidia-gpu", "0.4.1"): "ff2d7edadb62a84aa4da7526033b7e4d7e494965ee75f3f80a344c052c2aaa8e",
@@ -95,8 +98,8 @@ def test_explicit_mirror_with_the_pinned_versions(config: StackConfig, tmp_path:
     }
     digest = chartfetch.sha256_of(mirror / DRA_PINNED)
     assert choice.notices == [
-        f"notice: dra-driver-nvidia-gpu 0.5.0 has no known digest in components/versions.py; {mirror / DRA_PINNED} "
-        f"has sha256 {digest} and is used unverified"
+        "notice: dra-driver-nvidia-gpu 0.5.0 has no known digest in policy/gpu_allocation/vocab/owners.py; "
+        f"{mirror / DRA_PINNED} has sha256 {digest} and is used unverified"
     ]
 
 
@@ -118,9 +121,9 @@ def test_a_tampered_mirror_archive_is_refused_naming_both_digests(config: StackC
     with pytest.raises(chartmirror.ChartMirrorError) as refused:
         chartmirror.choose(config, mirror, environ={})
     assert str(refused.value) == (
-        f"{mirror / PLUGIN} has sha256 {tampered}, but components/versions.py pins nvidia-device-plugin 0.20.0 to "
-        f"sha256 {versions.DEVICE_PLUGIN_SHA256}: it is not the released archive; delete it, or replace it with the "
-        "released one"
+        f"{mirror / PLUGIN} has sha256 {tampered}, but policy/gpu_allocation/vocab/owners.py pins "
+        f"nvidia-device-plugin 0.20.0 to sha256 {PLUGIN_SHA256}: it is not the released archive; delete it, or "
+        "replace it with the released one"
     )
 
 
@@ -190,9 +193,9 @@ def test_a_tampered_upstream_archive_is_refused_naming_both_digests_and_not_cach
             cache=cache,
         )
     assert str(refused.value) == (
-        f"the download {url}/{PLUGIN} has sha256 {tampered}, but components/versions.py pins nvidia-device-plugin "
-        f"0.20.0 to sha256 {versions.DEVICE_PLUGIN_SHA256}: it is not the released archive; it was not kept; check "
-        "the upstream repository (or EKS_HYBRID_GPU_CHART_UPSTREAM)"
+        f"the download {url}/{PLUGIN} has sha256 {tampered}, but policy/gpu_allocation/vocab/owners.py pins "
+        f"nvidia-device-plugin 0.20.0 to sha256 {PLUGIN_SHA256}: it is not the released archive; it was not kept; "
+        "check the upstream repository (or EKS_HYBRID_GPU_CHART_UPSTREAM)"
     )
     assert list(cache.glob("*.tgz")) == []
 
@@ -200,7 +203,7 @@ def test_a_tampered_upstream_archive_is_refused_naming_both_digests_and_not_cach
 @pytest.mark.charts
 def test_an_upstream_that_lacks_the_version_says_so(upstream: tuple[str, Path], tmp_path: Path) -> None:
     url, _folder = upstream
-    wanted = chartmirror.Wanted("dra-driver-nvidia-gpu", "0.5.0", versions.DRA_DRIVER_OCI)
+    wanted = chartmirror.Wanted("dra-driver-nvidia-gpu", "0.5.0", DRA_OCI)
     with pytest.raises(chartmirror.ChartMirrorError) as refused:
         chartmirror.resolve(
             [wanted],
@@ -232,7 +235,7 @@ def test_offline_without_any_mirror_is_refused_in_one_line_naming_what_it_accept
 
 
 def test_an_eks_stack_is_refused_naming_the_pinned_archive_only(tmp_path: Path, offline: dict[str, str]) -> None:
-    wanted = chartmirror.Wanted("dra-driver-nvidia-gpu", "0.5.0", versions.DRA_DRIVER_OCI)
+    wanted = chartmirror.Wanted("dra-driver-nvidia-gpu", "0.5.0", DRA_OCI)
     with pytest.raises(chartmirror.ChartMirrorError) as refused:
         chartmirror.resolve([wanted], local=False, environ=offline, shared=tmp_path / "absent")
     assert str(refused.value).startswith("no chart source for dra-driver-nvidia-gpu-0.5.0.tgz: ")
@@ -293,7 +296,7 @@ def test_the_review_serves_shared_charts_and_the_cache_as_one_repository(
         "dra-driver-nvidia-gpu": ["0.4.1"],
         "gpu-operator": ["v26.7.0"],
     }
-    assert entries["nvidia-device-plugin"][0]["digest"] == versions.DEVICE_PLUGIN_SHA256
+    assert entries["nvidia-device-plugin"][0]["digest"] == PLUGIN_SHA256
     assert capsys.readouterr().err.splitlines() == [f"notice: charts come from the mirror {shared}", FALLBACK_NOTICE]
     assert (cache / "gpu-operator-v26.7.0.tgz").is_file()
 

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from components import versions
 from components.config import StackConfig
 from components.node_facts import (
     FLOORS,
@@ -21,6 +20,7 @@ from components.node_facts import (
     parse_version,
 )
 from components.preflight import check_node_facts
+from policy.gpu_allocation.vocab.owners import DRA_MIN_KUBERNETES, mode_of
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort, selector_for
 
 pytestmark = pytest.mark.unit
@@ -98,14 +98,14 @@ def test_parse_runtime(text: object, parsed: Runtime | None) -> None:
     assert parse_runtime(text) == parsed
 
 
-def test_the_floors_come_from_the_versions_module() -> None:
+def test_the_floors_come_from_the_owner_registry() -> None:
     assert {owner: floor.kubelet for owner, floor in FLOORS.items()} == {
         "device-plugin": (1, 10, 0),
         "dra": (1, 34, 2),
         "cluster-policy": (1, 16, 0),
         "gpu-cluster": (1, 34, 2),
     }
-    assert versions.DRA_MIN_KUBELET == versions.DRA_MIN_KUBERNETES
+    assert mode_of("dra").min_kubelet == mode_of("gpu-operator", "gpu-cluster").min_kubelet == DRA_MIN_KUBERNETES
     assert {owner for owner, floor in FLOORS.items() if floor.cdi} == {"dra", "gpu-cluster"}
     assert [node_owner(o, m) for o, m in [("device-plugin", None), ("dra", "gpu-cluster")]] == ["device-plugin", "dra"]
     assert [node_owner("gpu-operator", m) for m in ("cluster-policy", "gpu-cluster", None)] == [

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -223,23 +222,16 @@ def _old_run(project_dir: Path) -> Any:
     return None
 
 
-def _old_render_dir() -> str | None:
-    return None
-
-
 @pytest.mark.parametrize(
-    ("run", "cluster", "expected"),
+    ("run", "expected"),
     [
-        # The current program: the explicit argument wins, whatever components.cluster still has.
-        (_current_run, SimpleNamespace(), "argument"),
-        (_current_run, SimpleNamespace(render_dir=_old_render_dir), "argument"),
-        # A base from before the argument: components.cluster.render_dir() reads the environment variable.
-        (_old_run, SimpleNamespace(render_dir=_old_render_dir), "environment"),
-        (None, SimpleNamespace(render_dir=_old_render_dir), "environment"),
-        # A base from before render mode: rendered with the head's program, and the summary says so.
-        (_old_run, SimpleNamespace(), None),
-        (None, SimpleNamespace(), None),
+        # The current program: told through the explicit argument.
+        (_current_run, True),
+        # A base from before render mode (or one that no longer imports): rendered with the head's program, and
+        # the summary says so.
+        (_old_run, False),
+        (None, False),
     ],
 )
-def test_worker_render_mode_per_program_generation(run: Any, cluster: Any, expected: str | None) -> None:
-    assert worker.render_mode(run, cluster) == expected
+def test_worker_render_mode_per_program_generation(run: Any, expected: bool) -> None:
+    assert worker.takes_render_dir(run) is expected

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import components
-from components.cluster import local_kubeconfig
+from eks_hybrid_gpu.localpaths import local_kubeconfig
 from tests.support.configs import OPERATOR_COHORT, PLUGIN_COHORT, RunProgram, _base_config, cohort
 
 pytestmark = pytest.mark.unit

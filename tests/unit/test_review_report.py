@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from eks_hybrid_gpu.review import ReviewInput, review, write_review
 from eks_hybrid_gpu.review.render import (
@@ -18,6 +19,7 @@ from eks_hybrid_gpu.review.render import (
     RenderError,
     ownership_from_tree,
     policy_results,
+    read_ledger,
     render_artifact,
 )
 from eks_hybrid_gpu.review.report import (
@@ -248,8 +250,85 @@ def test_ledger_is_read_from_the_rendered_config_map() -> None:
     ledger = {"cohorts": {"gpu": {"owner": "dra"}}, "operatorMode": None}
     text = "data:\n  ownership.json: |\n    " + json.dumps(ledger) + "\nkind: ConfigMap\n"
 
-    assert ownership_from_tree({"ConfigMap/gpu-system/gpu-allocation-ledger.yaml": text}) == ledger
-    assert ownership_from_tree({}) is None
+    assert ownership_from_tree({"ConfigMap/gpu-system/gpu-allocation-ledger.yaml": text}, "gpu-system") == ledger
+    assert ownership_from_tree({}, "gpu-system") is None
+
+
+def _ledger_text(content: str, namespace: str = "gpu-system") -> str:
+    metadata = {"name": "gpu-allocation-ledger", "namespace": namespace}
+    return yaml.safe_dump({"kind": "ConfigMap", "metadata": metadata, "data": {"ownership.json": content}})
+
+
+def _stack(namespaces: object = None) -> dict[str, object]:
+    config: dict[str, object] = {"eks-hybrid-gpu:cohorts": [{"name": "gpu", "owner": "dra"}]}
+    if namespaces is not None:
+        config["eks-hybrid-gpu:namespaces"] = namespaces
+    return {"config": config}
+
+
+def test_the_ledger_is_found_in_the_stacks_device_plugin_namespace() -> None:
+    ledger = {"cohorts": {"gpu": {"owner": "dra", "namespace": "gpu-dra-system"}}, "operatorMode": None}
+    tree = {"ConfigMap/team-gpu/gpu-allocation-ledger.yaml": _ledger_text(json.dumps(ledger), "team-gpu")}
+
+    assert read_ledger(tree, _stack({"devicePlugin": "team-gpu"})) == (ledger, None)
+    # The registry's default namespace when the stack names none: there is no ledger there.
+    ownership, problem = read_ledger(tree, _stack())
+    assert ownership is None
+    assert problem == (
+        "the render has no ledger ConfigMap gpu-system/gpu-allocation-ledger (the stack's namespaces.devicePlugin "
+        "is gpu-system): the cohort → owner map cannot be shown"
+    )
+
+
+@pytest.mark.parametrize(
+    ("tree", "stack", "problem"),
+    [
+        (
+            {"ConfigMap/gpu-system/gpu-allocation-ledger.yaml": _ledger_text("<redacted>")},
+            _stack(),
+            "the ledger ConfigMap gpu-system/gpu-allocation-ledger holds a Pulumi secret (the stack sets secret "
+            "config), so the review redacted it: the cohort → owner map cannot be shown",
+        ),
+        (
+            {"ConfigMap/gpu-system/gpu-allocation-ledger.yaml": _ledger_text("[1, 2]")},
+            _stack(),
+            "the rendered ledger cannot be read (ConfigMap gpu-system/gpu-allocation-ledger key ownership.json is not "
+            "a JSON object; the checkout's program rendered it so: its ledger (components/ledger.py) must write a "
+            "JSON object): the cohort → owner map cannot be shown",
+        ),
+        (
+            {"ConfigMap/gpu-system/gpu-allocation-ledger.yaml": "kind: ConfigMap\ndata: {}\n"},
+            _stack(),
+            "the rendered ledger ConfigMap gpu-system/gpu-allocation-ledger has no ownership.json: the cohort → "
+            "owner map cannot be shown",
+        ),
+        (
+            {},
+            _stack({"secure": "AAAA"}),
+            "the stack file's eks-hybrid-gpu:namespaces cannot be read (malformed, or set as a secret), so its "
+            "ledger cannot be found: the cohort → owner map cannot be shown",
+        ),
+    ],
+    ids=["secret", "not-an-object", "no-key", "namespaces-unreadable"],
+)
+def test_a_ledger_that_cannot_be_read_is_reported(tree: dict[str, str], stack: dict[str, object], problem: str) -> None:
+    assert read_ledger(tree, stack) == (None, problem)
+
+
+def test_the_summary_says_when_a_ledger_cannot_be_read() -> None:
+    problem = "the render has no ledger ConfigMap team-gpu/gpu-allocation-ledger (...): the map cannot be shown"
+    base = Render(BASE_TREE, _ownership(gpu="device-plugin"))
+    head = Render(HEAD_TREE, None, ledger_problem=problem)
+    result = Review("local", "`main` (abc)", "the working tree", base, head, tuple(compare(base.tree, head.tree)), "")
+
+    text = summary(result, POLICIES)
+
+    assert "_no cohorts_" not in text
+    assert f"**The ledger cannot be read:** {problem}" in text
+    assert "Ownership changes: cannot tell (a ledger cannot be read, see above)" in text
+    assert f"- head: {problem}" in text.split("### Owner migrations")[1].split("###")[0]
+    assert "```mermaid" not in text
+    assert result.as_json()["ledgerProblems"] == {"base": None, "head": problem}
 
 
 def test_write_review_replaces_only_its_own_outputs(tmp_path: Path) -> None:
