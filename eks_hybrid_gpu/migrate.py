@@ -51,7 +51,7 @@ from eks_hybrid_gpu.kubeclient import (
     add_cluster_options,
     segment,
 )
-from eks_hybrid_gpu.stackfile import write_owner
+from eks_hybrid_gpu.stackfile import PROJECT_DIR, raw_config, write_owner
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import (
     LEDGER_KEY,
@@ -62,7 +62,6 @@ from policy.gpu_allocation.vocab.labels import (
 )
 
 DEFAULT_TIMEOUT_SECONDS = 600.0
-ROOT = Path(__file__).resolve().parents[1]
 Up = Callable[[str], None]
 """Runs one `pulumi up` of the stack with the policy pack; the argument says why, for the output."""
 
@@ -101,9 +100,7 @@ def read_stack_file(name: str, project_dir: Path) -> StackFile:
     if not path.is_file():
         msg = f"no stack file {path}; pass the stack's name as in stacks/Pulumi.<name>.yaml (and --project-dir)"
         raise MigrateRefused(msg)
-    document = yaml.safe_load(path.read_text()) or {}
-    prefix = f"{PROJECT}:"
-    raw = {k.removeprefix(prefix): v for k, v in (document.get("config") or {}).items() if k.startswith(prefix)}
+    raw = raw_config(yaml.safe_load(path.read_text()) or {})
     try:
         config = load_stack_config(raw, project_dir, stack_file=f"stacks/{path.name}")
     except StackConfigError as error:
@@ -364,9 +361,8 @@ def stack_runner(stack: StackFile, args: argparse.Namespace, kubeconfig: str | N
 
     if stack.config.cluster.source == "local":
         from components.cluster import local_kubeconfig
-        from eks_hybrid_gpu.local import engine_state_dir
 
-        state = Path(args.state_dir) if args.state_dir else engine_state_dir()
+        state = Path(args.state_dir) if args.state_dir else engine.engine_state_dir()
         env = engine.prepare(state, Path(kubeconfig) if kubeconfig else local_kubeconfig())
         charts: dict[str, Any] = {}
         target = _config_at(stack, _target(stack, args.cohort, args.to))
@@ -433,7 +429,7 @@ def run(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu.kubeclient import connect
 
     try:
-        stack = read_stack_file(args.stack, args.project_dir or ROOT)
+        stack = read_stack_file(args.stack, args.project_dir or PROJECT_DIR)
         kubeconfig = args.kubeconfig
         if kubeconfig is None and stack.config.cluster.source == "local":
             from components.cluster import local_kubeconfig

@@ -98,8 +98,9 @@ def _apply(args: argparse.Namespace) -> int:
 def _fleet(args: argparse.Namespace) -> int:
     """The fleet `local up` writes for a stack, as a cohorts file to edit and `simulate apply --file`."""
     from components.refusals import StackConfigError
-    from eks_hybrid_gpu import engine, local
+    from eks_hybrid_gpu import engine
     from eks_hybrid_gpu.simulate.fleet import fleet_for
+    from eks_hybrid_gpu.stackfile import stack_config
 
     stack_file = f"stacks/Pulumi.{args.stack}.yaml"
     if not (engine.ROOT / stack_file).is_file():
@@ -109,7 +110,7 @@ def _fleet(args: argparse.Namespace) -> int:
         )
         return 1
     try:
-        fleet = fleet_for(local.stack_config(args.stack))
+        fleet = fleet_for(stack_config(args.stack))
     except StackConfigError as error:
         print(f"simulate fleet: {error}", file=sys.stderr)
         return 1

@@ -46,7 +46,7 @@ def run_pulumi(args: argparse.Namespace) -> int:
 
     from components.cluster import local_state_dir
     from eks_hybrid_gpu import engine, localcluster
-    from eks_hybrid_gpu.local import engine_state_dir
+    from eks_hybrid_gpu.engine import engine_state_dir
 
     try:
         cluster = localcluster.attach(local_state_dir())
