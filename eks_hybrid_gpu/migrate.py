@@ -110,16 +110,10 @@ def read_stack_file(name: str, project_dir: Path) -> StackFile:
 
 def rerun_command(args: argparse.Namespace) -> str:
     """The same command, to continue after an interruption."""
-    parts = ["eks-hybrid-gpu migrate", "--stack", args.stack, "--cohort", args.cohort, "--to", args.to]
-    if args.drain:
-        parts.append("--drain")
-    if args.project_dir:
-        parts += ["--project-dir", str(args.project_dir)]
-    if args.state_dir:
-        parts += ["--state-dir", str(args.state_dir)]
-    if args.kubeconfig:
-        parts += ["--kubeconfig", args.kubeconfig]
-    return " ".join(parts)
+    options = ("stack", "cohort", "to", "drain", "project_dir", "state_dir", "kubeconfig")
+    return transit.rerun_command(
+        "migrate", options=[(f"--{name.replace('_', '-')}", getattr(args, name)) for name in options]
+    )
 
 
 @dataclass

@@ -53,12 +53,8 @@ def _say(line: str) -> None:
 
 
 def _rerun(args: argparse.Namespace) -> str:
-    parts = ["eks-hybrid-gpu move-host", args.node, "--to", args.to]
-    if args.drain:
-        parts.append("--drain")
-    if args.kubeconfig:
-        parts += ["--kubeconfig", args.kubeconfig]
-    return " ".join(parts)
+    options = [("--to", args.to), ("--drain", args.drain), ("--kubeconfig", args.kubeconfig)]
+    return transit.rerun_command("move-host", args.node, options=options)
 
 
 def _cohorts(kube: Kube, ledger_ref: str) -> Mapping[str, Any]:

@@ -112,6 +112,21 @@ def read_state(kube: Kube, node_name: str) -> NodeState:
     return NodeState(node, tuple(allocators), tuple(ready), resources, slices, tuple(held))
 
 
+def rerun_command(command: str, *positional: str, options: Sequence[tuple[str, object]] = ()) -> str:
+    """`eks-hybrid-gpu COMMAND ...` again, to continue after an interruption: each step finds where it was left.
+
+    `options` are (flag, value) in order: True gives the bare flag, another set value the flag and the value;
+    False, None and empty values are left out.
+    """
+    parts = [f"eks-hybrid-gpu {command}", *positional]
+    for flag, value in options:
+        if value is True:
+            parts.append(flag)
+        elif value:
+            parts += [flag, str(value)]
+    return " ".join(parts)
+
+
 def wait_for(
     what: str,
     check: Callable[[], tuple[bool, str]],
