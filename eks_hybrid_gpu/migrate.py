@@ -44,11 +44,15 @@ from components.validation import load_stack_config
 from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.kubeclient import (
-    ACCESS_EXIT_CODE,
+    CLAIMS,
+    DAEMONSETS,
+    NODES,
+    PODS,
+    SLICES,
     Kube,
-    KubeAccessError,
-    KubeApiError,
     add_cluster_options,
+    connect,
+    run_reporting,
     segment,
 )
 from eks_hybrid_gpu.stackfile import PROJECT_DIR, raw_config, write_owner
@@ -160,11 +164,11 @@ class ClusterRecords:
 def _live(kube: Kube) -> LiveCluster:
     """What the preflight reads, through the day-2 client."""
     return LiveCluster(
-        nodes=kube.items("/api/v1/nodes"),
-        slices=kube.items(transit.SLICES),
-        pods=kube.items("/api/v1/pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed"),
-        daemonsets=kube.items("/apis/apps/v1/daemonsets"),
-        claims=kube.items(transit.CLAIMS),
+        nodes=kube.items(NODES),
+        slices=kube.items(SLICES),
+        pods=kube.items(PODS, fieldSelector="status.phase!=Succeeded,status.phase!=Failed"),
+        daemonsets=kube.items(DAEMONSETS),
+        claims=kube.items(CLAIMS),
     )
 
 
@@ -420,8 +424,10 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """0 migrated (or nothing to do); 1 refused, a phase failed or a wait ran out (re-run to continue); 2 no cluster."""
-    from eks_hybrid_gpu.kubeclient import connect
+    return run_reporting("migrate", lambda: _migrate(args), (MigrateRefused, transit.TransitError, LedgerError))
 
+
+def _migrate(args: argparse.Namespace) -> int:
     try:
         stack = read_stack_file(args.stack, args.project_dir or PROJECT_DIR)
         kubeconfig = args.kubeconfig
@@ -434,21 +440,12 @@ def run(args: argparse.Namespace) -> int:
         kube = connect(kubeconfig, args.context or stack.config.cluster.context)
         up: Up = (lambda why: None) if args.dry_run else stack_runner(stack, args, kubeconfig)
         return migrate(kube, stack, args, up)
-    except KubeAccessError as error:
-        print(f"migrate: {error}", file=sys.stderr)
-        return ACCESS_EXIT_CODE
-    except (MigrateRefused, transit.TransitError, LedgerError) as error:
-        print(f"migrate: {error}", file=sys.stderr)
-        return 1
     except UpFailed as error:
         print(
             f"migrate: pulumi up failed (its output above says why: {error}); the phase stays recorded: fix that, "
             f"then run `{rerun_command(args)}` again",
             file=sys.stderr,
         )
-        return 1
-    except KubeApiError as error:
-        print(f"migrate: the API server answered {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(

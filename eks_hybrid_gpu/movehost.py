@@ -32,10 +32,10 @@ from eks_hybrid_gpu.inspection import DEFAULT_LEDGER, read_ledger
 from eks_hybrid_gpu.kubeclient import (
     ACCESS_EXIT_CODE,
     Kube,
-    KubeAccessError,
     KubeApiError,
     add_cluster_options,
     connect,
+    run_reporting,
 )
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL
@@ -235,18 +235,15 @@ def run(args: argparse.Namespace) -> int:
     if "/" not in args.ledger:
         print(f"move-host: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
         return ACCESS_EXIT_CODE
+    return run_reporting("move-host", lambda: _move(args), (MoveRefused, transit.TransitError))
+
+
+def _move(args: argparse.Namespace) -> int:
+    kube = connect(args.kubeconfig, args.context)
     try:
-        kube = connect(args.kubeconfig, args.context)
         return move(kube, args)
-    except KubeAccessError as error:
-        print(f"move-host: {error}", file=sys.stderr)
-        return ACCESS_EXIT_CODE
-    except (MoveRefused, transit.TransitError) as error:
-        print(f"move-host: {error}", file=sys.stderr)
-        return 1
     except KubeApiError as error:
-        if error.status == 404:
-            print(f"move-host: node {args.node} does not exist ({error.message})", file=sys.stderr)
-        else:
-            print(f"move-host: the API server answered {error}", file=sys.stderr)
-        return 1
+        if error.status != 404:
+            raise
+        msg = f"node {args.node} does not exist ({error.message})"
+        raise MoveRefused(msg) from None

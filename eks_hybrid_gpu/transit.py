@@ -17,15 +17,14 @@ from typing import Any
 from components.consumers import Consumer, consumers_by_node
 from components.dra_objects import DRIVER
 from components.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
-from eks_hybrid_gpu.inspection import TRANSIT_ANNOTATION
-from eks_hybrid_gpu.kubeclient import Kube, KubeApiError, segment
+from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, PODS, SLICES, Kube, KubeApiError, segment
+from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 
-SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 POLL_SECONDS = 0.5
 PROGRESS_SECONDS = 5.0
-# TRANSIT_ANNOTATION on a Node being moved: JSON {"to": cohort, "key": label key, "value": label value,
-# "cordonedByUs": bool}, so a re-run continues the same move and uncordons only what it cordoned; `inspect` shows it.
+TRANSIT_ANNOTATION = f"{LABEL_PREFIX}/in-transit"
+"""On a Node being moved: JSON {"to": cohort, "key": label key, "value": label value, "cordonedByUs": bool}, so a
+re-run continues the same move and uncordons only what it cordoned; `inspect` shows it."""
 
 Obj = Mapping[str, Any]
 
@@ -89,8 +88,8 @@ class NodeState:
 def read_state(kube: Kube, node_name: str) -> NodeState:
     """Everything about one node that a move waits on, in one read of each list."""
     node = kube.get(f"/api/v1/nodes/{segment(node_name)}")
-    pods = kube.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}")
-    daemonsets = {d["metadata"]["uid"]: d for d in kube.items("/apis/apps/v1/daemonsets")}
+    pods = kube.items(PODS, fieldSelector=f"spec.nodeName={node_name}")
+    daemonsets = {d["metadata"]["uid"]: d for d in kube.items(DAEMONSETS)}
     allocators, ready = [], []
     for pod in pods:
         publisher = pod_publisher(pod, daemonsets)
