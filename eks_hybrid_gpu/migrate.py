@@ -58,10 +58,14 @@ from eks_hybrid_gpu.kubeclient import (
 from eks_hybrid_gpu.stackfile import PROJECT_DIR, raw_config, write_owner
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import (
+    DEVICE_PLUGIN,
+    DRA,
+    GPU_OPERATOR,
     LEDGER_KEY,
     LEDGER_NAME,
     MIGRATION_KEY,
     MIGRATION_NAME,
+    OWNERS,
     PROJECT,
 )
 
@@ -220,7 +224,7 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
     from_owner = str(entry.get("owner"))
     if from_owner == args.to:
         return None
-    mode = stack.config.operator.mode if args.to == "gpu-operator" else None
+    mode = stack.config.operator.mode if args.to == GPU_OPERATOR else None
     why_not = unsupported(from_owner, ledger.get("operatorMode"), args.to, mode)
     if why_not is not None:
         msg = f"cohort {args.cohort}: {from_owner} -> {args.to}: {why_not}"
@@ -398,14 +402,14 @@ def _target(stack: StackFile, cohort_name: str, to: str) -> Migration:
     """A migration at its install phase: the target owner's config, for choosing its chart source."""
     cohort = next((c for c in stack.config.cohorts if c.name == cohort_name), None)
     selector = cohort.selector(stack.config.cohort_label_key) if cohort else {}
-    return Migration(cohort_name, "device-plugin" if to == "dra" else "dra", to, "install", selector)
+    return Migration(cohort_name, DEVICE_PLUGIN if to == DRA else DRA, to, "install", selector)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """`eks-hybrid-gpu migrate --stack S --cohort C --to OWNER` options."""
     p.add_argument("--stack", required=True, help="the stack, as in stacks/Pulumi.<stack>.yaml")
     p.add_argument("--cohort", required=True, help="the cohort whose owner changes, as named in the ledger")
-    p.add_argument("--to", required=True, choices=("device-plugin", "dra", "gpu-operator"), help="the new owner")
+    p.add_argument("--to", required=True, choices=OWNERS, help="the new owner")
     p.add_argument(
         "--drain", action="store_true", help="evict the pods holding its GPUs (PodDisruptionBudgets respected)"
     )

@@ -38,10 +38,11 @@ from eks_hybrid_gpu.kubeclient import (
     run_reporting,
 )
 from eks_hybrid_gpu.tables import table_lines
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
+from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
 DEFAULT_TIMEOUT_SECONDS = 600.0
-MOVABLE_OWNERS = ("device-plugin", "dra")
+MOVABLE_OWNERS = (DEVICE_PLUGIN, DRA)
 
 
 class MoveRefused(Exception):
@@ -86,7 +87,7 @@ def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> 
     if state.labels.get(COMPUTE_TYPE_LABEL) == AUTO_MODE:
         msg = f"node {state.name} is an EKS Auto Mode node; AWS manages its GPUs and no cohort may take it"
         raise MoveRefused(msg)
-    if owner == "device-plugin" and state.labels.get(MPS_CAPABLE_LABEL) == "true":
+    if owner == DEVICE_PLUGIN and state.labels.get(MPS_CAPABLE_LABEL) == "true":
         msg = (
             f"node {state.name} is labelled {MPS_CAPABLE_LABEL}=true; the device-plugin chart's MPS daemon would "
             "start there: find who owns MPS on that host first"
@@ -132,7 +133,7 @@ def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> 
 def _settled(state: transit.NodeState, owner: str) -> tuple[bool, str]:
     """Only `owner`'s allocators left on a node already labelled for it, the other mechanism's publication gone."""
     others = [p.what for p in state.allocators if p.owner != owner]
-    if owner == "dra":
+    if allocates_through_dra(owner):
         others += [f"{k}={v}" for k, v in state.resources.items()]
     else:
         others += [f"ResourceSlice {s}" for s in state.slices]

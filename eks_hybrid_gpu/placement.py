@@ -20,7 +20,7 @@ from components.preflight import matches
 from components.publishers import pod_ready
 from eks_hybrid_gpu.kubeclient import Kube
 from eks_hybrid_gpu.tables import OPERAND_STANDING, table_lines
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COHORT_LABEL, COMPUTE_TYPE_LABEL
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COHORT_LABEL, COMPUTE_TYPE_LABEL, GPU_OPERATOR
 
 NODE_BOUND_KINDS = ("DaemonSet", "Job")
 """Controllers whose pods must run on their cohort's nodes."""
@@ -129,7 +129,7 @@ def operand_standing(config: StackConfig, nodes: Sequence[Obj]) -> dict[str, str
 
     The Operator places operands on nodes with GPU discovery labels and no nvidia.com/gpu.deploy.operands=false.
     """
-    operator = next((c.name for c in config.cohorts if c.owner == "gpu-operator"), None)
+    operator = next((c.name for c in config.cohorts if c.owner == GPU_OPERATOR), None)
     if operator is None:
         return {}
     selectors = {c.name: c.selector(config.cohort_label_key) for c in config.cohorts}

@@ -19,6 +19,7 @@ from components.dra_objects import DRIVER
 from components.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
 from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, PODS, SLICES, Kube, KubeApiError, segment
 from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
+from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
 POLL_SECONDS = 0.5
 PROGRESS_SECONDS = 5.0
@@ -75,7 +76,7 @@ class NodeState:
 
     def publishing(self, owner: str) -> bool:
         """Whether an allocator of `owner`'s mechanism publishes here now (resources for a plugin, slices for DRA)."""
-        return bool(self.slices) if owner == "dra" else bool(self.resources)
+        return bool(self.slices) if allocates_through_dra(owner) else bool(self.resources)
 
     def describe(self) -> str:
         """One line: allocators, publication, consumers."""
