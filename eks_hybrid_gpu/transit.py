@@ -17,7 +17,7 @@ from typing import Any
 from components.consumers import Consumer, consumers_by_node
 from components.dra_objects import DRIVER
 from components.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
-from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, PODS, SLICES, Kube, KubeApiError, segment
+from eks_hybrid_gpu.kubeclient import CLAIMS, PODS, SLICES, Kube, KubeApiError, segment
 from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
@@ -86,11 +86,45 @@ class NodeState:
         return f"allocator pods: {allocators}; publishes: {', '.join(published) or 'nothing'}; GPUs in use: {holders}"
 
 
+def _allocator_daemonsets(kube: Kube, pods: Sequence[Obj]) -> dict[str, dict[str, Any]]:
+    """The DaemonSets (by uid) that control the allocator pods among `pods`, one GET each.
+
+    `pod_publisher` reads a pod's DaemonSet only to name its controller and tell an Operator operand, and only for a
+    pod it already recognised as an allocator, so these few stand in for a list of every DaemonSet in the cluster.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for pod in pods:
+        if pod_publisher(pod, {}) is None:
+            continue
+        meta = pod.get("metadata") or {}
+        ref = next(
+            (
+                r
+                for r in meta.get("ownerReferences") or []
+                if isinstance(r, Mapping) and r.get("kind") == "DaemonSet" and r.get("controller")
+            ),
+            None,
+        )
+        if ref is None or not ref.get("name"):
+            continue
+        namespace, name = segment(str(meta.get("namespace"))), segment(str(ref["name"]))
+        daemonset = kube.get_or_none(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
+        if daemonset is not None and str((daemonset.get("metadata") or {}).get("uid")) == str(ref.get("uid")):
+            found[str(ref.get("uid"))] = daemonset
+    return found
+
+
 def read_state(kube: Kube, node_name: str) -> NodeState:
-    """Everything about one node that a move waits on, in one read of each list."""
+    """Everything about one node that a move waits on, each read narrowed to the node where the API allows it.
+
+    Pods and ResourceSlices are listed by field selector `spec.nodeName`, DaemonSets fetched for the node's allocator
+    pods only. ResourceClaims are listed cluster-wide: a claim can hold a node's devices after its pods are gone, and
+    the API selects claims by name and namespace only.
+    """
     node = kube.get(f"/api/v1/nodes/{segment(node_name)}")
-    pods = kube.items(PODS, fieldSelector=f"spec.nodeName={node_name}")
-    daemonsets = {d["metadata"]["uid"]: d for d in kube.items(DAEMONSETS)}
+    on_node = f"spec.nodeName={node_name}"
+    pods = kube.items(PODS, fieldSelector=on_node)
+    daemonsets = _allocator_daemonsets(kube, pods)
     allocators, ready = [], []
     for pod in pods:
         publisher = pod_publisher(pod, daemonsets)
@@ -103,7 +137,7 @@ def read_state(kube: Kube, node_name: str) -> NodeState:
     slices = tuple(
         sorted(
             s["metadata"]["name"]
-            for s in kube.items(SLICES)
+            for s in kube.items(SLICES, fieldSelector=on_node)
             if (s.get("spec") or {}).get("nodeName") == node_name and s["spec"].get("driver") == DRIVER
         )
     )
