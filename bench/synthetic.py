@@ -25,12 +25,13 @@ LOCAL_STACK_FILE = ROOT / "stacks" / "Pulumi.local.yaml"
 
 def local_document() -> dict[str, Any]:
     """The local stack file, parsed, for a node-less API server and charts from `local up`'s chart source."""
-    from eks_hybrid_gpu import chartmirror, local
+    from eks_hybrid_gpu import chartmirror
+    from eks_hybrid_gpu.stackfile import stack_config
 
     document: dict[str, Any] = yaml.safe_load(LOCAL_STACK_FILE.read_text())
     config = document["config"]
     config[f"{PROJECT}:cluster"] = {**config[f"{PROJECT}:cluster"], "skipAwait": True, "preflight": False}
-    config[f"{PROJECT}:charts"] = chartmirror.choose(local.stack_config("local")).overrides
+    config[f"{PROJECT}:charts"] = chartmirror.choose(stack_config("local")).overrides
     return document
 
 

@@ -28,6 +28,17 @@ POLICY_PACK = ROOT / "policy" / "analyzer"
 PROVIDER_PLUGIN = "kubernetes"
 
 
+def engine_state_dir() -> Path:
+    """Pulumi home and file backend of the local default (beside the local cluster's state).
+
+    `local up`, the `simulate` rehearsals and `migrate` of a local stack all run the engine here, so they see one
+    set of local stacks.
+    """
+    from eks_hybrid_gpu.localpaths import local_state_dir
+
+    return local_state_dir().parent / "local-engine"
+
+
 def _versions() -> dict[str, str]:
     pairs = {}
     for line in (ROOT / "scripts" / "toolchain-versions.env").read_text().splitlines():

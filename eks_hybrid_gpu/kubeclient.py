@@ -11,7 +11,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,12 @@ from components.live import missing_file
 
 ACCESS_EXIT_CODE = 2
 """Exit code of a command that could not talk to the cluster at all."""
+NODES = "/api/v1/nodes"
+PODS = "/api/v1/pods"
+DAEMONSETS = "/apis/apps/v1/daemonsets"
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+"""The cluster-wide lists the day-2 commands read."""
 
 
 class KubeAccessError(Exception):
@@ -200,6 +207,30 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
         msg = f"kubeconfig {path} cannot be used ({' '.join(str(error).split())}); pass a valid --kubeconfig/--context"
         raise KubeAccessError(msg) from None
     return Kube(api, path, chosen, api.configuration.host)
+
+
+def run_reporting(
+    command: str,
+    body: Callable[[], int],
+    refusals: tuple[type[Exception], ...] = (),
+    answers: tuple[type[Exception], ...] = (KubeApiError,),
+) -> int:
+    """Run a day-2 command's `body`, turning what stopped it into one line on stderr and the exit code.
+
+    Not reaching the cluster (KubeAccessError) exits ACCESS_EXIT_CODE; one of the command's own `refusals`, whose
+    message says what to do, exits 1 with it; an API answer the command did not expect (`answers`) exits 1.
+    """
+    try:
+        return body()
+    except KubeAccessError as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return ACCESS_EXIT_CODE
+    except refusals as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return 1
+    except answers as error:
+        print(f"{command}: the API server answered {error}", file=sys.stderr)
+        return 1
 
 
 def segment(value: str) -> str:

@@ -18,24 +18,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pulumi import automation as auto
 
 from components.config import StackConfig
-from components.validation import load_stack_config
 from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, simulate
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.engine import engine_state_dir
 from eks_hybrid_gpu.localpaths import local_state_dir
+from eks_hybrid_gpu.stackfile import stack_config
 from eks_hybrid_gpu.tables import table_lines
-from policy.gpu_allocation.vocab.labels import PROJECT
 
 LOCAL_STACK = "local"
 NODES_READY_TIMEOUT_SECONDS = 60.0
-
-
-def engine_state_dir() -> Path:
-    """Pulumi home and file backend of the local default (beside the cluster's state)."""
-    return local_state_dir().parent / "local-engine"
 
 
 def _print(message: str) -> None:
@@ -65,15 +59,6 @@ def created_objects(deployment: Mapping[str, Any] | None) -> list[str]:
         where = f"{metadata['namespace']}/" if metadata.get("namespace") else ""
         objects.append(f"{kind} {where}{metadata.get('name')}")
     return sorted(objects)
-
-
-def stack_config(stack_name: str, project_dir: Path = engine.ROOT) -> StackConfig:
-    """The validated config of `stacks/Pulumi.<stack_name>.yaml`, read without the engine."""
-    stack_file = f"stacks/Pulumi.{stack_name}.yaml"
-    document = yaml.safe_load((project_dir / stack_file).read_text()) or {}
-    prefix = f"{PROJECT}:"
-    raw = {k.removeprefix(prefix): v for k, v in (document.get("config") or {}).items() if k.startswith(prefix)}
-    return load_stack_config(raw, project_dir, stack_file=stack_file)
 
 
 def start_cluster(cluster_dir: Path, toolchain: engine.Toolchain) -> localcluster.LocalCluster:

@@ -32,16 +32,17 @@ from eks_hybrid_gpu.inspection import DEFAULT_LEDGER, read_ledger
 from eks_hybrid_gpu.kubeclient import (
     ACCESS_EXIT_CODE,
     Kube,
-    KubeAccessError,
     KubeApiError,
     add_cluster_options,
     connect,
+    run_reporting,
 )
 from eks_hybrid_gpu.tables import table_lines
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, MPS_CAPABLE_LABEL
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
+from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
 DEFAULT_TIMEOUT_SECONDS = 600.0
-MOVABLE_OWNERS = ("device-plugin", "dra")
+MOVABLE_OWNERS = (DEVICE_PLUGIN, DRA)
 
 
 class MoveRefused(Exception):
@@ -53,12 +54,8 @@ def _say(line: str) -> None:
 
 
 def _rerun(args: argparse.Namespace) -> str:
-    parts = ["eks-hybrid-gpu move-host", args.node, "--to", args.to]
-    if args.drain:
-        parts.append("--drain")
-    if args.kubeconfig:
-        parts += ["--kubeconfig", args.kubeconfig]
-    return " ".join(parts)
+    options = [("--to", args.to), ("--drain", args.drain), ("--kubeconfig", args.kubeconfig)]
+    return transit.rerun_command("move-host", args.node, options=options)
 
 
 def _cohorts(kube: Kube, ledger_ref: str) -> Mapping[str, Any]:
@@ -90,7 +87,7 @@ def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> 
     if state.labels.get(COMPUTE_TYPE_LABEL) == AUTO_MODE:
         msg = f"node {state.name} is an EKS Auto Mode node; AWS manages its GPUs and no cohort may take it"
         raise MoveRefused(msg)
-    if owner == "device-plugin" and state.labels.get(MPS_CAPABLE_LABEL) == "true":
+    if owner == DEVICE_PLUGIN and state.labels.get(MPS_CAPABLE_LABEL) == "true":
         msg = (
             f"node {state.name} is labelled {MPS_CAPABLE_LABEL}=true; the device-plugin chart's MPS daemon would "
             "start there: find who owns MPS on that host first"
@@ -136,7 +133,7 @@ def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> 
 def _settled(state: transit.NodeState, owner: str) -> tuple[bool, str]:
     """Only `owner`'s allocators left on a node already labelled for it, the other mechanism's publication gone."""
     others = [p.what for p in state.allocators if p.owner != owner]
-    if owner == "dra":
+    if allocates_through_dra(owner):
         others += [f"{k}={v}" for k, v in state.resources.items()]
     else:
         others += [f"ResourceSlice {s}" for s in state.slices]
@@ -239,18 +236,15 @@ def run(args: argparse.Namespace) -> int:
     if "/" not in args.ledger:
         print(f"move-host: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
         return ACCESS_EXIT_CODE
+    return run_reporting("move-host", lambda: _move(args), (MoveRefused, transit.TransitError))
+
+
+def _move(args: argparse.Namespace) -> int:
+    kube = connect(args.kubeconfig, args.context)
     try:
-        kube = connect(args.kubeconfig, args.context)
         return move(kube, args)
-    except KubeAccessError as error:
-        print(f"move-host: {error}", file=sys.stderr)
-        return ACCESS_EXIT_CODE
-    except (MoveRefused, transit.TransitError) as error:
-        print(f"move-host: {error}", file=sys.stderr)
-        return 1
     except KubeApiError as error:
-        if error.status == 404:
-            print(f"move-host: node {args.node} does not exist ({error.message})", file=sys.stderr)
-        else:
-            print(f"move-host: the API server answered {error}", file=sys.stderr)
-        return 1
+        if error.status != 404:
+            raise
+        msg = f"node {args.node} does not exist ({error.message})"
+        raise MoveRefused(msg) from None

@@ -19,10 +19,9 @@ from components.operator_boundary import classify
 from components.preflight import matches
 from components.publishers import pod_ready
 from eks_hybrid_gpu.kubeclient import Kube
-from eks_hybrid_gpu.tables import table_lines
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, LABEL_PREFIX
+from eks_hybrid_gpu.tables import OPERAND_STANDING, table_lines
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COHORT_LABEL, COMPUTE_TYPE_LABEL, GPU_OPERATOR
 
-COHORT_LABEL = f"{LABEL_PREFIX}/cohort"
 NODE_BOUND_KINDS = ("DaemonSet", "Job")
 """Controllers whose pods must run on their cohort's nodes."""
 WORKLOAD_PATHS = (
@@ -125,20 +124,16 @@ def slice_devices(kube: Kube) -> dict[str, int]:
     return counts
 
 
-OPERANDS_COLUMN = {"cohort": "cohort", "opted-out": "opted out", "would-start": "would start", "no-discovery": "-"}
-"""The node table's `GPU Operator operands` column: the Operator's cohort, opted out, would start, not discovered."""
-
-
 def operand_standing(config: StackConfig, nodes: Sequence[Obj]) -> dict[str, str]:
-    """Node name -> where the stack's GPU Operator would stand there (`OPERANDS_COLUMN`); empty without one.
+    """Node name -> where the stack's GPU Operator would stand there (`tables.OPERAND_STANDING`); empty without one.
 
     The Operator places operands on nodes with GPU discovery labels and no nvidia.com/gpu.deploy.operands=false.
     """
-    operator = next((c.name for c in config.cohorts if c.owner == "gpu-operator"), None)
+    operator = next((c.name for c in config.cohorts if c.owner == GPU_OPERATOR), None)
     if operator is None:
         return {}
     selectors = {c.name: c.selector(config.cohort_label_key) for c in config.cohorts}
-    return {n.name: OPERANDS_COLUMN[n.operands(operator)] for n in classify(nodes, (), selectors)}
+    return {n.name: OPERAND_STANDING[n.operands(operator)] for n in classify(nodes, (), selectors)}
 
 
 def operand_line(standing: Mapping[str, str]) -> str:

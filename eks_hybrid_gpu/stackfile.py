@@ -1,8 +1,12 @@
-"""Writing a cohort's new owner into a stack file by a text edit, so its comments and layout stay as they were.
+"""The repository's stack files: their config read without the engine, and a cohort's new owner written back.
 
-`migrate` ends by making the repository agree with the cluster. The edit changes the cohort's `owner:` line and,
-when the cohort used the default selector (which is derived from the owner), pins the hosts' selector under it.
-The result is read back and checked; whatever cannot be edited safely is returned as the exact edit to make.
+`local`, `simulate fleet` and `migrate` read `stacks/Pulumi.<name>.yaml` here (project prefix removed, the model
+checked) rather than through a Pulumi stack, so they work before the engine has ever run.
+
+`migrate` ends by making the repository agree with the cluster, by a text edit, so the file's comments and layout
+stay as they were. The edit changes the cohort's `owner:` line and, when the cohort used the default selector
+(which is derived from the owner), pins the hosts' selector under it. The result is read back and checked;
+whatever cannot be edited safely is returned as the exact edit to make.
 """
 
 from __future__ import annotations
@@ -15,10 +19,28 @@ from typing import Any
 
 import yaml
 
+from components.config import StackConfig
+from components.validation import load_stack_config
 from policy.gpu_allocation.vocab.labels import PROJECT
+
+PROJECT_DIR = Path(__file__).resolve().parents[1]
+"""This checkout: the project whose `stacks/` the commands read unless told another."""
 
 _ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<rest>.*)$")
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
+
+
+def raw_config(document: Mapping[str, Any]) -> dict[str, Any]:
+    """A parsed stack file's config values of this project, keys without the `eks-hybrid-gpu:` prefix."""
+    prefix = f"{PROJECT}:"
+    return {k.removeprefix(prefix): v for k, v in (document.get("config") or {}).items() if k.startswith(prefix)}
+
+
+def stack_config(stack_name: str, project_dir: Path = PROJECT_DIR) -> StackConfig:
+    """The validated config of `stacks/Pulumi.<stack_name>.yaml`, read without the engine."""
+    stack_file = f"stacks/Pulumi.{stack_name}.yaml"
+    document = yaml.safe_load((project_dir / stack_file).read_text()) or {}
+    return load_stack_config(raw_config(document), project_dir, stack_file=stack_file)
 
 
 def _scalar(value: str) -> str:

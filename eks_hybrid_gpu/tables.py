@@ -2,7 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Final
+
+OPERAND_STANDING: Final[Mapping[str, str]] = {
+    "cohort": "cohort",
+    "opted-out": "opted out",
+    "would-start": "would start",
+    "no-discovery": "-",
+}
+"""The `GPU Operator operands` cell of `local up`'s and `inspect`'s node tables, per `BoundaryNode.operands` standing:
+the Operator's cohort, opted out by nvidia.com/gpu.deploy.operands=false, operands would start, not discovered."""
 
 
 def table_lines(rows: Sequence[Sequence[str]]) -> list[str]:

@@ -17,15 +17,15 @@ from typing import Any
 from components.consumers import Consumer, consumers_by_node
 from components.dra_objects import DRIVER
 from components.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
-from eks_hybrid_gpu.inspection import TRANSIT_ANNOTATION
-from eks_hybrid_gpu.kubeclient import Kube, KubeApiError, segment
+from eks_hybrid_gpu.kubeclient import CLAIMS, PODS, SLICES, Kube, KubeApiError, segment
+from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
+from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
-SLICES = "/apis/resource.k8s.io/v1/resourceslices"
-CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 POLL_SECONDS = 0.5
 PROGRESS_SECONDS = 5.0
-# TRANSIT_ANNOTATION on a Node being moved: JSON {"to": cohort, "key": label key, "value": label value,
-# "cordonedByUs": bool}, so a re-run continues the same move and uncordons only what it cordoned; `inspect` shows it.
+TRANSIT_ANNOTATION = f"{LABEL_PREFIX}/in-transit"
+"""On a Node being moved: JSON {"to": cohort, "key": label key, "value": label value, "cordonedByUs": bool}, so a
+re-run continues the same move and uncordons only what it cordoned; `inspect` shows it."""
 
 Obj = Mapping[str, Any]
 
@@ -76,7 +76,7 @@ class NodeState:
 
     def publishing(self, owner: str) -> bool:
         """Whether an allocator of `owner`'s mechanism publishes here now (resources for a plugin, slices for DRA)."""
-        return bool(self.slices) if owner == "dra" else bool(self.resources)
+        return bool(self.slices) if allocates_through_dra(owner) else bool(self.resources)
 
     def describe(self) -> str:
         """One line: allocators, publication, consumers."""
@@ -86,11 +86,45 @@ class NodeState:
         return f"allocator pods: {allocators}; publishes: {', '.join(published) or 'nothing'}; GPUs in use: {holders}"
 
 
+def _allocator_daemonsets(kube: Kube, pods: Sequence[Obj]) -> dict[str, dict[str, Any]]:
+    """The DaemonSets (by uid) that control the allocator pods among `pods`, one GET each.
+
+    `pod_publisher` reads a pod's DaemonSet only to name its controller and tell an Operator operand, and only for a
+    pod it already recognised as an allocator, so these few stand in for a list of every DaemonSet in the cluster.
+    """
+    found: dict[str, dict[str, Any]] = {}
+    for pod in pods:
+        if pod_publisher(pod, {}) is None:
+            continue
+        meta = pod.get("metadata") or {}
+        ref = next(
+            (
+                r
+                for r in meta.get("ownerReferences") or []
+                if isinstance(r, Mapping) and r.get("kind") == "DaemonSet" and r.get("controller")
+            ),
+            None,
+        )
+        if ref is None or not ref.get("name"):
+            continue
+        namespace, name = segment(str(meta.get("namespace"))), segment(str(ref["name"]))
+        daemonset = kube.get_or_none(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
+        if daemonset is not None and str((daemonset.get("metadata") or {}).get("uid")) == str(ref.get("uid")):
+            found[str(ref.get("uid"))] = daemonset
+    return found
+
+
 def read_state(kube: Kube, node_name: str) -> NodeState:
-    """Everything about one node that a move waits on, in one read of each list."""
+    """Everything about one node that a move waits on, each read narrowed to the node where the API allows it.
+
+    Pods and ResourceSlices are listed by field selector `spec.nodeName`, DaemonSets fetched for the node's allocator
+    pods only. ResourceClaims are listed cluster-wide: a claim can hold a node's devices after its pods are gone, and
+    the API selects claims by name and namespace only.
+    """
     node = kube.get(f"/api/v1/nodes/{segment(node_name)}")
-    pods = kube.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node_name}")
-    daemonsets = {d["metadata"]["uid"]: d for d in kube.items("/apis/apps/v1/daemonsets")}
+    on_node = f"spec.nodeName={node_name}"
+    pods = kube.items(PODS, fieldSelector=on_node)
+    daemonsets = _allocator_daemonsets(kube, pods)
     allocators, ready = [], []
     for pod in pods:
         publisher = pod_publisher(pod, daemonsets)
@@ -103,13 +137,28 @@ def read_state(kube: Kube, node_name: str) -> NodeState:
     slices = tuple(
         sorted(
             s["metadata"]["name"]
-            for s in kube.items(SLICES)
+            for s in kube.items(SLICES, fieldSelector=on_node)
             if (s.get("spec") or {}).get("nodeName") == node_name and s["spec"].get("driver") == DRIVER
         )
     )
     claims = kube.items(CLAIMS)
     held = consumers_by_node(pods, claims).get(node_name, [])
     return NodeState(node, tuple(allocators), tuple(ready), resources, slices, tuple(held))
+
+
+def rerun_command(command: str, *positional: str, options: Sequence[tuple[str, object]] = ()) -> str:
+    """`eks-hybrid-gpu COMMAND ...` again, to continue after an interruption: each step finds where it was left.
+
+    `options` are (flag, value) in order: True gives the bare flag, another set value the flag and the value;
+    False, None and empty values are left out.
+    """
+    parts = [f"eks-hybrid-gpu {command}", *positional]
+    for flag, value in options:
+        if value is True:
+            parts.append(flag)
+        elif value:
+            parts += [flag, str(value)]
+    return " ".join(parts)
 
 
 def wait_for(

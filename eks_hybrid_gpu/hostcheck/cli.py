@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TextIO, cast
 
 from eks_hybrid_gpu.hostcheck import collect, floors, labels, report
+from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, GPU_OPERATOR
 
 DESCRIPTION = (
     "Check a prepared NVIDIA GPU host against the compatibility floors of one allocation owner "
@@ -34,8 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="disabled",
         help="MIG mode the cohort expects on every GPU (default: disabled, full-GPU allocation)",
     )
-    parser.add_argument("--cohort-label-key", default=labels.DEFAULT_COHORT_LABEL_KEY)
-    parser.add_argument("--cohort-label-value", help="default: the owner (gpu-operator for both Operator modes)")
+    parser.add_argument("--cohort-label-key", default=DEFAULT_COHORT_LABEL_KEY)
+    parser.add_argument("--cohort-label-value", help=f"default: the owner ({GPU_OPERATOR} for both Operator modes)")
     parser.add_argument("--root", type=Path, default=Path("/"), help="host filesystem root, e.g. /host in a Pod")
     parser.add_argument("--nvidia-smi", default="nvidia-smi")
     parser.add_argument("--nvidia-ctk", default="nvidia-ctk")
@@ -53,7 +54,7 @@ def check(
     sources: collect.Sources,
     owner: floors.Owner,
     mig: floors.MigExpectation = "disabled",
-    cohort_key: str = labels.DEFAULT_COHORT_LABEL_KEY,
+    cohort_key: str = DEFAULT_COHORT_LABEL_KEY,
     cohort_value: str | None = None,
 ) -> report.Outcome:
     """Inspect the host and judge it against the owner's floors."""

@@ -1,8 +1,10 @@
 """Compatibility floors per allocation owner, and the checks that compare a host with them.
 
 The floors come from the reviewed guide (DRA driver 0.5.0 prerequisites, GPU Operator 26.7 DRA workflow,
-device plugin 0.20.0). They are compatibility floors, not current patch or branch recommendations:
-choose the actual driver and toolkit from NVIDIA's support matrix for the GPU, OS and kernel.
+device plugin 0.20.0) and are kept with each owner kind's modes in the registry
+(policy/gpu_allocation/vocab/owners.py, standard library only like this check). They are compatibility floors,
+not current patch or branch recommendations: choose the actual driver and toolkit from NVIDIA's support matrix
+for the GPU, OS and kernel.
 """
 
 from __future__ import annotations
@@ -12,84 +14,28 @@ from typing import Final, Literal
 
 from eks_hybrid_gpu.hostcheck import parse
 from eks_hybrid_gpu.hostcheck.collect import HostFacts
+from policy.gpu_allocation.vocab.labels import OWNERS as KIND_ORDER
+from policy.gpu_allocation.vocab.owners import HostFloor, Mode, hostcheck_modes, hostcheck_owners
 
-Owner = Literal["device-plugin", "dra", "gpu-operator-dra", "gpu-operator"]
-OWNERS: Final[tuple[Owner, ...]] = ("device-plugin", "dra", "gpu-operator-dra", "gpu-operator")
+Owner = str
+"""A host check `--owner` value: one mode of an owner kind (a key of MODES)."""
 MigExpectation = Literal["disabled", "enabled"]
 Status = Literal["pass", "fail", "warn", "info"]
 
 FLOORS_NOTE: Final = "These are compatibility floors, not recommendations."
 
+Floor = HostFloor
+"""What one mode needs on the host before it can work: the registry's `HostFloor`."""
 
-@dataclass(frozen=True)
-class Floor:
-    """What one allocation owner needs on the host before it can work."""
-
-    title: str
-    driver_major: int | None
-    toolkit: tuple[int, int] | None
-    """Minimum (major, minor) NVIDIA Container Toolkit; None: installed, any version."""
-    toolkit_required: bool
-    runtime_handler_required: bool
-    cdi_required: bool
-    source: str
-    without_handler: str
-    """Why a missing nvidia runtime handler is not a failure for this owner (unused when it is)."""
-
-
-FLOORS: Final[dict[Owner, Floor]] = {
-    "device-plugin": Floor(
-        title="standalone NVIDIA device plugin 0.20.0",
-        driver_major=None,
-        toolkit=None,
-        toolkit_required=True,
-        runtime_handler_required=True,
-        cdi_required=False,
-        source="device plugin path: prepared driver, NVIDIA Container Toolkit and the nvidia runtime handler",
-        without_handler="",
-    ),
-    "dra": Floor(
-        title="standalone DRA driver 0.5.0",
-        driver_major=565,
-        toolkit=(1, 18),
-        toolkit_required=True,
-        runtime_handler_required=False,
-        cdi_required=True,
-        source="DRA 0.5.0 prerequisites: driver 565+, Container Toolkit 1.18+, CDI-enabled runtime",
-        without_handler="it allocates through CDI instead",
-    ),
-    "gpu-operator-dra": Floor(
-        title="GPU Operator 26.7 DRA workflow (GPUCluster)",
-        driver_major=580,
-        toolkit=(1, 18),
-        toolkit_required=True,
-        runtime_handler_required=False,
-        cdi_required=True,
-        source=(
-            "GPU Operator DRA workflow: driver 580+; GPUCluster does not manage the toolkit, "
-            "so the DRA toolkit and CDI floors apply"
-        ),
-        without_handler="it allocates through CDI instead",
-    ),
-    "gpu-operator": Floor(
-        title="GPU Operator 26.7 with ClusterPolicy",
-        driver_major=None,
-        toolkit=None,
-        toolkit_required=False,
-        runtime_handler_required=False,
-        cdi_required=False,
-        source="ClusterPolicy: the Operator's toolkit component can configure the runtime",
-        without_handler="the Operator's toolkit component configures it while toolkit.enabled=true",
-    ),
-}
-
-COHORT_VALUES: Final[dict[Owner, str]] = {
-    "device-plugin": "device-plugin",
-    "dra": "dra",
-    "gpu-operator-dra": "gpu-operator",
-    "gpu-operator": "gpu-operator",
-}
-"""Default cohort label value per owner; the Operator's two modes share the owner name gpu-operator."""
+MODES: Final[dict[Owner, Mode]] = hostcheck_modes()
+"""The host check's `--owner` values -> the registry's modes (policy/gpu_allocation/vocab/owners.py)."""
+FLOORS: Final[dict[Owner, Floor]] = {key: mode.host for key, mode in MODES.items()}
+COHORT_VALUES: Final[dict[Owner, str]] = dict(hostcheck_owners())
+"""Default cohort label value per `--owner`: its owner kind, so the Operator's two modes share one value."""
+OWNERS: Final[tuple[Owner, ...]] = tuple(
+    sorted(MODES, key=lambda key: (KIND_ORDER.index(hostcheck_owners()[key]), MODES[key].mechanism != "dra"))
+)
+"""The `--owner` choices: per owner kind in the vocabulary's order, a kind's DRA mode before its other one."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +57,7 @@ def cannot_inspect(facts: HostFacts, owner: Owner) -> str | None:
         "exists: install the NVIDIA data-center driver approved for this GPU, OS and kernel (it provides "
         "nvidia-smi), load it (check `lsmod | grep nvidia` and `dmesg`), then re-run this check."
     )
-    if owner == "gpu-operator":
+    if MODES[owner].key == "cluster-policy":
         message += " If the GPU Operator is to install the driver (driver.enabled=true), run it after that."
     return message
 

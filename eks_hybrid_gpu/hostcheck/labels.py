@@ -1,8 +1,7 @@
 """The node labels a checked host should carry, GFD-style, so a cohort can be declared from inventory.
 
-Labels are scheduling inputs, not a security boundary or proof of healthy GPU hardware. The key names
-mirror policy/gpu_allocation/vocab/labels.py; they are repeated here because the host check runs on the GPU host
-with the standard library only.
+Labels are scheduling inputs, not a security boundary or proof of healthy GPU hardware. The EKS and cohort keys
+come from policy/gpu_allocation/vocab/labels.py, which, like the host check, needs the standard library only.
 """
 
 from __future__ import annotations
@@ -11,10 +10,8 @@ import re
 from typing import Final
 
 from eks_hybrid_gpu.hostcheck.parse import Gpu
+from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, HYBRID
 
-COMPUTE_TYPE_LABEL: Final = "eks.amazonaws.com/compute-type"
-HYBRID: Final = "hybrid"
-DEFAULT_COHORT_LABEL_KEY: Final = "workload.example.com/gpu-allocation"
 GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
 GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
 GPU_MEMORY_LABEL: Final = "nvidia.com/gpu.memory"

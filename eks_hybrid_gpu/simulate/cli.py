@@ -14,17 +14,8 @@ from urllib.parse import urlparse
 import yaml
 
 from components.dra_objects import DRIVER
+from eks_hybrid_gpu import kubeclient
 from eks_hybrid_gpu.cli import run_command
-from eks_hybrid_gpu.kubeclient import (
-    ACCESS_EXIT_CODE,
-    Kube,
-    KubeAccessError,
-    KubeApiError,
-    add_cluster_options,
-    add_json_option,
-    add_namespace_option,
-    connect,
-)
 from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
 from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
@@ -36,7 +27,7 @@ from policy.gpu_allocation.vocab.labels import (
 )
 
 
-def _loopback_only(kube: Kube) -> None:
+def _loopback_only(kube: kubeclient.Kube) -> None:
     host = urlparse(kube.server).hostname or ""
     try:
         loopback = ipaddress.ip_address(host).is_loopback
@@ -47,7 +38,7 @@ def _loopback_only(kube: Kube) -> None:
             f"simulate writes fake Node objects and only targets a loopback API server; {kube.where} is not one. "
             "Start the simulated cluster with `eks-hybrid-gpu simulate start`"
         )
-        raise KubeAccessError(msg)
+        raise kubeclient.KubeAccessError(msg)
 
 
 def _default_kubeconfig() -> str:
@@ -84,7 +75,7 @@ def _stop(_: argparse.Namespace) -> int:
 
 def _apply(args: argparse.Namespace) -> int:
     simulation = load(Path(args.file).read_text(), args.file) if args.file else default_simulation()
-    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     _loopback_only(kube)
     result = apply(kube, simulation)
     print(f"simulated nodes: {', '.join(result.nodes)}")
@@ -98,8 +89,9 @@ def _apply(args: argparse.Namespace) -> int:
 def _fleet(args: argparse.Namespace) -> int:
     """The fleet `local up` writes for a stack, as a cohorts file to edit and `simulate apply --file`."""
     from components.refusals import StackConfigError
-    from eks_hybrid_gpu import engine, local
+    from eks_hybrid_gpu import engine
     from eks_hybrid_gpu.simulate.fleet import fleet_for
+    from eks_hybrid_gpu.stackfile import stack_config
 
     stack_file = f"stacks/Pulumi.{args.stack}.yaml"
     if not (engine.ROOT / stack_file).is_file():
@@ -109,7 +101,7 @@ def _fleet(args: argparse.Namespace) -> int:
         )
         return 1
     try:
-        fleet = fleet_for(local.stack_config(args.stack))
+        fleet = fleet_for(stack_config(args.stack))
     except StackConfigError as error:
         print(f"simulate fleet: {error}", file=sys.stderr)
         return 1
@@ -128,7 +120,7 @@ def _fleet(args: argparse.Namespace) -> int:
 
 
 def _clear(args: argparse.Namespace) -> int:
-    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     _loopback_only(kube)
     removed = clear(kube)
     print(f"removed simulated nodes: {', '.join(removed) or 'none'}")
@@ -136,7 +128,7 @@ def _clear(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     rows = describe(kube)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -146,7 +138,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _finish(args: argparse.Namespace) -> int:
-    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     _loopback_only(kube)
     done = finish_pods(kube, args.namespace, succeeded=not args.failed)
     print(f"reported {'failed' if args.failed else 'succeeded'}: {', '.join(done) or 'no bound, unfinished pods'}")
@@ -154,7 +146,7 @@ def _finish(args: argparse.Namespace) -> int:
 
 
 def _reap(args: argparse.Namespace) -> int:
-    kube = connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     _loopback_only(kube)
     reaped = reap_pods(kube, args.namespace)
     print(f"removed terminating pods: {', '.join(reaped) or 'none'}")
@@ -178,7 +170,7 @@ def add_arguments(root: argparse.ArgumentParser) -> None:
     sub = root.add_subparsers(dest="simulate_command", required=True)
 
     def with_cluster(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        add_cluster_options(p, kubeconfig_help="default: the local cluster's kubeconfig")
+        kubeclient.add_cluster_options(p, kubeconfig_help="default: the local cluster's kubeconfig")
         return p
 
     sub.add_parser("start", help="start the local cluster with kube-scheduler and the Job/claim controllers")
@@ -189,9 +181,9 @@ def add_arguments(root: argparse.ArgumentParser) -> None:
     fleet_p.add_argument("--stack", default="local", help="stacks/Pulumi.<stack>.yaml of the repository")
     with_cluster(sub.add_parser("clear", help="delete every simulated node and ResourceSlice"))
     show_p = with_cluster(sub.add_parser("show", help="list the simulated nodes"))
-    add_json_option(show_p)
+    kubeclient.add_json_option(show_p)
     finish_p = with_cluster(sub.add_parser("finish", help="report bound pods as exited (the kubelet's part)"))
-    add_namespace_option(finish_p, "the pods to finish")
+    kubeclient.add_namespace_option(finish_p, "the pods to finish")
     finish_p.add_argument("--failed", action="store_true", help="exit code 1 instead of 0")
     reap_p = with_cluster(sub.add_parser("reap", help="remove terminating pods (the kubelet's part)"))
     reap_p.add_argument("--namespace", default=None, help="default: all namespaces")
@@ -222,11 +214,7 @@ def run(args: argparse.Namespace) -> int:
         "up": run_pulumi,
         "destroy": run_pulumi,
     }
-    try:
-        return handlers[args.simulate_command](args)
-    except KubeAccessError as error:
-        print(f"simulate {args.simulate_command}: {error}", file=sys.stderr)
-        return ACCESS_EXIT_CODE
-    except (SimulationError, KubeApiError, OSError) as error:
-        print(f"simulate {args.simulate_command}: {error}", file=sys.stderr)
-        return 1
+    handler = handlers[args.simulate_command]
+    return kubeclient.run_reporting(
+        f"simulate {args.simulate_command}", lambda: handler(args), (SimulationError, kubeclient.KubeApiError, OSError)
+    )

@@ -17,6 +17,7 @@ from eks_hybrid_gpu.simulate.model import (
     SimulationError,
 )
 from eks_hybrid_gpu.simulate.objects import node_object, node_status, resource_slice, slice_name
+from policy.gpu_allocation.vocab.labels import DRA
 
 
 @dataclass
@@ -81,7 +82,7 @@ def _put_slice(kube: Kube, node: SimNode, node_uid: str) -> str | None:
     if existing is not None and _published_by_pod(existing):
         return None  # the simulated kubelet's, for a DRA kubelet-plugin pod: it removes it when the pod leaves
     generation = int(existing["spec"]["pool"]["generation"]) + 1 if existing else 1
-    desired = resource_slice(node, node_uid, generation) if node.host_publisher == "dra" else None
+    desired = resource_slice(node, node_uid, generation) if node.host_publisher == DRA else None
     if desired is None:
         if existing is not None and is_simulated(existing):
             kube.delete(path)

@@ -14,6 +14,8 @@ from eks_hybrid_gpu.simulate.model import (
 from policy.gpu_allocation.vocab.labels import (
     AUTO_MODE,
     COMPUTE_TYPE_LABEL,
+    DRA,
+    GPU_OPERATOR,
     OPERANDS_OPT_OUT_LABEL,
 )
 
@@ -24,10 +26,10 @@ def _cohort_nodes(config: StackConfig, index: int) -> list[SimNode]:
     labels = {k: v for k, v in selector.items() if k != COMPUTE_TYPE_LABEL}
     labels[NFD_NVIDIA_PCI_LABEL] = "true"  # NFD's PCI vendor label, the first term of the charts' GPU affinity
     compute_type = selector.get(COMPUTE_TYPE_LABEL, "hybrid")
-    if config.cohorts_of("gpu-operator") and cohort.owner != "gpu-operator":
+    if config.cohorts_of(GPU_OPERATOR) and cohort.owner != GPU_OPERATOR:
         labels[OPERANDS_OPT_OUT_LABEL] = "false"  # the preflight's rule: opt standalone nodes out of operands
     # The hosts a platform team would put in such a cohort; their allocator pods publish them.
-    if cohort.owner == "dra":
+    if cohort.owner == DRA:
         gpus = (GpuGroup(model="H200", count=2),)
     elif isinstance(cohort.sharing, Mig):
         gpus = (GpuGroup(model="A100-40GB", mig=("3g.20gb", "2g.10gb", "1g.5gb", "1g.5gb")),)
@@ -63,7 +65,7 @@ def fleet_for(config: StackConfig) -> Simulation:
     nodes: list[SimNode] = []
     for index in range(len(config.cohorts)):
         nodes.extend(_cohort_nodes(config, index))
-    auto_labels = {OPERANDS_OPT_OUT_LABEL: "false"} if config.cohorts_of("gpu-operator") else {}
+    auto_labels = {OPERANDS_OPT_OUT_LABEL: "false"} if config.cohorts_of(GPU_OPERATOR) else {}
     nodes.append(
         SimNode.model_validate(
             {

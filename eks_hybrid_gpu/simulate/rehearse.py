@@ -45,7 +45,7 @@ def run_pulumi(args: argparse.Namespace) -> int:
     from pulumi import automation as auto
 
     from eks_hybrid_gpu import engine, localcluster
-    from eks_hybrid_gpu.local import engine_state_dir
+    from eks_hybrid_gpu.engine import engine_state_dir
     from eks_hybrid_gpu.localpaths import local_state_dir
 
     try:

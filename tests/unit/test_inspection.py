@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from eks_hybrid_gpu import inspection
+from eks_hybrid_gpu import inspection, kubeclient
 from tests.support.configs import CONTAINER_RUNTIME, KUBELET_VERSION, node_info
 from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 
@@ -430,8 +430,8 @@ class _Kube:
 def test_exit_code_follows_conflicts_in_tables_and_json(
     nodes: list[str], code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(inspection, "connect", lambda *_args: _Kube())
-    monkeypatch.setattr(inspection, "gather", lambda *_args: recorded_snapshot(nodes=nodes))
+    monkeypatch.setattr(kubeclient, "connect", lambda *_args: _Kube())
+    monkeypatch.setattr(inspection.cli, "gather", lambda *_args: recorded_snapshot(nodes=nodes))
 
     assert inspection.main([]) == code
     table = capsys.readouterr().out
@@ -571,8 +571,8 @@ def test_inspect_shows_each_nodes_versions_and_refuses_an_old_dra_kubelet(
         node("dra-17", {HYBRID: "hybrid", COHORT: "dra"}, runtime="containerd://1.7.27"),
         node("plugin-old", {HYBRID: "hybrid", COHORT: "device-plugin"}, kubelet="v1.31.9-eks-1"),
     )
-    monkeypatch.setattr(inspection, "connect", lambda *_args: _Kube())
-    monkeypatch.setattr(inspection, "gather", lambda *_args: snap)
+    monkeypatch.setattr(kubeclient, "connect", lambda *_args: _Kube())
+    monkeypatch.setattr(inspection.cli, "gather", lambda *_args: snap)
 
     assert inspection.main(["--json"]) == 1
     document = json.loads(capsys.readouterr().out)

@@ -325,6 +325,11 @@ def hostcheck_modes() -> dict[str, Mode]:
     return {mode.hostcheck_key: mode for kind in OWNER_KINDS.values() for mode in kind.modes}
 
 
+def hostcheck_owners() -> dict[str, Owner]:
+    """The host check's `--owner` values -> the owner kind whose mode each one checks (its default cohort label)."""
+    return {mode.hostcheck_key: kind.owner for kind in OWNER_KINDS.values() for mode in kind.modes}
+
+
 def registered_literals() -> frozenset[str]:
     """Every chart name, app label and image name in the registry: what no other module may spell out."""
     found: set[str] = set()

@@ -1,0 +1,48 @@
+"""`eks-hybrid-gpu inspect`: its options, and its exit codes (a conflict 1, an unreadable cluster 2)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from components.ledger import LedgerError
+from eks_hybrid_gpu import kubeclient
+from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.inspection.render import render
+from eks_hybrid_gpu.inspection.report import report
+from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, gather
+
+CONFLICT_EXIT_CODE = 1
+"""Exit code when a finding is a conflict (two publishers, or one the ledger does not expect)."""
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`eks-hybrid-gpu inspect` options."""
+    kubeclient.add_cluster_options(p)
+    kubeclient.add_namespace_option(p, "the ResourceClaims")
+    p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
+    kubeclient.add_json_option(p)
+
+
+def main(argv: Sequence[str]) -> int:
+    """`eks-hybrid-gpu inspect ARGV...`."""
+    return run_command("inspect", argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """0 with the report; 1 when a finding is a conflict; 2 with one line when the cluster cannot be read."""
+    if "/" not in args.ledger:
+        print(f"inspect: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
+        return kubeclient.ACCESS_EXIT_CODE
+    return kubeclient.run_reporting(
+        "inspect", lambda: _inspect(args), (LedgerError,), (kubeclient.KubeApiError, ValueError)
+    )
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    kube = kubeclient.connect(args.kubeconfig, args.context)
+    document = report(gather(kube, args.namespace, args.ledger), kube)
+    print(json.dumps(document, indent=2) if args.json else render(document))
+    return CONFLICT_EXIT_CODE if document["conflict"] else 0

@@ -1,0 +1,123 @@
+"""The tables `inspect` prints without `--json`: GPU nodes, findings, the driver's slices, the namespace's claims."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from components.config import show
+from components.dra_objects import DRIVER
+from eks_hybrid_gpu.tables import OPERAND_STANDING, table_lines
+from policy.gpu_allocation.vocab.labels import MIGRATION_NAME
+
+
+def _version_cell(value: object) -> str:
+    """A reported version for the table: as is when it is plain, quoted and cut when it is not; '-' when absent."""
+    if value is None:
+        return "-"
+    if isinstance(value, str) and value.isascii() and value.isprintable() and " " not in value and len(value) <= 40:
+        return value
+    return show(value)
+
+
+def _attribute(value: Mapping[str, Any] | None) -> str:
+    if not value:
+        return "-"
+    return str(next(iter(value.values())))
+
+
+def claim_state(claim: Mapping[str, Any]) -> str:
+    """pending, allocated, reserved, or deleting with its finalizers: no stored phase exists in this API."""
+    if claim["deleting"]:
+        return f"deleting (finalizers: {', '.join(claim['finalizers']) or 'none'})"
+    if claim["reservedFor"]:
+        return "reserved"
+    if claim["allocation"]:
+        return "allocated"
+    return "pending"
+
+
+def operands_cell(operands: Mapping[str, Any] | None) -> str:
+    """The `GPU Operator operands` cell: the node's standing, and how many operand pods run there."""
+    if not operands:
+        return "-"
+    cell = OPERAND_STANDING[operands["standing"]]
+    pods = len(operands["pods"])
+    return f"{cell}, {pods} pod{'s' if pods > 1 else ''} running" if pods else cell
+
+
+def render(document: Mapping[str, Any]) -> str:
+    """The human-readable tables."""
+    ledger = document["ledger"]
+    source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
+    lines = [f"GPU nodes (owners from ConfigMap {source}):"]
+    migration = ledger.get("migration")
+    if migration:
+        lines.insert(
+            0,
+            f"Migration under way: cohort {migration.get('cohort')} from {migration.get('from')} to "
+            f"{migration.get('to')}, phase {migration.get('phase')} (ConfigMap {MIGRATION_NAME}); continue it with "
+            f"`eks-hybrid-gpu migrate --stack STACK --cohort {migration.get('cohort')} --to {migration.get('to')}`\n",
+        )
+    header = (
+        "node",
+        "compute-type",
+        "cohort",
+        "declared owner",
+        "observed publishers",
+        "GPUs in use",
+        "GPU resources",
+        "DRA devices",
+        "kubelet",
+        "runtime",
+    )
+    operator = any(n.get("operatorOperands") for n in document["nodes"])
+    rows: list[tuple[str, ...]] = [(*header, "GPU Operator operands") if operator else header]
+    for n in document["nodes"]:
+        resources = ",".join(f"{k}={v}" for k, v in n["gpuResources"].items()) or "-"
+        row = (
+            n["name"],
+            n["computeType"] or "-",
+            n["cohort"] or "-",
+            n["owner"] or f"- ({n['note']})",
+            ", ".join(n["observedPublishers"]) or "none",
+            n["gpusInUse"],
+            resources,
+            str(n["draDevices"]),
+            _version_cell(n["kubeletVersion"]),
+            _version_cell(n["containerRuntimeVersion"]),
+        )
+        rows.append((*row, operands_cell(n.get("operatorOperands"))) if operator else row)
+    lines += [f"  {line}" for line in table_lines(rows)] if document["nodes"] else ["  none"]
+    lines.append("\nFindings:")
+    for f in document["findings"]:
+        lines.append(f"  {'CONFLICT' if f['conflict'] else 'warning'} {f['node']}: {f['message']}")
+    if not document["findings"]:
+        lines.append("  none")
+    lines.append(f"\nResourceSlices of {DRIVER}:")
+    rows = [("node", "device", "type", "productName", "memory", "uuid")]
+    for s in document["resourceSlices"]:
+        for d in s["devices"]:
+            attributes = d["attributes"]
+            memory = (d["capacity"].get("memory") or {}).get("value", "-")
+            rows.append(
+                (
+                    str(s["node"]),
+                    str(d["name"]),
+                    _attribute(attributes.get("type")),
+                    _attribute(attributes.get("productName")),
+                    str(memory),
+                    _attribute(attributes.get("uuid")),
+                )
+            )
+    lines += [f"  {line}" for line in table_lines(rows)] if len(rows) > 1 else ["  none"]
+    lines.append(f"\nResourceClaims in {document['namespace']}:")
+    rows = [("claim", "pod", "allocation", "reserved for", "state")]
+    for c in document["resourceClaims"]:
+        allocation = ", ".join(
+            f"{r.get('request')} -> {r.get('driver')}/{r.get('pool')}/{r.get('device')}" for r in c["allocation"] or []
+        )
+        reserved = ", ".join(f"{r.get('resource')}/{r.get('name')}" for r in c["reservedFor"] or [])
+        rows.append((c["name"], c["pod"] or "-", allocation or "-", reserved or "-", claim_state(c)))
+    lines += [f"  {line}" for line in table_lines(rows)] if len(rows) > 1 else ["  none"]
+    return "\n".join(lines)

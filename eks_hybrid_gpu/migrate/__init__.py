@@ -1,0 +1,47 @@
+"""`eks-hybrid-gpu migrate --stack S --cohort C --to OWNER`: change a cohort's owner in order, never two at once.
+
+Changed in one `pulumi up`, Pulumi creates the new owner's resources before it deletes the old one's, so both
+allocators run on the same GPUs for the length of the update; the preview refuses that and names this command.
+It runs the change in phases, each recorded in ConfigMap `gpu-allocation-migration` beside the ledger (the
+program reads it: see `components.migration`), each `pulumi up` a real one with the policy pack:
+
+1. cordon: plan and checks (the cohort's nodes from the ledger, their GPU consumers: refused, or evicted with
+   `--drain` through the Eviction API with PodDisruptionBudgets respected; the target owner's stack config
+   with its floors; no second publisher), then cordon the nodes and drain them;
+2. remove: `pulumi up` with no owner for the cohort (other cohorts untouched);
+3. wait-unpublished: until the old allocator pods are gone and their publication ended on every node;
+4. install: `pulumi up` with the new owner;
+5. wait-published: until its allocator is Ready and publishing on every node;
+6. uncordon (only what this command cordoned), clear the record, print before/after, write the new owner into
+   the stack file (or print the exact edit).
+
+`--dry-run` prints the plan and changes nothing. Run again after Ctrl-C, a kill or a failed phase, the same
+command continues from the recorded phase.
+
+The package, one job a module: `records` (the ledger and the migration record in the cluster), `planning` (the
+stack file, the checks, the migration to run or resume), `phases` (running them in order), `runner` (each phase's
+`pulumi up`) and `cli`. The names below are its public interface.
+"""
+
+from eks_hybrid_gpu.migrate.cli import DEFAULT_TIMEOUT_SECONDS, add_arguments, main, run
+from eks_hybrid_gpu.migrate.phases import Up, migrate
+from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan, read_stack_file, rerun_command
+from eks_hybrid_gpu.migrate.records import ClusterRecords
+from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
+
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS",
+    "ClusterRecords",
+    "MigrateRefused",
+    "StackFile",
+    "Up",
+    "UpFailed",
+    "add_arguments",
+    "main",
+    "migrate",
+    "plan",
+    "read_stack_file",
+    "rerun_command",
+    "run",
+    "stack_runner",
+]

@@ -1,0 +1,74 @@
+"""`eks-hybrid-gpu migrate`: its options, and its exit codes (refused or failed 1, no cluster 2, interrupted 130)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from components.ledger import LedgerError
+from eks_hybrid_gpu import transit
+from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.kubeclient import add_cluster_options, connect, run_reporting
+from eks_hybrid_gpu.migrate.phases import Up, migrate
+from eks_hybrid_gpu.migrate.planning import MigrateRefused, read_stack_file, rerun_command
+from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
+from eks_hybrid_gpu.stackfile import PROJECT_DIR
+from policy.gpu_allocation.vocab.labels import OWNERS
+
+DEFAULT_TIMEOUT_SECONDS = 600.0
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """`eks-hybrid-gpu migrate --stack S --cohort C --to OWNER` options."""
+    p.add_argument("--stack", required=True, help="the stack, as in stacks/Pulumi.<stack>.yaml")
+    p.add_argument("--cohort", required=True, help="the cohort whose owner changes, as named in the ledger")
+    p.add_argument("--to", required=True, choices=OWNERS, help="the new owner")
+    p.add_argument(
+        "--drain", action="store_true", help="evict the pods holding its GPUs (PodDisruptionBudgets respected)"
+    )
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds per wait (default 600)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    p.add_argument("--project-dir", type=Path, help="the project holding stacks/ (default: this checkout)")
+    p.add_argument("--state-dir", type=Path, help="a local stack's Pulumi home and backend (default: local up's)")
+    p.add_argument("--chart-mirror", type=Path, help="a local stack's chart mirror folder, as for `local up`")
+    add_cluster_options(p, "default: the local cluster's for a local stack, else $KUBECONFIG or ~/.kube/config")
+
+
+def main(argv: Sequence[str]) -> int:
+    """`eks-hybrid-gpu migrate ARGV...`."""
+    return run_command("migrate", argv)
+
+
+def run(args: argparse.Namespace) -> int:
+    """0 migrated (or nothing to do); 1 refused, a phase failed or a wait ran out (re-run to continue); 2 no cluster."""
+    return run_reporting("migrate", lambda: _migrate(args), (MigrateRefused, transit.TransitError, LedgerError))
+
+
+def _migrate(args: argparse.Namespace) -> int:
+    try:
+        stack = read_stack_file(args.stack, args.project_dir or PROJECT_DIR)
+        kubeconfig = args.kubeconfig
+        if kubeconfig is None and stack.config.cluster.source == "local":
+            from eks_hybrid_gpu.localpaths import local_kubeconfig
+
+            kubeconfig = str(local_kubeconfig())
+        elif kubeconfig is None and stack.config.cluster.source == "kubeconfig":
+            kubeconfig = stack.config.cluster.kubeconfig
+        kube = connect(kubeconfig, args.context or stack.config.cluster.context)
+        up: Up = (lambda why: None) if args.dry_run else stack_runner(stack, args, kubeconfig)
+        return migrate(kube, stack, args, up)
+    except UpFailed as error:
+        print(
+            f"migrate: pulumi up failed (its output above says why: {error}); the phase stays recorded: fix that, "
+            f"then run `{rerun_command(args)}` again",
+            file=sys.stderr,
+        )
+        return 1
+    except KeyboardInterrupt:
+        print(
+            f"migrate: interrupted; the phase is recorded in the cluster: run `{rerun_command(args)}` again",
+            file=sys.stderr,
+        )
+        return 130

@@ -1,0 +1,109 @@
+"""Running a migration phase by phase, each recorded before the next, then uncordoning and the stack file edit."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable, Mapping
+
+from components.migration import PHASES, Migration, steps
+from eks_hybrid_gpu import transit
+from eks_hybrid_gpu.kubeclient import Kube
+from eks_hybrid_gpu.migrate.planning import StackFile, plan, rerun_command
+from eks_hybrid_gpu.migrate.records import ClusterRecords, say
+from eks_hybrid_gpu.stackfile import write_owner
+from eks_hybrid_gpu.tables import table_lines
+from policy.gpu_allocation.vocab.labels import MIGRATION_NAME
+
+Up = Callable[[str], None]
+"""Runs one `pulumi up` of the stack with the policy pack; the argument says why, for the output."""
+
+
+def _run_phase(
+    migration: Migration, kube: Kube, records: ClusterRecords, up: Up, timeout: float, rerun: str
+) -> Migration:
+    """Do one phase, then record the next; returns the migration at the next phase."""
+    phase = migration.phase
+    started = time.monotonic()
+    nodes = migration.nodes
+    if phase == "cordon":
+        for node in nodes:
+            record = {"to": migration.cohort, "migration": f"{migration.from_owner}->{migration.to_owner}"}
+            transit.mark(
+                kube, node, unschedulable=True, transit={**record, "cordonedByUs": node in migration.cordoned_by_us}
+            )
+            say(f"cordoned {node}")
+        for node in nodes:
+            transit.drain_consumers(kube, node, drain=migration.drain, timeout=timeout, progress=say, rerun=rerun)
+    elif phase == "remove":
+        up(f"remove {migration.from_owner} from cohort {migration.cohort}")
+    elif phase == "wait-unpublished":
+        for node in nodes:
+            transit.wait_unpublished(kube, node, timeout, say, rerun)
+    elif phase == "install":
+        up(f"install {migration.to_owner} for cohort {migration.cohort}")
+    elif phase == "wait-published":
+        for node in nodes:
+            transit.wait_published(kube, node, migration.to_owner, timeout, say, rerun)
+    records.timings[phase] = time.monotonic() - started
+    say(f"[phase {phase}] done in {records.timings[phase]:.1f} s")
+    following = PHASES[PHASES.index(phase) + 1]
+    moved = migration.at(following)
+    records.record(moved)
+    return moved
+
+
+def _finish(migration: Migration, kube: Kube, records: ClusterRecords) -> None:
+    started = time.monotonic()
+    for node in migration.nodes:
+        ours = node in migration.cordoned_by_us
+        transit.mark(kube, node, unschedulable=False if ours else None, transit=None)
+        say(f"{'uncordoned' if ours else 'left cordoned (it was cordoned before)'} {node}")
+    records.clear()
+    records.timings["uncordon"] = time.monotonic() - started
+    say(f"[phase uncordon] done in {records.timings['uncordon']:.1f} s; ConfigMap {MIGRATION_NAME} removed")
+
+
+def migrate(kube: Kube, stack: StackFile, args: argparse.Namespace, up: Up) -> int:
+    """Plan, then (unless --dry-run) run or resume the migration; 0 when the cohort is served by its new owner."""
+    started = time.monotonic()
+    records = ClusterRecords(kube, stack.config.namespaces.device_plugin)
+    migration = plan(kube, stack, records, args)
+    if migration is None:
+        say(f"cohort {args.cohort} is already owned by {args.to} in the cluster's ledger; nothing to migrate")
+        return _write_stack_file(stack, args.cohort, args.to, records)
+    before = [transit.read_state(kube, n) for n in migration.nodes]
+    key = stack.config.cohort_label_key
+    say(f"migrate: {migration.describe()} on {', '.join(migration.nodes)}")
+    say("\n".join(table_lines(transit.state_rows(before, key))))
+    say("plan:\n" + "\n".join(f"  {line}" for line in steps(migration)))
+    if args.dry_run:
+        say("--dry-run: nothing was changed")
+        return 0
+    rerun = rerun_command(args)
+    if records.migration() is None:
+        records.record(migration)
+    while migration.phase != "uncordon":
+        migration = _run_phase(migration, kube, records, up, args.timeout, rerun)
+    _finish(migration, kube, records)
+    after = [transit.read_state(kube, n) for n in migration.nodes]
+    say("before:\n" + "\n".join(table_lines(transit.state_rows(before, key))))
+    say("after:\n" + "\n".join(table_lines(transit.state_rows(after, key))))
+    timings = ", ".join(f"{p} {s:.1f} s" for p, s in records.timings.items())
+    say(f"cohort {args.cohort} is owned by {args.to} ({time.monotonic() - started:.1f} s: {timings})")
+    return _write_stack_file(stack, migration.cohort, migration.to_owner, records, migration.node_selector)
+
+
+def _write_stack_file(
+    stack: StackFile, cohort: str, owner: str, records: ClusterRecords, selector: Mapping[str, str] | None = None
+) -> int:
+    """Make the repository agree with the cluster: the ledger's selector is the hosts' selector."""
+    if selector is None:
+        entry = ((records.ledger() or {}).get("cohorts") or {}).get(cohort) or {}
+        selector = entry.get("nodeSelector") or {}
+    left = write_owner(stack.path, cohort, owner, selector)
+    if left is None:
+        say(f"{stack.path}: cohort {cohort} declares owner {owner} with the hosts' selector, as the cluster has it")
+        return 0
+    say(f"{stack.path} could not be edited safely; make this edit so a later `pulumi up` agrees: {left}")
+    return 0

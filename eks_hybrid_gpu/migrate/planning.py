@@ -1,0 +1,164 @@
+"""The migration to run: the stack file, the checks before anything changes, and a recorded migration to resume."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.config import StackConfig
+from components.consumers import consumers_by_node
+from components.live import LiveCluster
+from components.migration import Migration, apply_to_raw, unsupported
+from components.preflight import check_publishers, matches
+from components.refusals import StackConfigError
+from components.validation import load_stack_config
+from eks_hybrid_gpu import transit
+from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, NODES, PODS, SLICES, Kube
+from eks_hybrid_gpu.migrate.records import ClusterRecords, say
+from eks_hybrid_gpu.stackfile import raw_config
+from policy.gpu_allocation.vocab.labels import GPU_OPERATOR
+
+
+class MigrateRefused(Exception):
+    """The migration cannot run as asked; the message names the reason and what to do instead."""
+
+
+@dataclass(frozen=True)
+class StackFile:
+    """The stack as its file declares it: raw config values (without the project prefix) and the checked model."""
+
+    name: str
+    path: Path
+    project_dir: Path
+    raw: dict[str, Any]
+    config: StackConfig
+
+    @property
+    def relative(self) -> str:
+        """`stacks/Pulumi.S.yaml`, for messages."""
+        return f"stacks/{self.path.name}"
+
+
+def read_stack_file(name: str, project_dir: Path) -> StackFile:
+    """Read and validate `stacks/Pulumi.<name>.yaml`; MigrateRefused when it is missing or invalid."""
+    path = project_dir / "stacks" / f"Pulumi.{name}.yaml"
+    if not path.is_file():
+        msg = f"no stack file {path}; pass the stack's name as in stacks/Pulumi.<name>.yaml (and --project-dir)"
+        raise MigrateRefused(msg)
+    raw = raw_config(yaml.safe_load(path.read_text()) or {})
+    try:
+        config = load_stack_config(raw, project_dir, stack_file=f"stacks/{path.name}")
+    except StackConfigError as error:
+        raise MigrateRefused(str(error)) from None
+    return StackFile(name, path, project_dir, raw, config)
+
+
+def rerun_command(args: argparse.Namespace) -> str:
+    """The same command, to continue after an interruption."""
+    options = ("stack", "cohort", "to", "drain", "project_dir", "state_dir", "kubeconfig")
+    return transit.rerun_command(
+        "migrate", options=[(f"--{name.replace('_', '-')}", getattr(args, name)) for name in options]
+    )
+
+
+def _live(kube: Kube) -> LiveCluster:
+    """What the preflight reads, through the day-2 client."""
+    return LiveCluster(
+        nodes=kube.items(NODES),
+        slices=kube.items(SLICES),
+        pods=kube.items(PODS, fieldSelector="status.phase!=Succeeded,status.phase!=Failed"),
+        daemonsets=kube.items(DAEMONSETS),
+        claims=kube.items(CLAIMS),
+    )
+
+
+def config_at(stack: StackFile, migration: Migration) -> StackConfig:
+    """The stack config the program uses in the migration's phase (the target owner's floors checked here)."""
+    changed, problems = apply_to_raw(stack.raw, migration)
+    try:
+        if problems:
+            raise StackConfigError(problems, stack.relative)
+        return load_stack_config(changed, stack.project_dir, stack_file=stack.relative)
+    except StackConfigError as error:
+        msg = f"with cohort {migration.cohort} owned by {migration.installs or migration.from_owner}: {error}"
+        raise MigrateRefused(msg) from None
+
+
+def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.Namespace) -> Migration | None:
+    """The migration to run (a recorded one to resume, or a new one after its checks); None when nothing is left."""
+    if not stack.config.cluster.preflight:
+        msg = (
+            f"{stack.relative} sets cluster.preflight false; the program reads the migration record in its preflight, "
+            "so without it a `pulumi up` could reinstall the old owner mid-migration: turn the preflight on first"
+        )
+        raise MigrateRefused(msg)
+    recorded = records.migration()
+    if recorded is not None:
+        if (recorded.cohort, recorded.to_owner) != (args.cohort, args.to):
+            msg = (
+                f"another migration is under way ({recorded.describe()}); finish it first with `eks-hybrid-gpu migrate "
+                f"--stack {args.stack} --cohort {recorded.cohort} --to {recorded.to_owner}`"
+            )
+            raise MigrateRefused(msg)
+        say(f"resuming the migration recorded in the cluster: {recorded.describe()}")
+        return dataclasses.replace(recorded, drain=recorded.drain or args.drain)  # --drain added on a re-run counts
+    ledger = records.ledger()
+    if ledger is None:
+        msg = (
+            f"no ownership ledger in namespace {records.namespace}: migrate changes the owner of a cohort that "
+            "`pulumi up` installed; run it first"
+        )
+        raise MigrateRefused(msg)
+    cohorts: Mapping[str, Any] = ledger.get("cohorts") or {}
+    entry = cohorts.get(args.cohort)
+    if not isinstance(entry, Mapping):
+        msg = (
+            f"the ledger has no cohort {args.cohort} (cohorts: {', '.join(sorted(cohorts)) or 'none'}); a new cohort "
+            "is installed by `pulumi up`, not migrated"
+        )
+        raise MigrateRefused(msg)
+    from_owner = str(entry.get("owner"))
+    if from_owner == args.to:
+        return None
+    mode = stack.config.operator.mode if args.to == GPU_OPERATOR else None
+    why_not = unsupported(from_owner, ledger.get("operatorMode"), args.to, mode)
+    if why_not is not None:
+        msg = f"cohort {args.cohort}: {from_owner} -> {args.to}: {why_not}"
+        raise MigrateRefused(msg)
+    selector = {str(k): str(v) for k, v in (entry.get("nodeSelector") or {}).items()}
+    live = _live(kube)
+    nodes = sorted(str(n["metadata"]["name"]) for n in live.nodes if matches(selector, n))
+    if not nodes:
+        msg = f"cohort {args.cohort}'s selector {selector} selects no node; nothing to migrate: edit the stack file"
+        raise MigrateRefused(msg)
+    migration = Migration(args.cohort, from_owner, args.to, "cordon", selector, tuple(nodes), (), args.drain)
+    config_at(stack, migration.at("install"))  # the target owner's floors (hostDriverVerified, versions, ...)
+    current = config_at(stack, migration)
+    index = next(i for i, c in enumerate(current.cohorts) if c.name == args.cohort)
+    second = [p for p in check_publishers(current, live) if p.path == f"cohorts[{index}].nodeSelector"]
+    if second:
+        raise MigrateRefused("; ".join(p.message for p in second))
+    held = [c for node in nodes for c in consumers_by_node(live.pods, live.claims).get(node, [])]
+    if held and not args.drain:
+        msg = (
+            f"GPUs of cohort {args.cohort} are in use: {'; '.join(c.describe() for c in held)}; let those pods finish, "
+            f"or evict them with `{rerun_command(args)} --drain` (PodDisruptionBudgets respected)"
+        )
+        raise MigrateRefused(msg)
+    cordoned = {str(n["metadata"]["name"]) for n in live.nodes if (n.get("spec") or {}).get("unschedulable")}
+    return Migration(
+        args.cohort,
+        from_owner,
+        args.to,
+        "cordon",
+        selector,
+        tuple(nodes),
+        tuple(n for n in nodes if n not in cordoned),
+        args.drain,
+    )

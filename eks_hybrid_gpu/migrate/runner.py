@@ -1,0 +1,70 @@
+"""How a phase runs `pulumi up`: the local default's engine for a local stack, else the user's own Pulumi."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from components.migration import Migration
+from eks_hybrid_gpu.migrate.phases import Up
+from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, config_at
+from eks_hybrid_gpu.migrate.records import say
+from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, PROJECT
+
+
+class UpFailed(Exception):
+    """A phase's `pulumi up` failed; its output above says why."""
+
+
+def stack_runner(stack: StackFile, args: argparse.Namespace, kubeconfig: str | None) -> Up:
+    """How one phase runs `pulumi up`: the local default's engine for a local stack, else the user's Pulumi."""
+    from pulumi import automation as auto
+
+    from eks_hybrid_gpu import chartmirror, engine
+
+    def output(line: str) -> None:
+        print(f"  | {line}", flush=True)
+
+    if stack.config.cluster.source == "local":
+        from eks_hybrid_gpu.localpaths import local_kubeconfig
+
+        state = Path(args.state_dir) if args.state_dir else engine.engine_state_dir()
+        env = engine.prepare(state, Path(kubeconfig) if kubeconfig else local_kubeconfig())
+        charts: dict[str, Any] = {}
+        target = config_at(stack, _target(stack, args.cohort, args.to))
+        try:
+            for config in (stack.config, target):
+                charts.update(chartmirror.choose(config, args.chart_mirror).overrides or {})
+        except chartmirror.ChartMirrorError as error:
+            raise MigrateRefused(str(error)) from None
+        pulumi_stack = engine.stack(env, stack.name, work_dir=stack.project_dir, charts=charts or None)
+    else:
+        from components.program import run as program
+
+        def user_program() -> None:
+            program(stack.project_dir)
+
+        pulumi_stack = auto.select_stack(
+            stack.name,
+            project_name=PROJECT,
+            program=user_program,
+            opts=auto.LocalWorkspaceOptions(work_dir=str(stack.project_dir)),
+        )
+    packs = engine.policy_packs()
+
+    def up(why: str) -> None:
+        say(f"pulumi up of stack {stack.name} with the policy pack: {why}")
+        try:
+            pulumi_stack.up(on_output=output, color="never", policy_packs=packs)
+        except auto.CommandError as error:
+            raise UpFailed(" ".join(str(error).split())[-600:]) from None
+
+    return up
+
+
+def _target(stack: StackFile, cohort_name: str, to: str) -> Migration:
+    """A migration at its install phase: the target owner's config, for choosing its chart source."""
+    cohort = next((c for c in stack.config.cohorts if c.name == cohort_name), None)
+    selector = cohort.selector(stack.config.cohort_label_key) if cohort else {}
+    return Migration(cohort_name, DEVICE_PLUGIN if to == DRA else DRA, to, "install", selector)
