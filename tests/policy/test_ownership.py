@@ -46,13 +46,12 @@ def operator_stack(harness: Harness, mode: str = "cluster-policy") -> list[Item]
 
 def test_seed_device_plugin_and_dra_cohorts_pass(harness: Harness) -> None:
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, seed_stack(harness))
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
 
 
 def test_no_gpu_owner_is_not_applicable(harness: Harness) -> None:
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, [harness.item(harness.ledger({}), name="ledger")])
-    assert outcome.not_applicable == "the stack installs no GPU allocation owner"
+    assert harness.not_applicable(outcome) == "the stack installs no GPU allocation owner"
 
 
 def test_two_owners_in_one_cohort(harness: Harness) -> None:
@@ -116,7 +115,7 @@ def test_cluster_policy_operator_without_its_plugin_beside_a_plugin_cohort_passe
     ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
     items = [*harness.device_plugin(), harness.operator("cluster-policy"), ledger]
     outcome = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items)
-    assert outcome.violations == []
+    harness.passes(outcome)
 
 
 def test_gpu_cluster_next_to_standalone_dra(harness: Harness) -> None:
@@ -167,7 +166,7 @@ def test_compute_domain_crds_with_two_owners(harness: Harness) -> None:
         for crd in ("computedomains.resource.nvidia.com", "computedomaincliques.resource.nvidia.com")
     ]
     items = [*harness.dra(skip_crds=True), harness.operator("cluster-policy"), ledger]
-    assert harness.stack(COMPUTE_DOMAIN_CRDS_ONE_OWNER, items).violations == []
+    harness.passes(harness.stack(COMPUTE_DOMAIN_CRDS_ONE_OWNER, items))
 
 
 def test_nfd_twice(harness: Harness) -> None:
@@ -249,7 +248,7 @@ def test_missing_ledger_and_config_override(harness: Harness) -> None:
     assert outcome.one().startswith(
         "The stack installs GPU allocation owners but has no ledger ConfigMap 'gpu-allocation-ledger'"
     )
-    assert harness.stack(OWNERSHIP_LEDGER_CONSISTENT, items, config={"requireLedger": False}).violations == []
+    harness.passes(harness.stack(OWNERSHIP_LEDGER_CONSISTENT, items, config={"requireLedger": False}))
 
 
 def test_unknown_values_and_ledger_do_not_crash(harness: Harness) -> None:
@@ -262,10 +261,10 @@ def test_unknown_values_and_ledger_do_not_crash(harness: Harness) -> None:
         elif item.resource_type != harness.chart:
             item.props["metadata"]["labels"] = UNKNOWN_OBJECT
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
-    assert outcome.violations == []
+    harness.passes(outcome)
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", {})
     release.props["values"] = UNKNOWN_OBJECT
-    assert harness.stack(SINGLE_ALLOCATION_OWNER, [release], config={"requireLedger": False}).violations == []
+    harness.passes(harness.stack(SINGLE_ALLOCATION_OWNER, [release], config={"requireLedger": False}))
 
 
 def test_unreadable_ledger(harness: Harness) -> None:
@@ -282,13 +281,12 @@ def test_unreadable_ledger(harness: Harness) -> None:
 
 def test_gpu_cluster_operator_alone_passes(harness: Harness) -> None:
     outcome = harness.stack(OPERATOR_CR_EXCLUSIVE, operator_stack(harness, "gpu-cluster"))
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
 
 
 def test_no_operator_is_not_applicable(harness: Harness) -> None:
     outcome = harness.stack(OPERATOR_CR_EXCLUSIVE, seed_stack(harness))
-    assert outcome.not_applicable == "the stack installs no GPU Operator"
+    assert harness.not_applicable(outcome) == "the stack installs no GPU Operator"
 
 
 def test_both_deploy_cr_values_true(harness: Harness) -> None:
@@ -333,4 +331,4 @@ def test_two_operator_releases(harness: Harness) -> None:
 def test_operator_unknown_values_do_not_crash(harness: Harness) -> None:
     release = harness.operator("gpu-cluster")
     release.props["values"] = {"clusterPolicy": {"deployCR": UNKNOWN_STRING}, "gpuCluster": UNKNOWN_OBJECT}
-    assert harness.stack(OPERATOR_CR_EXCLUSIVE, [release]).violations == []
+    harness.passes(harness.stack(OPERATOR_CR_EXCLUSIVE, [release]))
