@@ -21,19 +21,13 @@ import yaml
 from pulumi import automation as auto
 
 from eks_hybrid_gpu import engine
-from tests.support import charts
+from tests.support import charts, seeds
 
 pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
 SHARED = charts.folder()
-FIXTURES = engine.ROOT / "tests" / "fixtures" / "policy"
-STATIC_PLUGIN = (FIXTURES / "nvidia-device-plugin-static.yml").read_text()
+STATIC_PLUGIN = (seeds.FIXTURES / "nvidia-device-plugin-static.yml").read_text()
 VIOLATION = re.compile(r"- \[mandatory\] \[severity: \w+\]\s+(\S+)\s+\((.*)\)$")
-
-
-def _values(name: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((FIXTURES / name).read_text())
-    return loaded
 
 
 def _foreign_stack(engine_env: engine.EngineEnv, tmp_path: Path, project: str, program: Callable[[], None]) -> Any:
@@ -87,7 +81,7 @@ def _dra_chart(provider: k8s.Provider) -> None:
         "team-dra",
         chart=str(SHARED / "dra-driver-nvidia-gpu-0.4.1.tgz"),
         namespace="gpu-dra-system",
-        values=_values("dra-values.yaml"),
+        values=seeds.document(seeds.DRA_VALUES),
         opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]),
     )
 
@@ -138,7 +132,7 @@ def test_device_plugin_chart_with_the_guides_values_passes(engine_env: engine.En
             "team-plugin",
             chart=str(SHARED / "nvidia-device-plugin-0.20.0.tgz"),
             namespace="gpu-system",
-            values=_values("device-plugin-values.yaml"),
+            values=seeds.document(seeds.DEVICE_PLUGIN_VALUES),
             opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]),
         )
 

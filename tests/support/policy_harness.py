@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from google.protobuf import json_format, struct_pb2
 from pulumi_policy import (
     Policy,
@@ -31,12 +30,13 @@ from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from policy.gpu_allocation.vocab import labels as vocab
+from tests.support import seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-FIXTURES = ROOT / "tests" / "fixtures" / "policy"
+FIXTURES = seeds.FIXTURES
 REAL = FIXTURES / "real"
 CHART_V4 = "kubernetes:helm.sh/v4:Chart"
 RELEASE_V3 = "kubernetes:helm.sh/v3:Release"
@@ -152,12 +152,6 @@ def type_of(manifest: dict[str, Any]) -> str:
     api_version = manifest["apiVersion"]
     group_version = api_version if "/" in api_version else f"core/{api_version}"
     return f"kubernetes:{group_version}:{manifest['kind']}"
-
-
-@functools.cache
-def _load(file_name: str) -> list[dict[str, Any]]:
-    with (FIXTURES / file_name).open() as handle:
-        return [d for d in yaml.safe_load_all(handle) if d]
 
 
 def _select(manifest: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]:
@@ -309,17 +303,10 @@ class Harness:
         props.update(extra)
         return Item(resource_type, props, name)
 
-    @staticmethod
-    def docs(file_name: str) -> list[dict[str, Any]]:
-        """The documents of a fixture file (a fresh copy each call)."""
-        return copy.deepcopy(_load(file_name))
-
-    @staticmethod
-    def values(file_name: str) -> dict[str, Any]:
-        """A values fixture (a fresh copy each call)."""
-        loaded = Harness.docs(file_name)
-        assert len(loaded) == 1
-        return loaded[0]
+    docs = staticmethod(seeds.documents)
+    """The documents of a fixture file (a fresh copy each call)."""
+    values = staticmethod(seeds.document)
+    """A values fixture (a fresh copy each call)."""
 
     @staticmethod
     def find(file_name: str, kind: str, name: str) -> dict[str, Any]:
