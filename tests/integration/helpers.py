@@ -5,15 +5,17 @@ from __future__ import annotations
 import json
 import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
+import pytest
 import yaml
 from kubernetes import client, config
+from pulumi import automation as auto
 
 from components.config import StackConfig
 from components.ledger import ownership_map
@@ -92,3 +94,22 @@ def cluster_provider(engine_env: engine.EngineEnv) -> k8s.Provider:
 def namespace(name: str, provider: k8s.Provider) -> k8s.core.v1.Namespace:
     """An inline program's Namespace `name`."""
     return k8s.core.v1.Namespace(f"ns-{name}", metadata={"name": name}, opts=pulumi.ResourceOptions(provider=provider))
+
+
+def _refused(operation: Callable[..., Any]) -> str:
+    output: list[str] = []
+    with pytest.raises(auto.CommandError) as failure:
+        operation(on_output=output.append, color="never", policy_packs=engine.policy_packs())
+    text = "\n".join([*output, str(failure.value)])
+    print(text)  # shown by pytest when an assertion after it fails
+    return text
+
+
+def refused_preview(stack: auto.Stack) -> str:
+    """What a `pulumi preview` with the pack printed, then its error, when it must fail."""
+    return _refused(stack.preview)
+
+
+def refused_up(stack: auto.Stack) -> str:
+    """What a `pulumi up` with the pack printed, then its error, when it must fail."""
+    return _refused(stack.up)

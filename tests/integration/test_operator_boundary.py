@@ -26,8 +26,8 @@ from components.ledger import ownership_map
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, OPERANDS_OPT_OUT_LABEL
-from tests.integration.helpers import SHARED_CHARTS, work_dir_with_stack
-from tests.integration.test_publishers import delete_pod, refused_preview
+from tests.integration.helpers import SHARED_CHARTS, refused_preview, work_dir_with_stack
+from tests.integration.test_publishers import delete_pod
 from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.charts]
