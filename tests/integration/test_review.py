@@ -236,19 +236,25 @@ def run(project_dir):
 """
 
 
-def test_secrets_never_reach_the_output_and_nothing_is_applied(
-    render_env: RenderEnv, cluster: localcluster.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    checkout = tmp_path / "checkout"
+def _checkout(root: Path, cluster_module: str, program: str) -> Path:
+    """A checkout of a program of our project with one stack, `fake`: its components.cluster and program modules."""
+    checkout = root / "checkout"
     (checkout / "components").mkdir(parents=True)
     (checkout / "stacks").mkdir()
     (checkout / "Pulumi.yaml").write_text("name: eks-hybrid-gpu\nruntime: python\nstackConfigDir: stacks\n")
     (checkout / "components" / "__init__.py").write_text("")
+    (checkout / "components" / "cluster.py").write_text(cluster_module)
+    (checkout / "components" / "program.py").write_text(program)
+    (checkout / "stacks" / "Pulumi.fake.yaml").write_text("config: {}\n")
+    return checkout
+
+
+def test_secrets_never_reach_the_output_and_nothing_is_applied(
+    render_env: RenderEnv, cluster: localcluster.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # A program from before `run(..., render_dir=...)`: `components.cluster.render_dir` marks it, and the worker
     # tells it to render through EKS_HYBRID_GPU_RENDER_DIR (it ignores that; the safety net must catch it).
-    (checkout / "components" / "cluster.py").write_text("def render_dir():\n    return None\n")
-    (checkout / "components" / "program.py").write_text(FAKE_PROGRAM % cluster.token)
-    (checkout / "stacks" / "Pulumi.fake.yaml").write_text("config: {}\n")
+    checkout = _checkout(tmp_path, "def render_dir():\n    return None\n", FAKE_PROGRAM % cluster.token)
     monkeypatch.setenv("REVIEW_TEST_KUBECONFIG", str(cluster.kubeconfig))
 
     result = review("fake", ReviewInput(checkout, checkout / "stacks" / "Pulumi.fake.yaml", "head"), None, render_env)
@@ -286,14 +292,7 @@ def test_a_program_without_any_render_mode_is_reported_not_run(
 ) -> None:
     # Neither `run(..., render_dir=...)` nor `components.cluster.render_dir`: the review renders such a base's
     # stack file with the head's program and says so (BASE_WITHOUT_RENDER_MODE).
-    checkout = tmp_path / "checkout"
-    (checkout / "components").mkdir(parents=True)
-    (checkout / "stacks").mkdir()
-    (checkout / "Pulumi.yaml").write_text("name: eks-hybrid-gpu\nruntime: python\nstackConfigDir: stacks\n")
-    (checkout / "components" / "__init__.py").write_text("")
-    (checkout / "components" / "cluster.py").write_text("")
-    (checkout / "components" / "program.py").write_text(program)
-    (checkout / "stacks" / "Pulumi.fake.yaml").write_text("config: {}\n")
+    checkout = _checkout(tmp_path, "", program)
 
     with pytest.raises(RenderModeMissingError, match="has no render mode"):
         render_stack(checkout, "fake", checkout / "stacks" / "Pulumi.fake.yaml", render_env, label="base", policy=False)

@@ -18,22 +18,15 @@ pytestmark = pytest.mark.policy
 NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-system"}}
 
 
+PROBE = {"description": "A probe of the harness.", "enforcement_level": EnforcementLevel.MANDATORY}
+
+
 def _resource_policy(validate: Callable[..., Any]) -> ResourceValidationPolicy:
-    return ResourceValidationPolicy(
-        name="harness-probe",
-        description="A probe of the harness.",
-        validate=validate,
-        enforcement_level=EnforcementLevel.MANDATORY,
-    )
+    return ResourceValidationPolicy(name="harness-probe", validate=validate, **PROBE)
 
 
 def _stack_policy(validate: Callable[..., Any]) -> StackValidationPolicy:
-    return StackValidationPolicy(
-        name="harness-stack-probe",
-        description="A probe of the harness.",
-        validate=validate,
-        enforcement_level=EnforcementLevel.MANDATORY,
-    )
+    return StackValidationPolicy(name="harness-stack-probe", validate=validate, **PROBE)
 
 
 def _skips(args: Any, report_violation: Any) -> None:
