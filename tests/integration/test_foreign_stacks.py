@@ -57,6 +57,17 @@ def _preview(stack: Any) -> tuple[bool, str]:
     return refused, output
 
 
+def _refused(
+    engine_env: engine.EngineEnv, tmp_path: Path, project: str, program: Callable[[], None]
+) -> tuple[dict[str, list[str]], str]:
+    """A foreign stack's preview, which the pack must refuse: the policies that refused it, and the output."""
+    refused, output = _preview(_foreign_stack(engine_env, tmp_path, project, program))
+    assert refused, output
+    found = refused_by(output)
+    assert "ownership-ledger-consistent" not in found  # another project keeps no ledger, and none is asked of it
+    return found, output
+
+
 def _team_chart(provider: k8s.Provider, name: str, archive: str, where: str, values: dict[str, Any]) -> None:
     """A team's own helm.v4.Chart of one of the tests' archives, in its Namespace `where`."""
     created = namespace(where, provider)
@@ -82,11 +93,8 @@ def test_nvidia_static_plugin_through_a_config_group_next_to_a_dra_chart_is_refu
         k8s.yaml.v2.ConfigGroup("nvidia-static", yaml=STATIC_PLUGIN, opts=pulumi.ResourceOptions(provider=provider))
         _dra_chart(provider)
 
-    refused, output = _preview(_foreign_stack(engine_env, tmp_path, "platform-gpu-static", program))
-    assert refused, output
-    found = refused_by(output)
+    found, output = _refused(engine_env, tmp_path, "platform-gpu-static", program)
     assert "single-allocation-owner" in found, output
-    assert "ownership-ledger-consistent" not in found
     assert "nvidia-device-plugin-daemonset" in output
 
 
@@ -104,11 +112,8 @@ def test_plain_daemonset_running_the_device_plugin_without_the_hybrid_pin_is_ref
             opts=pulumi.ResourceOptions(provider=provider),
         )
 
-    refused, output = _preview(_foreign_stack(engine_env, tmp_path, "platform-gpu-daemonset", program))
-    assert refused, output
-    found = refused_by(output)
+    found, output = _refused(engine_env, tmp_path, "platform-gpu-daemonset", program)
     assert "no-auto-mode-targeting" in found, output
-    assert "ownership-ledger-consistent" not in found
     assert "Add eks.amazonaws.com/compute-type: hybrid to spec.template.spec.nodeSelector of" in output
 
 
