@@ -36,6 +36,16 @@ def seed_stack(harness: Harness) -> list[Item]:
     return [*harness.device_plugin(), *harness.dra(), harness.seed_ledger()]
 
 
+def beside_operator(harness: Harness, owner: str, mode: str = "cluster-policy") -> Item:
+    """The ledger of an Operator cohort beside one standalone cohort of `owner` (device-plugin or dra)."""
+    cohort, selector = {"device-plugin": ("plugin", DP_SELECTOR), "dra": ("dra", DRA_SELECTOR)}[owner]
+    cohorts = {
+        cohort: harness.cohort_entry(owner, selector),
+        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
+    }
+    return harness.item(harness.ledger(cohorts, operator_mode=mode), name="ledger")
+
+
 def operator_stack(harness: Harness, mode: str = "cluster-policy") -> list[Item]:
     ledger = harness.ledger({"operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR)}, operator_mode=mode)
     return [harness.operator(mode), harness.item(ledger, name="ledger")]
@@ -89,11 +99,7 @@ def test_cohorts_with_one_differing_key_are_disjoint(harness: Harness) -> None:
 def test_operator_device_plugin_next_to_standalone_plugin(harness: Harness) -> None:
     values = harness.values("operator-cluster-policy-values.yaml")
     del values["devicePlugin"]
-    cohorts = {
-        "plugin": harness.cohort_entry("device-plugin", DP_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
+    ledger = beside_operator(harness, "device-plugin")
     items = [*harness.device_plugin(), harness.operator("cluster-policy", values), ledger]
     outcome = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items)
     assert outcome.one() == (
@@ -108,11 +114,7 @@ def test_operator_device_plugin_next_to_standalone_plugin(harness: Harness) -> N
 
 
 def test_cluster_policy_operator_without_its_plugin_beside_a_plugin_cohort_passes(harness: Harness) -> None:
-    cohorts = {
-        "plugin": harness.cohort_entry("device-plugin", DP_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
+    ledger = beside_operator(harness, "device-plugin")
     items = [*harness.device_plugin(), harness.operator("cluster-policy"), ledger]
     outcome = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items)
     harness.passes(outcome)
@@ -120,11 +122,7 @@ def test_cluster_policy_operator_without_its_plugin_beside_a_plugin_cohort_passe
 
 def test_gpu_cluster_next_to_standalone_dra(harness: Harness) -> None:
     items = [*harness.dra(skip_crds=True), harness.operator("gpu-cluster")]
-    cohorts = {
-        "dra": harness.cohort_entry("dra", DRA_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    items.append(harness.item(harness.ledger(cohorts, operator_mode="gpu-cluster"), name="ledger"))
+    items.append(beside_operator(harness, "dra", "gpu-cluster"))
     outcome = harness.stack(GPU_CLUSTER_EXCLUDES_STANDALONE_DRA, items)
     message = outcome.one()
     assert message.startswith(
@@ -149,11 +147,7 @@ def test_gpu_cluster_cr_object_next_to_dra_workload(harness: Harness) -> None:
 
 
 def test_compute_domain_crds_with_two_owners(harness: Harness) -> None:
-    cohorts = {
-        "dra": harness.cohort_entry("dra", DRA_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
+    ledger = beside_operator(harness, "dra")
     items = [*harness.dra(), harness.operator("cluster-policy"), ledger]
     outcome = harness.stack(COMPUTE_DOMAIN_CRDS_ONE_OWNER, items)
     schemas = {"computedomains.resource.nvidia.com": ", and the two charts ship different schemas"}
@@ -172,11 +166,7 @@ def test_compute_domain_crds_with_two_owners(harness: Harness) -> None:
 def test_nfd_twice(harness: Harness) -> None:
     operator_values = harness.values("operator-cluster-policy-values.yaml")
     del operator_values["nfd"]
-    cohorts = {
-        "plugin": harness.cohort_entry("device-plugin", DP_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
+    ledger = beside_operator(harness, "device-plugin")
     # The device plugin's gfd.enabled=true turned the NFD subchart on: visible only in what it renders.
     items = [*harness.device_plugin(variant="gfd"), harness.operator("cluster-policy", operator_values), ledger]
     outcome = harness.stack(NFD_ONE_OWNER, items)
