@@ -7,8 +7,9 @@ kwok, with the local stack's simulated fleet Ready. `sim_cluster` has no kwok: i
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,18 +25,27 @@ def toolchain() -> engine.Toolchain:
     return built
 
 
+def _started(
+    state: Path, populate: Callable[[kubeclient.Kube], object], **options: Any
+) -> Iterator[localcluster.LocalCluster]:
+    """A local cluster started in `state` and populated through its admin client; stopped when the session ends."""
+    started = localcluster.start(state, **options)
+    try:
+        populate(kubeclient.connect(str(started.kubeconfig)))
+        yield started
+    finally:
+        localcluster.stop(state)
+
+
 @pytest.fixture(scope="session")
 def cluster(
     toolchain: engine.Toolchain, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[localcluster.LocalCluster]:
     """The local default's cluster on 127.0.0.1 with the local stack's simulated nodes; removed after the session."""
     state = tmp_path_factory.mktemp("cluster") / "state"
-    started = localcluster.start(state, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
-    try:
-        local.simulate_nodes(kubeclient.connect(str(started.kubeconfig)), local.stack_config("local"))
-        yield started
-    finally:
-        localcluster.stop(state)
+    fleet = local.stack_config("local")
+    controllers = localcluster.WORKLOAD_CONTROLLERS
+    yield from _started(state, lambda kube: local.simulate_nodes(kube, fleet), controllers=controllers, kwok=True)
 
 
 @pytest.fixture(scope="session")
@@ -81,12 +91,9 @@ def sim_cluster(
     else:
         request.getfixturevalue("toolchain")
     state = tmp_path_factory.mktemp("sim-cluster") / "state"
-    started = localcluster.start(state, controllers=simulate.SIMULATION_CONTROLLERS, scheduler=True)
-    try:
-        simulate.apply(kubeclient.connect(str(started.kubeconfig)), simulate.default_simulation())
-        yield started
-    finally:
-        localcluster.stop(state)
+    fleet = simulate.default_simulation()
+    controllers = simulate.SIMULATION_CONTROLLERS
+    yield from _started(state, lambda kube: simulate.apply(kube, fleet), controllers=controllers, scheduler=True)
 
 
 @pytest.fixture(scope="session")

@@ -1,16 +1,21 @@
-"""Small helpers for the engine tests: temporary stack files and API reads."""
+"""Small helpers for the engine tests: temporary stack files, API reads, inline programs and the pack's verdicts."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pulumi
+import pulumi_kubernetes as k8s
+import pytest
 import yaml
 from kubernetes import client, config
+from pulumi import automation as auto
 
 from components.config import StackConfig
 from components.ledger import ownership_map
@@ -20,6 +25,8 @@ from tests.support import charts
 
 LOCAL_STACK_FILE = engine.ROOT / "stacks" / "Pulumi.local.yaml"
 SHARED_CHARTS = charts.folder()
+VIOLATION = re.compile(r"- \[mandatory\] \[severity: \w+\]\s+(\S+)\s+\((.*)\)$")
+"""A mandatory violation line of `pulumi preview` output: the policy, then the resource it names."""
 
 
 def local_charts() -> dict[str, Any]:
@@ -67,3 +74,42 @@ def ledger_in(kube: kubeclient.Kube, namespace: str, config: StackConfig) -> Ite
         yield f"{namespace}/{LEDGER_NAME}"
     finally:
         kube.delete(f"/api/v1/namespaces/{namespace}")
+
+
+def refused_by(output: str) -> dict[str, list[str]]:
+    """Mandatory violations in a preview's output: policy -> the resources it named."""
+    found: dict[str, list[str]] = {}
+    for line in output.splitlines():
+        match = VIOLATION.search(line.strip())
+        if match:
+            found.setdefault(match[1], []).append(match[2])
+    return found
+
+
+def cluster_provider(engine_env: engine.EngineEnv) -> k8s.Provider:
+    """An inline program's provider for the engine's cluster."""
+    return k8s.Provider("cluster", kubeconfig=str(engine_env.kubeconfig))
+
+
+def namespace(name: str, provider: k8s.Provider) -> k8s.core.v1.Namespace:
+    """An inline program's Namespace `name`."""
+    return k8s.core.v1.Namespace(f"ns-{name}", metadata={"name": name}, opts=pulumi.ResourceOptions(provider=provider))
+
+
+def _refused(operation: Callable[..., Any]) -> str:
+    output: list[str] = []
+    with pytest.raises(auto.CommandError) as failure:
+        operation(on_output=output.append, color="never", policy_packs=engine.policy_packs())
+    text = "\n".join([*output, str(failure.value)])
+    print(text)  # shown by pytest when an assertion after it fails
+    return text
+
+
+def refused_preview(stack: auto.Stack) -> str:
+    """What a `pulumi preview` with the pack printed, then its error, when it must fail."""
+    return _refused(stack.preview)
+
+
+def refused_up(stack: auto.Stack) -> str:
+    """What a `pulumi up` with the pack printed, then its error, when it must fail."""
+    return _refused(stack.up)

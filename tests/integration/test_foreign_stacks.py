@@ -9,7 +9,6 @@ archives in ../shared/charts, the guide's values). The real engine, provider and
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,19 +20,13 @@ import yaml
 from pulumi import automation as auto
 
 from eks_hybrid_gpu import engine
-from tests.support import charts
+from tests.integration.helpers import cluster_provider, namespace, refused_by
+from tests.support import charts, seeds
 
 pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
 SHARED = charts.folder()
-FIXTURES = engine.ROOT / "tests" / "fixtures" / "policy"
-STATIC_PLUGIN = (FIXTURES / "nvidia-device-plugin-static.yml").read_text()
-VIOLATION = re.compile(r"- \[mandatory\] \[severity: \w+\]\s+(\S+)\s+\((.*)\)$")
-
-
-def _values(name: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((FIXTURES / name).read_text())
-    return loaded
+STATIC_PLUGIN = (seeds.FIXTURES / "nvidia-device-plugin-static.yml").read_text()
 
 
 def _foreign_stack(engine_env: engine.EngineEnv, tmp_path: Path, project: str, program: Callable[[], None]) -> Any:
@@ -64,47 +57,44 @@ def _preview(stack: Any) -> tuple[bool, str]:
     return refused, output
 
 
-def _refused_by(output: str) -> dict[str, list[str]]:
-    found: dict[str, list[str]] = {}
-    for line in output.splitlines():
-        match = VIOLATION.search(line.strip())
-        if match:
-            found.setdefault(match[1], []).append(match[2])
-    return found
+def _refused(
+    engine_env: engine.EngineEnv, tmp_path: Path, project: str, program: Callable[[], None]
+) -> tuple[dict[str, list[str]], str]:
+    """A foreign stack's preview, which the pack must refuse: the policies that refused it, and the output."""
+    refused, output = _preview(_foreign_stack(engine_env, tmp_path, project, program))
+    assert refused, output
+    found = refused_by(output)
+    assert "ownership-ledger-consistent" not in found  # another project keeps no ledger, and none is asked of it
+    return found, output
 
 
-def _provider(engine_env: engine.EngineEnv) -> k8s.Provider:
-    return k8s.Provider("cluster", kubeconfig=str(engine_env.kubeconfig))
-
-
-def _namespace(name: str, provider: k8s.Provider) -> k8s.core.v1.Namespace:
-    return k8s.core.v1.Namespace(f"ns-{name}", metadata={"name": name}, opts=pulumi.ResourceOptions(provider=provider))
+def _team_chart(provider: k8s.Provider, name: str, archive: str, where: str, values: dict[str, Any]) -> None:
+    """A team's own helm.v4.Chart of one of the tests' archives, in its Namespace `where`."""
+    created = namespace(where, provider)
+    k8s.helm.v4.Chart(
+        name,
+        chart=str(SHARED / archive),
+        namespace=where,
+        values=values,
+        opts=pulumi.ResourceOptions(provider=provider, depends_on=[created]),
+    )
 
 
 def _dra_chart(provider: k8s.Provider) -> None:
-    namespace = _namespace("gpu-dra-system", provider)
-    k8s.helm.v4.Chart(
-        "team-dra",
-        chart=str(SHARED / "dra-driver-nvidia-gpu-0.4.1.tgz"),
-        namespace="gpu-dra-system",
-        values=_values("dra-values.yaml"),
-        opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]),
-    )
+    values = seeds.document(seeds.DRA_VALUES)
+    _team_chart(provider, "team-dra", "dra-driver-nvidia-gpu-0.4.1.tgz", "gpu-dra-system", values)
 
 
 def test_nvidia_static_plugin_through_a_config_group_next_to_a_dra_chart_is_refused(
     engine_env: engine.EngineEnv, tmp_path: Path
 ) -> None:
     def program() -> None:
-        provider = _provider(engine_env)
+        provider = cluster_provider(engine_env)
         k8s.yaml.v2.ConfigGroup("nvidia-static", yaml=STATIC_PLUGIN, opts=pulumi.ResourceOptions(provider=provider))
         _dra_chart(provider)
 
-    refused, output = _preview(_foreign_stack(engine_env, tmp_path, "platform-gpu-static", program))
-    assert refused, output
-    found = _refused_by(output)
+    found, output = _refused(engine_env, tmp_path, "platform-gpu-static", program)
     assert "single-allocation-owner" in found, output
-    assert "ownership-ledger-consistent" not in found
     assert "nvidia-device-plugin-daemonset" in output
 
 
@@ -112,7 +102,7 @@ def test_plain_daemonset_running_the_device_plugin_without_the_hybrid_pin_is_ref
     engine_env: engine.EngineEnv, tmp_path: Path
 ) -> None:
     def program() -> None:
-        provider = _provider(engine_env)
+        provider = cluster_provider(engine_env)
         manifest = yaml.safe_load(STATIC_PLUGIN)
         manifest["spec"]["template"]["spec"]["nodeSelector"] = {"workload.example.com/gpu-allocation": "plugin"}
         k8s.apps.v1.DaemonSet(
@@ -122,27 +112,19 @@ def test_plain_daemonset_running_the_device_plugin_without_the_hybrid_pin_is_ref
             opts=pulumi.ResourceOptions(provider=provider),
         )
 
-    refused, output = _preview(_foreign_stack(engine_env, tmp_path, "platform-gpu-daemonset", program))
-    assert refused, output
-    found = _refused_by(output)
+    found, output = _refused(engine_env, tmp_path, "platform-gpu-daemonset", program)
     assert "no-auto-mode-targeting" in found, output
-    assert "ownership-ledger-consistent" not in found
     assert "Add eks.amazonaws.com/compute-type: hybrid to spec.template.spec.nodeSelector of" in output
 
 
 def test_device_plugin_chart_with_the_guides_values_passes(engine_env: engine.EngineEnv, tmp_path: Path) -> None:
     def program() -> None:
-        provider = _provider(engine_env)
-        namespace = _namespace("gpu-system", provider)
-        k8s.helm.v4.Chart(
-            "team-plugin",
-            chart=str(SHARED / "nvidia-device-plugin-0.20.0.tgz"),
-            namespace="gpu-system",
-            values=_values("device-plugin-values.yaml"),
-            opts=pulumi.ResourceOptions(provider=provider, depends_on=[namespace]),
+        values = seeds.document(seeds.DEVICE_PLUGIN_VALUES)
+        _team_chart(
+            cluster_provider(engine_env), "team-plugin", "nvidia-device-plugin-0.20.0.tgz", "gpu-system", values
         )
 
     refused, output = _preview(_foreign_stack(engine_env, tmp_path, "platform-gpu-chart", program))
     assert not refused, output
     assert "✅ eks-hybrid-gpu@" in output, "the pack ran and passed the stack"
-    assert _refused_by(output) == {}
+    assert refused_by(output) == {}

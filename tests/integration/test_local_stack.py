@@ -92,35 +92,34 @@ def test_local_stack_lifecycle(
     assert [r for r in placement.read(kube)[1] if r.namespace in ("gpu-system", "gpu-dra-system")] == []
 
 
+def _refused_selector(engine_env: engine.EngineEnv, tmp_path: Path, name: str, selector: str) -> tuple[str, str]:
+    """A preview of the local stack with `dra.extraSelector` set, which must fail: its error, what it printed."""
+    work = work_dir_with_stack(tmp_path, name, {"dra": {"extraSelector": selector}})
+    stack = engine.stack(engine_env, name, work_dir=work)
+    lines: list[str] = []
+    with pytest.raises(auto.CommandError) as failure:
+        stack.preview(on_output=lines.append, color="never")
+    return str(failure.value), "\n".join(lines)
+
+
 def test_ill_typed_cel_is_refused_before_it_reaches_the_api_server(
     engine_env: engine.EngineEnv, tmp_path: Path
 ) -> None:
     """A fragment the API server's CEL type checker would refuse (string == int) is refused by the config first."""
-    work = work_dir_with_stack(tmp_path, "broken-cel", {"dra": {"extraSelector": "device.driver == 1"}})
-    stack = engine.stack(engine_env, "broken-cel", work_dir=work)
-    lines: list[str] = []
-    with pytest.raises(auto.CommandError) as failure:
-        stack.preview(on_output=lines.append, color="never")
-    text = " ".join(str(failure.value).split())
+    error, printed = _refused_selector(engine_env, tmp_path, "broken-cel", "device.driver == 1")
+    text = " ".join(error.split())
     assert "eks-hybrid-gpu:dra.extraSelector: is not one CEL condition on its own: '==' at position 15 compares" in text
     assert "a string with an int" in text
-    assert "hybrid-large-gpu" not in "\n".join(lines)  # nothing reached the API server
+    assert "hybrid-large-gpu" not in printed  # nothing reached the API server
 
 
 def test_selector_escaping_its_parenthesis_is_refused_before_anything_registers(
     engine_env: engine.EngineEnv, tmp_path: Path
 ) -> None:
-    work = work_dir_with_stack(tmp_path, "widening-cel", {"dra": {"extraSelector": "true) || (true"}})
-    stack = engine.stack(engine_env, "widening-cel", work_dir=work)
-    lines: list[str] = []
-
-    with pytest.raises(auto.CommandError) as failure:
-        stack.preview(on_output=lines.append, color="never")
-
-    text = str(failure.value)
+    text, printed = _refused_selector(engine_env, tmp_path, "widening-cel", "true) || (true")
     assert (
         "eks-hybrid-gpu:dra.extraSelector: is not one CEL condition on its own: the ')' at position 5 closes a "
         "parenthesis the fragment did not open" in text
     )
     assert "Traceback" not in text
-    assert "hybrid-large-gpu" not in "\n".join(lines)  # nothing reached the API server
+    assert "hybrid-large-gpu" not in printed  # nothing reached the API server

@@ -23,7 +23,8 @@ from pulumi import automation as auto
 from eks_hybrid_gpu import engine, kubeclient, localcluster, migrate
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import SHARED_CHARTS, work_dir_with_stack
-from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status, wait_for
+from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status
+from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

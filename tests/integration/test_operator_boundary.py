@@ -13,7 +13,6 @@ from __future__ import annotations
 import io
 import json
 import tarfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,9 @@ from components.ledger import ownership_map
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, OPERANDS_OPT_OUT_LABEL
-from tests.integration.helpers import SHARED_CHARTS, work_dir_with_stack
-from tests.integration.test_publishers import delete_pod, refused_preview
+from tests.integration.helpers import SHARED_CHARTS, refused_preview, work_dir_with_stack
+from tests.integration.test_publishers import delete_pod
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
@@ -217,13 +217,12 @@ def operator_objects(sim_kube: kubeclient.Kube) -> Iterator[tuple[str, dict[str,
 
 def _wait_established(kube: kubeclient.Kube, crd_path: str, timeout: float = 30.0) -> None:
     """Until a new CRD is Established: the API server serves its resource only then."""
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def established() -> bool:
         conditions = kube.get(crd_path).get("status", {}).get("conditions") or []
-        if any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions):
-            return
-        assert time.monotonic() < deadline, f"{crd_path} not Established after {timeout:.0f} s"
-        time.sleep(0.2)
+        return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
+
+    wait_for(established, f"{crd_path} to be Established", timeout, interval=0.2)
 
 
 def boundary(document: dict[str, Any]) -> list[tuple[str, str, bool]]:

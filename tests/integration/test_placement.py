@@ -23,7 +23,7 @@ from components.preflight import check_nodes
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
-from tests.integration.helpers import work_dir_with_stack
+from tests.integration.helpers import refused_up, work_dir_with_stack
 from tests.support.waiting import wait_for
 
 pytestmark = [
@@ -51,15 +51,6 @@ def local_cohorts(**plugin: Any) -> list[dict[str, Any]]:
 def make_stack(env: engine.EngineEnv, tmp_path: Path, name: str, **overrides: Any) -> auto.Stack:
     work = work_dir_with_stack(tmp_path, name, {"cluster": PREFLIGHT, **overrides})
     return engine.stack(env, name, work_dir=work)
-
-
-def refused_up(stack: auto.Stack) -> str:
-    lines: list[str] = []
-    with pytest.raises(auto.CommandError) as failure:
-        stack.up(on_output=lines.append, color="never", policy_packs=engine.policy_packs())
-    output = "\n".join([*lines, str(failure.value)])
-    print(output)  # shown by pytest when an assertion below fails
-    return output
 
 
 def assert_nothing_created(stack: auto.Stack, kube: kubeclient.Kube, job: str) -> None:

@@ -24,7 +24,7 @@ from components.preflight import check, read_cluster
 from components.validation import ClusterFacts
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
-from tests.integration.helpers import ledger_in, work_dir_with_stack
+from tests.integration.helpers import ledger_in, refused_preview, work_dir_with_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
@@ -64,15 +64,6 @@ def dra_stack(env: engine.EngineEnv, tmp_path: Path, name: str, cluster: dict[st
     """The local stack with the DRA cohort only, on `cluster`, preflight on."""
     work = work_dir_with_stack(tmp_path, name, {"cluster": {**cluster, "preflight": True}, "cohorts": [DRA_COHORT]})
     return engine.stack(env, name, work_dir=work)
-
-
-def refused_preview(stack: auto.Stack) -> str:
-    lines: list[str] = []
-    with pytest.raises(auto.CommandError) as failure:
-        stack.preview(on_output=lines.append, color="never", policy_packs=engine.policy_packs())
-    output = "\n".join([*lines, str(failure.value)])
-    print(output)  # shown by pytest when an assertion below fails
-    return output
 
 
 def inspect_json(kubeconfig: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any]]:

@@ -253,16 +253,24 @@ def run(project_dir, render_dir=None):
 """
 
 
-def test_secrets_never_reach_the_output_and_nothing_is_applied(
-    render_env: RenderEnv, cluster: localcluster.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    checkout = tmp_path / "checkout"
+def _checkout(root: Path, program: str, cluster_module: str | None = None) -> Path:
+    """A checkout of a program of our project with one stack, `fake`: its program (and components.cluster) module."""
+    checkout = root / "checkout"
     (checkout / "components").mkdir(parents=True)
     (checkout / "stacks").mkdir()
     (checkout / "Pulumi.yaml").write_text("name: eks-hybrid-gpu\nruntime: python\nstackConfigDir: stacks\n")
     (checkout / "components" / "__init__.py").write_text("")
-    (checkout / "components" / "program.py").write_text(FAKE_PROGRAM % cluster.token)
+    if cluster_module is not None:
+        (checkout / "components" / "cluster.py").write_text(cluster_module)
+    (checkout / "components" / "program.py").write_text(program)
     (checkout / "stacks" / "Pulumi.fake.yaml").write_text("config: {}\n")
+    return checkout
+
+
+def test_secrets_never_reach_the_output_and_nothing_is_applied(
+    render_env: RenderEnv, cluster: localcluster.LocalCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    checkout = _checkout(tmp_path, FAKE_PROGRAM % cluster.token)
     monkeypatch.setenv("REVIEW_TEST_KUBECONFIG", str(cluster.kubeconfig))
 
     result = review("fake", ReviewInput(checkout, checkout / "stacks" / "Pulumi.fake.yaml", "head"), None, render_env)
@@ -300,14 +308,7 @@ def test_a_program_without_any_render_mode_is_reported_not_run(
 ) -> None:
     # No `run(..., render_dir=...)`: the review renders such a base's stack file with the head's program and says
     # so (BASE_WITHOUT_RENDER_MODE).
-    checkout = tmp_path / "checkout"
-    (checkout / "components").mkdir(parents=True)
-    (checkout / "stacks").mkdir()
-    (checkout / "Pulumi.yaml").write_text("name: eks-hybrid-gpu\nruntime: python\nstackConfigDir: stacks\n")
-    (checkout / "components" / "__init__.py").write_text("")
-    (checkout / "components" / "cluster.py").write_text("")
-    (checkout / "components" / "program.py").write_text(program)
-    (checkout / "stacks" / "Pulumi.fake.yaml").write_text("config: {}\n")
+    checkout = _checkout(tmp_path, program, cluster_module="")
 
     with pytest.raises(RenderModeMissingError, match="has no render mode"):
         render_stack(checkout, "fake", checkout / "stacks" / "Pulumi.fake.yaml", render_env, label="base", policy=False)

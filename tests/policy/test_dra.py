@@ -22,6 +22,11 @@ pytestmark = pytest.mark.policy
 
 UNKNOWN_OBJECT = "dd056dcd-154b-4c76-9bd3-c8f88648b5ff"
 UNKNOWN_BOOL = "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7"
+NOT_THEIRS = {
+    DRA_API_CURRENT.name: "not a DRA object, DRA chart or pod template",
+    DRA_FEATURE_GATES_ALLOWLISTED.name: "not a DRA chart, Operator chart, GPUCluster or DRA driver workload",
+    DRA_WEBHOOK_NEEDS_TLS.name: "not a DRA driver chart or a rendered DRA webhook object",
+}
 
 
 def seed_objects(harness: Harness) -> list[dict[str, Any]]:
@@ -48,13 +53,12 @@ def check_chart(harness: Harness, policy: Any, chart: Item, config: dict[str, An
 def test_seed_dra_objects_are_current(harness: Harness) -> None:
     for manifest in seed_objects(harness):
         outcome = harness.manifest_check(DRA_API_CURRENT, manifest)
-        assert outcome.violations == []
-        assert outcome.not_applicable is None
+        harness.passes(outcome)
 
 
 def test_rendered_chart_device_class_is_current(harness: Harness) -> None:
     manifest = harness.find("dra-rendered.yaml", "DeviceClass", "gpu.nvidia.com")
-    assert harness.manifest_check(DRA_API_CURRENT, manifest).violations == []
+    harness.passes(harness.manifest_check(DRA_API_CURRENT, manifest))
 
 
 def test_old_api_version(harness: Harness) -> None:
@@ -109,7 +113,7 @@ def test_legacy_fields_beside_exactly_and_alpha_claim(harness: Harness) -> None:
 def test_pod_claim_source_wrapper(harness: Harness) -> None:
     job = harness.find("seed-smoke-jobs.yaml", "Job", "hybrid-gpu-dra-smoke")
     spec = job["spec"]["template"]["spec"]
-    assert harness.manifest_check(DRA_API_CURRENT, job).violations == []
+    harness.passes(harness.manifest_check(DRA_API_CURRENT, job))
     spec["resourceClaims"] = [{"name": "gpu-resource", "source": {"resourceClaimTemplateName": "single-large-gpu"}}]
     assert harness.manifest_check(DRA_API_CURRENT, job).one() == (
         "kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-dra-smoke': pod resourceClaims[0] wraps its reference in "
@@ -120,7 +124,7 @@ def test_pod_claim_source_wrapper(harness: Harness) -> None:
 
 
 def test_chart_resource_api_version(harness: Harness) -> None:
-    assert check_chart(harness, DRA_API_CURRENT, dra_chart(harness)).violations == []
+    harness.passes(check_chart(harness, DRA_API_CURRENT, dra_chart(harness)))
     chart = dra_chart(harness, resourceApiVersion="resource.k8s.io/v1beta1")
     message = check_chart(harness, DRA_API_CURRENT, chart).one()
     assert message.startswith(
@@ -131,13 +135,16 @@ def test_chart_resource_api_version(harness: Harness) -> None:
 def test_api_unknowns_do_not_crash(harness: Harness) -> None:
     manifest = template(harness)
     manifest["spec"] = UNKNOWN_OBJECT
-    assert harness.manifest_check(DRA_API_CURRENT, manifest).violations == []
+    harness.passes(harness.manifest_check(DRA_API_CURRENT, manifest))
     chart = dra_chart(harness)
     chart.props["values"] = UNKNOWN_OBJECT
-    assert check_chart(harness, DRA_API_CURRENT, chart).not_applicable == "the chart values are unknown during preview"
+    assert (
+        harness.not_applicable(check_chart(harness, DRA_API_CURRENT, chart))
+        == "the chart values are unknown during preview"
+    )
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-system"}}
-    assert harness.manifest_check(DRA_API_CURRENT, namespace).not_applicable == (
-        "not a DRA object, DRA chart or pod template"
+    assert (
+        harness.not_applicable(harness.manifest_check(DRA_API_CURRENT, namespace)) == NOT_THEIRS[DRA_API_CURRENT.name]
     )
 
 
@@ -146,8 +153,7 @@ def test_api_unknowns_do_not_crash(harness: Harness) -> None:
 
 def test_seed_feature_gates_pass(harness: Harness) -> None:
     outcome = check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, dra_chart(harness))
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
 
 
 def test_enabled_gate_is_refused_unless_allow_listed(harness: Harness) -> None:
@@ -159,7 +165,7 @@ def test_enabled_gate_is_refused_unless_allow_listed(harness: Harness) -> None:
         "or add 'DynamicMIG' to this policy's allowedFeatureGates after a review."
     )
     config = {"allowedFeatureGates": ["DynamicMIG"]}
-    assert check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart, config).violations == []
+    harness.passes(check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart, config))
 
 
 def test_operator_dra_driver_gates(harness: Harness) -> None:
@@ -179,7 +185,7 @@ def test_operator_dra_driver_gates(harness: Harness) -> None:
 
 def test_rendered_feature_gates_env(harness: Harness) -> None:
     daemonset = harness.stamp(harness.find("dra-rendered.yaml", "DaemonSet", DRA_DAEMONSET), "dra", "dra", DRA_SELECTOR)
-    assert harness.manifest_check(DRA_FEATURE_GATES_ALLOWLISTED, daemonset).violations == []
+    harness.passes(harness.manifest_check(DRA_FEATURE_GATES_ALLOWLISTED, daemonset))
     gated = copy.deepcopy(daemonset)
     env = gated["spec"]["template"]["spec"]["containers"][0]["env"]
     env.append({"name": "FEATURE_GATES", "value": "MPSSupport=true,TimeSlicingSettings=false,"})
@@ -193,16 +199,16 @@ def test_rendered_feature_gates_env(harness: Harness) -> None:
 def test_gate_unknowns(harness: Harness) -> None:
     chart = dra_chart(harness, featureGates=UNKNOWN_OBJECT)
     outcome = check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart)
-    assert outcome.not_applicable == "the feature gates are unknown during preview"
+    assert harness.not_applicable(outcome) == "the feature gates are unknown during preview"
     chart = dra_chart(harness, featureGates={"DynamicMIG": UNKNOWN_BOOL})
-    assert check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart).violations == []
+    harness.passes(check_chart(harness, DRA_FEATURE_GATES_ALLOWLISTED, chart))
 
 
 # --------------------------------------------------------------------------- webhook
 
 
 def test_seed_webhook_disabled_passes(harness: Harness) -> None:
-    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, dra_chart(harness)).violations == []
+    harness.passes(check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, dra_chart(harness)))
 
 
 def test_webhook_without_tls(harness: Harness) -> None:
@@ -235,22 +241,21 @@ def test_webhook_tls_modes(harness: Harness, tls: dict[str, Any], fragment: str 
     chart = dra_chart(harness, webhook={"enabled": True, "tls": tls})
     outcome = check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart)
     if fragment is None:
-        assert outcome.violations == []
+        harness.passes(outcome)
     else:
         assert fragment in outcome.one()
 
 
 def test_webhook_unknowns_and_other_charts(harness: Harness) -> None:
     chart = dra_chart(harness, webhook={"enabled": UNKNOWN_BOOL})
-    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart).not_applicable == (
+    assert harness.not_applicable(check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart)) == (
         "the webhook values are unknown during preview"
     )
     chart = dra_chart(harness, webhook={"enabled": True, "tls": UNKNOWN_OBJECT})
-    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart).violations == []
+    harness.passes(check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, chart))
     release = harness.operator("gpu-cluster")
-    assert check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, release).not_applicable == (
-        "not a DRA driver chart or a rendered DRA webhook object"
-    )
+    outcome = check_chart(harness, DRA_WEBHOOK_NEEDS_TLS, release)
+    assert harness.not_applicable(outcome) == NOT_THEIRS[DRA_WEBHOOK_NEEDS_TLS.name]
 
 
 # --------------------------------------------------------------------------- what the analyzer really gets
@@ -265,9 +270,7 @@ def test_chart_v4_with_empty_props_is_not_applicable(harness: Harness) -> None:
     assert chart["props"] == {}
     for policy in (DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS):
         outcome = harness.real_resource(policy, chart)
-        assert outcome.violations == []
-        assert outcome.not_applicable is not None
-        assert outcome.not_applicable.startswith(
+        assert harness.not_applicable(outcome).startswith(
             "Chart v4 inputs are not sent to policy analyzers (a remote component arrives with empty props); "
         )
 
@@ -282,9 +285,20 @@ def test_real_dra_objects_of_the_local_stack_pass(harness: Harness) -> None:
         "single-large-gpu",
         "vfio.gpu.nvidia.com",
     ]
+    plugin = f"gpu-dra-chart:gpu-dra-system/{DRA_DAEMONSET}"
+    # What each policy judges in the local stack (its webhook is off); every other object is not its business.
+    judges = {
+        DRA_API_CURRENT: {*(r["name"] for r in records), plugin},
+        DRA_FEATURE_GATES_ALLOWLISTED: {plugin},
+        DRA_WEBHOOK_NEEDS_TLS: set(),
+    }
     for record in [*records, *rendered_by("local", "gpu-dra-chart", "resource")]:
-        for policy in (DRA_API_CURRENT, DRA_FEATURE_GATES_ALLOWLISTED, DRA_WEBHOOK_NEEDS_TLS):
-            assert harness.real_resource(policy, record).violations == [], record["name"]
+        for policy, judged in judges.items():
+            outcome = harness.real_resource(policy, record)
+            if record["name"] in judged:
+                harness.passes(outcome, record["name"])
+            else:
+                assert harness.not_applicable(outcome, record["name"]) == NOT_THEIRS[policy.name]
 
 
 def test_real_feature_gates_env_of_the_kubelet_plugin(harness: Harness) -> None:
@@ -298,7 +312,7 @@ def test_real_feature_gates_env_of_the_kubelet_plugin(harness: Harness) -> None:
         "allowedFeatureGates after a review."
     )
     config = {"allowedFeatureGates": ["MPSSupport"]}
-    assert harness.real_resource(DRA_FEATURE_GATES_ALLOWLISTED, record, config).violations == []
+    harness.passes(harness.real_resource(DRA_FEATURE_GATES_ALLOWLISTED, record, config))
 
 
 def test_real_webhook_in_secret_mode_without_a_ca_bundle(harness: Harness) -> None:
@@ -314,11 +328,10 @@ def test_real_webhook_in_secret_mode_without_a_ca_bundle(harness: Harness) -> No
         "secret with tls.secret.name and tls.secret.caBundle, or keep the webhook disabled."
     )
     record["props"]["webhooks"][0]["clientConfig"]["caBundle"] = "LS0tLS1CRUdJTg=="
-    assert harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, record).violations == []
+    harness.passes(harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, record))
     deployment = _rendered("dra-variants", "root-chart", "/dra-driver-nvidia-gpu-webhook")
     outcome = harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, deployment)
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
     deployment["props"]["spec"]["template"]["spec"]["volumes"][0]["secret"]["secretName"] = ""
     assert "volume 'cert' of the TLS-serving container 'webhook' names no Secret" in (
         harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, deployment).one()
@@ -337,7 +350,11 @@ def test_real_webhook_with_cert_manager(harness: Harness) -> None:
         "ValidatingWebhookConfiguration",
     ]
     for record in webhook_objects:
-        assert harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, record).violations == [], record["name"]
+        outcome = harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, record)
+        if record["type"].rsplit(":", 1)[1] in {"Certificate", "Deployment", "ValidatingWebhookConfiguration"}:
+            harness.passes(outcome, record["name"])
+        else:  # the Issuer, Service and ServiceAccount carry no TLS setting of the webhook's own
+            assert harness.not_applicable(outcome, record["name"]) == NOT_THEIRS[DRA_WEBHOOK_NEEDS_TLS.name]
     certificate = next(r for r in webhook_objects if r["type"].endswith(":Certificate"))
     message = harness.real_resource(DRA_WEBHOOK_NEEDS_TLS, certificate, {"allowedIssuerTypes": ["clusterissuer"]}).one()
     assert message.startswith(

@@ -45,8 +45,7 @@ def test_disabled_driver_with_verified_cohort_passes(harness: Harness) -> None:
     items = [harness.operator("gpu-cluster"), operator_ledger(harness, "gpu-cluster", hostDriverVerified=True)]
     for policy in (DRIVER_OWNERSHIP_CONSISTENT, DRIVER_VERIFICATION_DECLARED):
         outcome = harness.stack(policy, items)
-        assert outcome.violations == []
-        assert outcome.not_applicable is None
+        harness.passes(outcome)
 
 
 def test_disabled_driver_on_an_unverified_cohort(harness: Harness) -> None:
@@ -60,12 +59,12 @@ def test_disabled_driver_on_an_unverified_cohort(harness: Harness) -> None:
         "eks-hybrid-gpu:operator.driverEnabled to true."
     )
     config = {"verifiedCohorts": ["operator"]}
-    assert harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items, config).violations == []
+    harness.passes(harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items, config))
 
 
 def test_unknown_verification_is_advisory_only(harness: Harness) -> None:
     items = [harness.operator("gpu-cluster"), operator_ledger(harness, "gpu-cluster")]
-    assert harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items).violations == []
+    harness.passes(harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items))
     message = harness.stack(DRIVER_VERIFICATION_DECLARED, items).one()
     assert message == (
         "kubernetes:helm.sh/v3:Release 'gpu-operator-release' sets driver.enabled=false, but the stack does not "
@@ -74,7 +73,7 @@ def test_unknown_verification_is_advisory_only(harness: Harness) -> None:
         "eks-hybrid-gpu:cohorts[i].hostDriverVerified to true or list the cohort in this policy's verifiedCohorts."
     )
     config = {"verifiedCohorts": ["operator"]}
-    assert harness.stack(DRIVER_VERIFICATION_DECLARED, items, config).violations == []
+    harness.passes(harness.stack(DRIVER_VERIFICATION_DECLARED, items, config))
 
 
 def test_dra_root_next_to_an_operator_managed_driver(harness: Harness) -> None:
@@ -92,7 +91,7 @@ def test_dra_root_next_to_an_operator_managed_driver(harness: Harness) -> None:
     )
     # The Operator's driver root, rendered: nothing to refuse.
     items = [*harness.dra(variant="root", skip_crds=True), harness.operator("cluster-policy", values)]
-    assert harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items).violations == []
+    harness.passes(harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items))
 
 
 def test_dra_root_from_release_values(harness: Harness) -> None:
@@ -116,11 +115,11 @@ def test_dra_root_from_release_values(harness: Harness) -> None:
 
 
 def test_driver_policies_without_operator_are_not_applicable(harness: Harness) -> None:
-    assert harness.stack(DRIVER_OWNERSHIP_CONSISTENT, harness.dra()).not_applicable == (
+    assert harness.not_applicable(harness.stack(DRIVER_OWNERSHIP_CONSISTENT, harness.dra())) == (
         "the stack installs no GPU Operator"
     )
     operator = harness.operator("cluster-policy", {"driver": {"enabled": True}})
-    assert harness.stack(DRIVER_VERIFICATION_DECLARED, [operator]).not_applicable == (
+    assert harness.not_applicable(harness.stack(DRIVER_VERIFICATION_DECLARED, [operator])) == (
         "no GPU Operator with driver.enabled=false"
     )
 
@@ -135,8 +134,11 @@ def test_driver_unknowns_do_not_crash(harness: Harness) -> None:
         if item.resource_type == "kubernetes:apps/v1:DaemonSet":
             for container in item.props["spec"]["template"]["spec"]["containers"]:
                 container["env"] = UNKNOWN_OBJECT
-    for policy in (DRIVER_OWNERSHIP_CONSISTENT, DRIVER_VERIFICATION_DECLARED):
-        assert harness.stack(policy, [operator, ledger, release, *chart]).violations == []
+    items = [operator, ledger, release, *chart]
+    harness.passes(harness.stack(DRIVER_OWNERSHIP_CONSISTENT, items))
+    # An unknown driver.enabled is no driver.enabled=false: there is no verification to declare yet.
+    outcome = harness.stack(DRIVER_VERIFICATION_DECLARED, items)
+    assert harness.not_applicable(outcome) == "no GPU Operator with driver.enabled=false"
 
 
 # --------------------------------------------------------------------------- chart versions
@@ -157,8 +159,7 @@ def test_driver_unknowns_do_not_crash(harness: Harness) -> None:
 def test_exact_versions_pass(harness: Harness, chart: str, version: str | None) -> None:
     item = harness.helm_release("chart", chart, version, {})
     outcome = check(harness, CHART_VERSION_PINNED, item)
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
 
 
 @pytest.mark.parametrize(
@@ -198,13 +199,16 @@ def test_version_paths_per_chart_and_prerelease_config(harness: Harness) -> None
 
 def test_version_unknown_and_not_applicable(harness: Harness) -> None:
     item = harness.helm_release("plugin-release", "nvidia-device-plugin", UNKNOWN_STRING, {})
-    assert check(harness, CHART_VERSION_PINNED, item).not_applicable == "the chart version is unknown during preview"
+    assert (
+        harness.not_applicable(check(harness, CHART_VERSION_PINNED, item))
+        == "the chart version is unknown during preview"
+    )
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gpu-system"}}
-    assert harness.manifest_check(CHART_VERSION_PINNED, namespace).not_applicable == (
+    assert harness.not_applicable(harness.manifest_check(CHART_VERSION_PINNED, namespace)) == (
         "not a Helm Chart or Release, and no eks-hybrid-gpu.io/chart annotation"
     )
     stamped = {**namespace, "metadata": {"name": "x", "annotations": {"eks-hybrid-gpu.io/chart": UNKNOWN_STRING}}}
-    assert harness.manifest_check(CHART_VERSION_PINNED, stamped).not_applicable == (
+    assert harness.not_applicable(harness.manifest_check(CHART_VERSION_PINNED, stamped)) == (
         "the chart annotation is unknown during preview"
     )
 
@@ -213,8 +217,7 @@ def test_chart_v4_with_empty_props_is_not_applicable(harness: Harness) -> None:
     """The finding: a Chart v4's version is not sent; 'chart null version null' was a false refusal."""
     for record in [r for r in real_records("local", "resource") if r["type"] == harness.chart]:
         outcome = harness.real_resource(CHART_VERSION_PINNED, record)
-        assert outcome.violations == []
-        assert outcome.not_applicable == (
+        assert harness.not_applicable(outcome) == (
             "Chart v4 inputs are not sent to policy analyzers (a remote component arrives with empty props); the "
             "version is checked on the eks-hybrid-gpu.io/chart annotation of every object it renders"
         )
@@ -229,8 +232,7 @@ def test_real_stamped_objects_of_the_local_stack_are_pinned(harness: Harness) ->
     assert len(stamped) == 26
     for record in stamped:
         outcome = harness.real_resource(CHART_VERSION_PINNED, record)
-        assert outcome.violations == []
-        assert outcome.not_applicable is None
+        harness.passes(outcome)
 
 
 def test_real_floating_chart_is_refused_on_what_it_renders(harness: Harness) -> None:
@@ -266,7 +268,7 @@ def test_chart_annotation_versions(harness: Harness, stamp: str, problem: str | 
     record["props"]["metadata"]["annotations"]["eks-hybrid-gpu.io/chart"] = stamp
     outcome = harness.real_resource(CHART_VERSION_PINNED, record)
     if problem is None:
-        assert outcome.violations == []
+        harness.passes(outcome)
     else:
         assert problem in outcome.one()
         path = "draDriver" if "dra-driver" in stamp else "devicePlugin"
@@ -279,8 +281,7 @@ def test_chart_annotation_versions(harness: Harness, stamp: str, problem: str | 
 def test_operator_release_with_hooks_passes(harness: Harness) -> None:
     for mode in ("gpu-cluster", "cluster-policy"):
         outcome = check(harness, OPERATOR_HOOKS_KEPT, harness.operator(mode))
-        assert outcome.violations == []
-        assert outcome.not_applicable is None
+        harness.passes(outcome)
 
 
 @pytest.mark.parametrize(
@@ -351,13 +352,13 @@ def test_operator_rendered_by_chart_v4_drops_hooks(harness: Harness) -> None:
         )
     )
     chart = {"type": harness.chart, "name": "operator-chart", "urn": chart_urn, "parent": None, "props": {}}
-    assert harness.real_resource(OPERATOR_HOOKS_KEPT, chart).not_applicable == (
+    assert harness.not_applicable(harness.real_resource(OPERATOR_HOOKS_KEPT, chart)) == (
         "Chart v4 inputs are not sent to policy analyzers (a remote component arrives with empty props); a GPU "
         "Operator it renders is refused on its workloads"
     )
     # The same Deployment applied on its own (no Chart parent) is no install method to refuse.
     record["urn"], record["parent"] = "urn:pulumi:test::eks-hybrid-gpu::kubernetes:apps/v1:Deployment::op", None
-    assert harness.real_resource(OPERATOR_HOOKS_KEPT, record).not_applicable == "not the GPU Operator chart"
+    assert harness.not_applicable(harness.real_resource(OPERATOR_HOOKS_KEPT, record)) == "not the GPU Operator chart"
 
 
 def test_real_operator_releases_keep_their_hooks(harness: Harness) -> None:
@@ -366,13 +367,12 @@ def test_real_operator_releases_keep_their_hooks(harness: Harness) -> None:
     for record in releases:
         for policy in (OPERATOR_HOOKS_KEPT, CHART_VERSION_PINNED):
             outcome = harness.real_resource(policy, record)
-            assert outcome.violations == []
-            assert outcome.not_applicable is None
+            harness.passes(outcome)
 
 
 def test_hooks_unknown_and_not_applicable(harness: Harness) -> None:
     release = harness.operator("gpu-cluster", disableWebhooks=UNKNOWN_BOOL)
     release.props["values"] = UNKNOWN_OBJECT
-    assert check(harness, OPERATOR_HOOKS_KEPT, release).violations == []
+    harness.passes(check(harness, OPERATOR_HOOKS_KEPT, release))
     plugin = harness.helm_release("plugin-release", DP_CHART, "0.20.0", {})
-    assert check(harness, OPERATOR_HOOKS_KEPT, plugin).not_applicable == "not the GPU Operator chart"
+    assert harness.not_applicable(check(harness, OPERATOR_HOOKS_KEPT, plugin)) == "not the GPU Operator chart"

@@ -13,7 +13,7 @@ from policy.gpu_allocation.rules.props import UNKNOWN
 from policy.gpu_allocation.rules.readers import effective_env
 from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT
 from policy.gpu_allocation.rules.workloads import NO_VISIBLE_DEVICES_OVERRIDE
-from tests.support.policy_harness import Harness
+from tests.support.policy_harness import Harness, Outcome
 
 from .test_foreign_stacks import device_plugin, dra, foreign, gpu_workload, selector
 
@@ -31,8 +31,12 @@ def workload_with(**container: Any) -> dict[str, Any]:
     return manifest
 
 
+def judge(harness: Harness, *manifests: dict[str, Any]) -> Outcome:
+    return harness.stack(NO_VISIBLE_DEVICES_OVERRIDE, foreign([*device_plugin(), *manifests]))
+
+
 def run(harness: Harness, *manifests: dict[str, Any]) -> list[str]:
-    return harness.stack(NO_VISIBLE_DEVICES_OVERRIDE, foreign([*device_plugin(), *manifests])).messages
+    return judge(harness, *manifests).messages
 
 
 def test_reader_applies_env_from_in_order_then_env() -> None:
@@ -58,7 +62,7 @@ def test_reader_applies_env_from_in_order_then_env() -> None:
 
 def test_clean_twin_with_an_unrelated_config_map_passes(harness: Harness) -> None:
     workload = workload_with(envFrom=[{"configMapRef": {"name": "app-env"}}])
-    assert run(harness, workload, config_map("app-env", {"LOG_LEVEL": "info"})) == []
+    harness.passes(judge(harness, workload, config_map("app-env", {"LOG_LEVEL": "info"})))
 
 
 @pytest.mark.parametrize("kind", ["ConfigMap", "Secret"])
@@ -106,7 +110,7 @@ def test_a_config_map_of_another_namespace_is_not_the_source(harness: Harness) -
 def test_chart_renders_that_use_value_from_without_gpus_pass(harness: Harness) -> None:
     rendered = dra()
     assert any("valueFrom" in str(m) for m in rendered)
-    assert harness.stack(NO_VISIBLE_DEVICES_OVERRIDE, foreign(rendered)).violations == []
+    harness.passes(harness.stack(NO_VISIBLE_DEVICES_OVERRIDE, foreign(rendered)))
 
 
 def test_an_allocator_setting_taken_from_value_from_cannot_be_judged(harness: Harness) -> None:

@@ -61,7 +61,7 @@ OWNERSHIP_STACK_POLICIES = [
 def test_ownership_clean_twin_passes(harness: Harness) -> None:
     items = foreign([*device_plugin(), *dra()])
     for policy in OWNERSHIP_STACK_POLICIES:
-        assert harness.stack(policy, items).violations == [], policy.name
+        harness.passes(harness.stack(policy, items), policy.name)
 
 
 @pytest.mark.parametrize("policy", OWNERSHIP_STACK_POLICIES, ids=lambda p: p.name)
@@ -69,7 +69,7 @@ def test_an_allocator_too_deep_to_read_is_refused_not_skipped(harness: Harness, 
     plugin = _plugin_daemonset(device_plugin())
     plugin["spec"]["extra"] = _deep()
     outcome = harness.stack(policy, foreign([plugin]))
-    assert outcome.not_applicable is None
+    assert outcome.applied, outcome.not_applicable
     message = _refused(outcome.messages, "hybrid-gpu-plugin-nvidia-device-plugin", "its inputs")
     assert TOO_DEEP in message
 
@@ -132,7 +132,7 @@ def _resource_messages(harness: Harness, policy: ResourceValidationPolicy, manif
 )
 def test_targeting_refuses_a_daemonset_it_cannot_read(harness: Harness, policy: ResourceValidationPolicy) -> None:
     clean = _plugin_daemonset(device_plugin())
-    assert _resource_messages(harness, policy, clean) == []
+    harness.passes(harness.manifest_check(policy, clean))
     wrong = copy.deepcopy(clean)
     wrong["spec"]["template"]["spec"]["nodeSelector"] = "hybrid"
     _refused(_resource_messages(harness, policy, wrong), "DaemonSet", "spec.template.spec.nodeSelector")
@@ -151,7 +151,7 @@ def test_targeting_refuses_release_values_too_deep(harness: Harness) -> None:
 
 def test_smoke_job_hardened_refuses_a_job_it_cannot_read(harness: Harness) -> None:
     clean = smoke_job()
-    assert _resource_messages(harness, workloads.SMOKE_JOB_HARDENED, clean) == []
+    harness.passes(harness.manifest_check(workloads.SMOKE_JOB_HARDENED, clean))
     deep = copy.deepcopy(clean)
     deep["spec"]["extra"] = _deep()
     _refused(_resource_messages(harness, workloads.SMOKE_JOB_HARDENED, deep), "Job", "its inputs")
@@ -173,7 +173,7 @@ def test_workload_policies_refuse_fields_of_the_wrong_type(
     harness: Harness, policy: ResourceValidationPolicy, field: str, value: Any
 ) -> None:
     clean = gpu_workload("nvidia.com/gpu", selector("device-plugin"))
-    assert _resource_messages(harness, policy, clean) == []
+    harness.passes(harness.manifest_check(policy, clean))
     pod = clean["spec"]["template"]["spec"]
     if field == "resources.limits":
         pod["containers"][0]["resources"]["limits"] = value
@@ -188,7 +188,7 @@ def test_workload_policies_refuse_fields_of_the_wrong_type(
 def test_sharing_refuses_an_attached_config_it_cannot_read(harness: Harness) -> None:
     rendered = device_plugin("device-plugin-time-slicing-values.yaml")
     workload = gpu_workload("nvidia.com/gpu.shared", selector("device-plugin"))
-    assert harness.stack(sharing.SHARED_GPU_RESOURCE_NAME, foreign([*rendered, workload])).violations == []
+    harness.passes(harness.stack(sharing.SHARED_GPU_RESOURCE_NAME, foreign([*rendered, workload])))
     config_map = _named(rendered, "ConfigMap")
     key = next(iter(config_map["data"]))
     config_map["data"][key] = SELF_ANCHOR
@@ -217,11 +217,11 @@ def test_sharing_refuses_release_values_config_of_the_wrong_type(harness: Harnes
 
 def test_dra_policies_refuse_objects_they_cannot_read(harness: Harness) -> None:
     device_class = _named(harness.docs("seed-dra-objects.yaml"), "DeviceClass")
-    assert _resource_messages(harness, dra_rules.DRA_API_CURRENT, device_class) == []
+    harness.passes(harness.manifest_check(dra_rules.DRA_API_CURRENT, device_class))
     device_class["spec"]["extra"] = _deep()
     _refused(_resource_messages(harness, dra_rules.DRA_API_CURRENT, device_class), "DeviceClass", "its inputs")
     plugin = next(m for m in dra() if m["kind"] == "DaemonSet")
-    assert _resource_messages(harness, dra_rules.DRA_FEATURE_GATES_ALLOWLISTED, plugin) == []
+    harness.passes(harness.manifest_check(dra_rules.DRA_FEATURE_GATES_ALLOWLISTED, plugin))
     plugin["spec"]["template"]["spec"]["containers"][0]["env"] = "FEATURE_GATES=DynamicMIG=true"
     messages = _resource_messages(harness, dra_rules.DRA_FEATURE_GATES_ALLOWLISTED, plugin)
     _refused(messages, "DaemonSet", ".env")
@@ -239,7 +239,7 @@ def test_driver_policies_refuse_objects_they_cannot_read(harness: Harness) -> No
     values["extra"] = _deep()
     release = harness.helm("gpu-operator", "gpu-operator", "v26.7.0", values, resource_type=harness.release)
     outcome = harness.stack(drivers.DRIVER_OWNERSHIP_CONSISTENT, [release])
-    assert outcome.not_applicable is None
+    assert outcome.applied, outcome.not_applicable
     _refused(outcome.messages, "Release 'gpu-operator'", "its inputs")
     outcome = harness.resource(drivers.OPERATOR_HOOKS_KEPT, release.resource_type, release.props, name="op")
     _refused(outcome.messages, "Release", "its inputs")

@@ -14,7 +14,7 @@ import pytest
 
 from policy.gpu_allocation.rules.dra import DRA_FEATURE_GATES_ALLOWLISTED
 from policy.gpu_allocation.rules.dra.driver_gates import DRA_GATES, gate_maturity
-from tests.support.policy_harness import Harness, type_of
+from tests.support.policy_harness import Harness, Outcome, type_of
 
 from .test_foreign_stacks import dra
 
@@ -25,11 +25,14 @@ def kubelet_plugin(gates: dict[str, Any]) -> dict[str, Any]:
     return next(m for m in dra(featureGates=gates) if m["kind"] == "DaemonSet")
 
 
-def check(harness: Harness, manifest: dict[str, Any], config: dict[str, Any] | None = None) -> list[str]:
-    outcome = harness.resource(
+def judge(harness: Harness, manifest: dict[str, Any], config: dict[str, Any] | None = None) -> Outcome:
+    return harness.resource(
         DRA_FEATURE_GATES_ALLOWLISTED, type_of(manifest), manifest, name=manifest["metadata"]["name"], config=config
     )
-    return outcome.messages
+
+
+def check(harness: Harness, manifest: dict[str, Any], config: dict[str, Any] | None = None) -> list[str]:
+    return judge(harness, manifest, config).messages
 
 
 def gpu_cluster(gates: Any, version: str | None = None) -> dict[str, Any]:
@@ -69,7 +72,7 @@ def test_gates_the_driver_accepts_pass(harness: Harness, gates: dict[str, Any]) 
     manifest = kubelet_plugin(gates)
     rendered = {e["name"]: e.get("value") for c in manifest["spec"]["template"]["spec"]["containers"] for e in c["env"]}
     assert ("FEATURE_GATES" in rendered) is bool(gates)
-    assert check(harness, manifest) == []
+    harness.passes(judge(harness, manifest))
 
 
 @pytest.mark.parametrize("gate", ["DynamicMIG", "NVMLDeviceHealthCheck", "LoggingAlphaOptions", "AllAlpha"])
@@ -80,7 +83,7 @@ def test_alpha_gates_turned_on_are_refused_unless_reviewed(harness: Harness, gat
     assert all(
         f"FEATURE_GATES {gate} is 'true', which turns on an Alpha gate of DRA driver 0.4.1" in m for m in messages
     )
-    assert check(harness, manifest, {"allowedFeatureGates": [gate]}) == []
+    harness.passes(judge(harness, manifest, {"allowedFeatureGates": [gate]}))
 
 
 def test_a_gate_unknown_to_that_release_is_refused_by_name(harness: Harness) -> None:
@@ -95,11 +98,11 @@ def test_a_value_the_driver_cannot_parse_is_refused(harness: Harness) -> None:
     messages = check(harness, kubelet_plugin({"ComputeDomainCliques": "yes"}))
     assert messages
     assert all("ComputeDomainCliques is 'yes', which the driver cannot parse as a boolean" in m for m in messages)
-    assert check(harness, kubelet_plugin({"ComputeDomainCliques": "True"})) == []  # ParseBool takes True
+    harness.passes(judge(harness, kubelet_plugin({"ComputeDomainCliques": "True"})))  # ParseBool takes True
 
 
 def test_a_gpu_cluster_resource_with_gates_is_judged(harness: Harness) -> None:
-    assert check(harness, gpu_cluster({"ComputeDomainCliques": True})) == []
+    harness.passes(judge(harness, gpu_cluster({"ComputeDomainCliques": True})))
     message = check(harness, gpu_cluster({"ConsumableShares": True}))
     assert len(message) == 1
     assert (
@@ -120,7 +123,7 @@ def test_operator_release_gates_are_judged_against_its_dra_driver(harness: Harne
     values = harness.values("operator-gpu-cluster-values.yaml")
     values["draDriver"]["featureGates"] = {"IMEXDaemonsWithDNSNames": True}
     release = harness.operator("gpu-cluster", values)
-    assert harness.resource(DRA_FEATURE_GATES_ALLOWLISTED, release.resource_type, release.props).violations == []
+    harness.passes(harness.resource(DRA_FEATURE_GATES_ALLOWLISTED, release.resource_type, release.props))
     values["draDriver"]["featureGates"] = {"HostManagedIMEXDaemon": True}
     release = harness.operator("gpu-cluster", values)
     message = harness.resource(DRA_FEATURE_GATES_ALLOWLISTED, release.resource_type, release.props).one()

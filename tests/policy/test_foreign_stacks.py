@@ -130,8 +130,7 @@ def selector(cohort: str) -> dict[str, str]:
 @pytest.mark.charts
 def test_guide_renders_of_both_charts_on_their_own_cohorts_pass_without_a_ledger(harness: Harness) -> None:
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, foreign([*device_plugin(), *dra()]))
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
 
 
 @pytest.mark.charts
@@ -157,7 +156,7 @@ def test_nvidia_static_plugin_next_to_the_dra_driver_is_refused(harness: Harness
 @pytest.mark.charts
 def test_nvidia_static_plugin_placed_on_its_own_cohort_passes(harness: Harness) -> None:
     items = foreign([static_plugin(selector("device-plugin")), *dra()])
-    assert harness.stack(SINGLE_ALLOCATION_OWNER, items).violations == []
+    harness.passes(harness.stack(SINGLE_ALLOCATION_OWNER, items))
 
 
 @pytest.mark.charts
@@ -172,7 +171,7 @@ def test_required_affinity_that_admits_the_dra_cohort_is_refused(harness: Harnes
 def test_required_affinity_that_excludes_the_dra_cohort_passes(harness: Harness) -> None:
     excludes = affinity({"key": COHORT_KEY, "operator": "NotIn", "values": ["dra"]})
     items = foreign([static_plugin({"eks.amazonaws.com/compute-type": "hybrid"}, excludes), *dra()])
-    assert harness.stack(SINGLE_ALLOCATION_OWNER, items).violations == []
+    harness.passes(harness.stack(SINGLE_ALLOCATION_OWNER, items))
 
 
 @pytest.mark.charts
@@ -184,7 +183,7 @@ def test_companions_of_one_install_are_never_a_second_owner(harness: Harness) ->
         "hybrid-gpu-plugin-nvidia-device-plugin-mps-control-daemon",
     ]
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, foreign(rendered))
-    assert outcome.violations == []
+    harness.passes(outcome)
 
 
 @pytest.mark.charts
@@ -206,7 +205,7 @@ def test_nvidia_static_plugin_without_the_hybrid_pin_is_refused(harness: Harness
 
 
 def test_nvidia_static_plugin_pinned_to_hybrid_passes(harness: Harness) -> None:
-    assert harness.manifest_check(NO_AUTO_MODE_TARGETING, static_plugin(selector("device-plugin"))).violations == []
+    harness.passes(harness.manifest_check(NO_AUTO_MODE_TARGETING, static_plugin(selector("device-plugin"))))
 
 
 def test_plain_daemonset_running_the_plugin_binary_is_an_allocator(harness: Harness) -> None:
@@ -225,7 +224,7 @@ def test_smoke_job_whose_not_in_admits_auto_mode_is_refused(harness: Harness) ->
     pod["affinity"] = affinity({"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["fargate"]})
     assert "can schedule on EKS Auto Mode" in harness.manifest_check(NO_AUTO_MODE_TARGETING, job).one()
     pod["affinity"] = affinity({"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["auto"]})
-    assert harness.manifest_check(NO_AUTO_MODE_TARGETING, job).violations == []
+    harness.passes(harness.manifest_check(NO_AUTO_MODE_TARGETING, job))
 
 
 # --------------------------------------------------------------------------- smoke-job-hardened
@@ -234,8 +233,7 @@ def test_smoke_job_whose_not_in_admits_auto_mode_is_refused(harness: Harness) ->
 def test_guide_smoke_jobs_pasted_with_a_digest_pass(harness: Harness) -> None:
     for name in ("hybrid-gpu-plugin-smoke", "hybrid-gpu-dra-smoke"):
         outcome = harness.manifest_check(SMOKE_JOB_HARDENED, smoke_job(name))
-        assert outcome.not_applicable is None
-        assert outcome.violations == [], name
+        harness.passes(outcome, name)
 
 
 def _container(job: dict[str, Any]) -> dict[str, Any]:
@@ -286,7 +284,7 @@ def test_a_gpu_job_not_named_as_a_smoke_job_is_not_judged_as_one(harness: Harnes
     job = smoke_job()
     job["metadata"]["name"] = "nightly-training"
     job["spec"].pop("backoffLimit")
-    assert harness.manifest_check(SMOKE_JOB_HARDENED, job).not_applicable is not None
+    assert harness.not_applicable(harness.manifest_check(SMOKE_JOB_HARDENED, job)).startswith("not a smoke Job")
 
 
 # --------------------------------------------------------------------------- shared-gpu-resource-name
@@ -296,7 +294,7 @@ def test_a_gpu_job_not_named_as_a_smoke_job_is_not_judged_as_one(harness: Harnes
 def test_request_for_the_renamed_resource_on_a_time_sliced_cohort_passes(harness: Harness) -> None:
     rendered = device_plugin("device-plugin-time-slicing-values.yaml")
     items = foreign([*rendered, gpu_workload("nvidia.com/gpu.shared", selector("device-plugin"))])
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+    harness.passes(harness.stack(SHARED_GPU_RESOURCE_NAME, items))
 
 
 @pytest.mark.charts
@@ -316,7 +314,7 @@ def test_mixed_mig_request_on_a_rendered_mixed_plugin_passes(harness: Harness) -
     items = foreign(
         [*device_plugin(migStrategy="mixed"), gpu_workload("nvidia.com/mig-1g.5gb", selector("device-plugin"))]
     )
-    assert harness.stack(MIG_STRATEGY_CONSISTENT, items).violations == []
+    harness.passes(harness.stack(MIG_STRATEGY_CONSISTENT, items))
 
 
 @pytest.mark.charts
@@ -351,7 +349,7 @@ def test_plain_cluster_policy_with_its_plugin_next_to_nvidias_static_plugin_is_r
 
 def test_plain_cluster_policy_without_its_plugin_next_to_nvidias_static_plugin_passes(harness: Harness) -> None:
     items = foreign([static_plugin(selector("device-plugin")), _cluster_policy(False)])
-    assert harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items).violations == []
+    harness.passes(harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items))
 
 
 def test_affinity_message_on_a_foreign_daemonset_names_its_own_field(harness: Harness) -> None:
@@ -401,7 +399,7 @@ def test_static_plugin_config_file_that_renames_the_gpu_is_found(harness: Harnes
             gpu_workload("nvidia.com/gpu.shared", workload["spec"]["template"]["spec"]["nodeSelector"]),
         ]
     )
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, shared).violations == []
+    harness.passes(harness.stack(SHARED_GPU_RESOURCE_NAME, shared))
 
 
 def test_static_plugin_config_file_without_fail_requests_greater_than_one_is_refused(harness: Harness) -> None:
@@ -417,6 +415,6 @@ MIXED_CONFIG = "version: v1\nflags:\n  migStrategy: mixed\n"
 def test_mixed_mig_request_on_a_static_plugin_whose_config_file_says_mixed_passes(harness: Harness) -> None:
     workload = gpu_workload("nvidia.com/mig-1g.5gb", selector("device-plugin"))
     items = foreign([*_static_plugin_with_config(MIXED_CONFIG), workload])
-    assert harness.stack(MIG_STRATEGY_CONSISTENT, items).violations == []
+    harness.passes(harness.stack(MIG_STRATEGY_CONSISTENT, items))
     items = foreign([*_static_plugin_with_config(MIXED_CONFIG.replace("mixed", "single")), workload])
     assert "nvidia.com/mig-1g.5gb" in harness.stack(MIG_STRATEGY_CONSISTENT, items).one()

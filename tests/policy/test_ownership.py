@@ -36,6 +36,16 @@ def seed_stack(harness: Harness) -> list[Item]:
     return [*harness.device_plugin(), *harness.dra(), harness.seed_ledger()]
 
 
+def beside_operator(harness: Harness, owner: str, mode: str = "cluster-policy") -> Item:
+    """The ledger of an Operator cohort beside one standalone cohort of `owner` (device-plugin or dra)."""
+    cohort, selector = {"device-plugin": ("plugin", DP_SELECTOR), "dra": ("dra", DRA_SELECTOR)}[owner]
+    cohorts = {
+        cohort: harness.cohort_entry(owner, selector),
+        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
+    }
+    return harness.item(harness.ledger(cohorts, operator_mode=mode), name="ledger")
+
+
 def operator_stack(harness: Harness, mode: str = "cluster-policy") -> list[Item]:
     ledger = harness.ledger({"operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR)}, operator_mode=mode)
     return [harness.operator(mode), harness.item(ledger, name="ledger")]
@@ -46,13 +56,12 @@ def operator_stack(harness: Harness, mode: str = "cluster-policy") -> list[Item]
 
 def test_seed_device_plugin_and_dra_cohorts_pass(harness: Harness) -> None:
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, seed_stack(harness))
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
 
 
 def test_no_gpu_owner_is_not_applicable(harness: Harness) -> None:
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, [harness.item(harness.ledger({}), name="ledger")])
-    assert outcome.not_applicable == "the stack installs no GPU allocation owner"
+    assert harness.not_applicable(outcome) == "the stack installs no GPU allocation owner"
 
 
 def test_two_owners_in_one_cohort(harness: Harness) -> None:
@@ -90,11 +99,7 @@ def test_cohorts_with_one_differing_key_are_disjoint(harness: Harness) -> None:
 def test_operator_device_plugin_next_to_standalone_plugin(harness: Harness) -> None:
     values = harness.values("operator-cluster-policy-values.yaml")
     del values["devicePlugin"]
-    cohorts = {
-        "plugin": harness.cohort_entry("device-plugin", DP_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
+    ledger = beside_operator(harness, "device-plugin")
     items = [*harness.device_plugin(), harness.operator("cluster-policy", values), ledger]
     outcome = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items)
     assert outcome.one() == (
@@ -109,23 +114,15 @@ def test_operator_device_plugin_next_to_standalone_plugin(harness: Harness) -> N
 
 
 def test_cluster_policy_operator_without_its_plugin_beside_a_plugin_cohort_passes(harness: Harness) -> None:
-    cohorts = {
-        "plugin": harness.cohort_entry("device-plugin", DP_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
+    ledger = beside_operator(harness, "device-plugin")
     items = [*harness.device_plugin(), harness.operator("cluster-policy"), ledger]
     outcome = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, items)
-    assert outcome.violations == []
+    harness.passes(outcome)
 
 
 def test_gpu_cluster_next_to_standalone_dra(harness: Harness) -> None:
     items = [*harness.dra(skip_crds=True), harness.operator("gpu-cluster")]
-    cohorts = {
-        "dra": harness.cohort_entry("dra", DRA_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    items.append(harness.item(harness.ledger(cohorts, operator_mode="gpu-cluster"), name="ledger"))
+    items.append(beside_operator(harness, "dra", "gpu-cluster"))
     outcome = harness.stack(GPU_CLUSTER_EXCLUDES_STANDALONE_DRA, items)
     message = outcome.one()
     assert message.startswith(
@@ -150,11 +147,7 @@ def test_gpu_cluster_cr_object_next_to_dra_workload(harness: Harness) -> None:
 
 
 def test_compute_domain_crds_with_two_owners(harness: Harness) -> None:
-    cohorts = {
-        "dra": harness.cohort_entry("dra", DRA_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
+    ledger = beside_operator(harness, "dra")
     items = [*harness.dra(), harness.operator("cluster-policy"), ledger]
     outcome = harness.stack(COMPUTE_DOMAIN_CRDS_ONE_OWNER, items)
     schemas = {"computedomains.resource.nvidia.com": ", and the two charts ship different schemas"}
@@ -167,17 +160,13 @@ def test_compute_domain_crds_with_two_owners(harness: Harness) -> None:
         for crd in ("computedomains.resource.nvidia.com", "computedomaincliques.resource.nvidia.com")
     ]
     items = [*harness.dra(skip_crds=True), harness.operator("cluster-policy"), ledger]
-    assert harness.stack(COMPUTE_DOMAIN_CRDS_ONE_OWNER, items).violations == []
+    harness.passes(harness.stack(COMPUTE_DOMAIN_CRDS_ONE_OWNER, items))
 
 
 def test_nfd_twice(harness: Harness) -> None:
     operator_values = harness.values("operator-cluster-policy-values.yaml")
     del operator_values["nfd"]
-    cohorts = {
-        "plugin": harness.cohort_entry("device-plugin", DP_SELECTOR),
-        "operator": harness.cohort_entry("gpu-operator", OPERATOR_SELECTOR),
-    }
-    ledger = harness.item(harness.ledger(cohorts, operator_mode="cluster-policy"), name="ledger")
+    ledger = beside_operator(harness, "device-plugin")
     # The device plugin's gfd.enabled=true turned the NFD subchart on: visible only in what it renders.
     items = [*harness.device_plugin(variant="gfd"), harness.operator("cluster-policy", operator_values), ledger]
     outcome = harness.stack(NFD_ONE_OWNER, items)
@@ -249,7 +238,7 @@ def test_missing_ledger_and_config_override(harness: Harness) -> None:
     assert outcome.one().startswith(
         "The stack installs GPU allocation owners but has no ledger ConfigMap 'gpu-allocation-ledger'"
     )
-    assert harness.stack(OWNERSHIP_LEDGER_CONSISTENT, items, config={"requireLedger": False}).violations == []
+    harness.passes(harness.stack(OWNERSHIP_LEDGER_CONSISTENT, items, config={"requireLedger": False}))
 
 
 def test_unknown_values_and_ledger_do_not_crash(harness: Harness) -> None:
@@ -262,10 +251,10 @@ def test_unknown_values_and_ledger_do_not_crash(harness: Harness) -> None:
         elif item.resource_type != harness.chart:
             item.props["metadata"]["labels"] = UNKNOWN_OBJECT
     outcome = harness.stack(SINGLE_ALLOCATION_OWNER, items)
-    assert outcome.violations == []
+    harness.passes(outcome)
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", {})
     release.props["values"] = UNKNOWN_OBJECT
-    assert harness.stack(SINGLE_ALLOCATION_OWNER, [release], config={"requireLedger": False}).violations == []
+    harness.passes(harness.stack(SINGLE_ALLOCATION_OWNER, [release], config={"requireLedger": False}))
 
 
 def test_unreadable_ledger(harness: Harness) -> None:
@@ -282,13 +271,12 @@ def test_unreadable_ledger(harness: Harness) -> None:
 
 def test_gpu_cluster_operator_alone_passes(harness: Harness) -> None:
     outcome = harness.stack(OPERATOR_CR_EXCLUSIVE, operator_stack(harness, "gpu-cluster"))
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
 
 
 def test_no_operator_is_not_applicable(harness: Harness) -> None:
     outcome = harness.stack(OPERATOR_CR_EXCLUSIVE, seed_stack(harness))
-    assert outcome.not_applicable == "the stack installs no GPU Operator"
+    assert harness.not_applicable(outcome) == "the stack installs no GPU Operator"
 
 
 def test_both_deploy_cr_values_true(harness: Harness) -> None:
@@ -333,4 +321,4 @@ def test_two_operator_releases(harness: Harness) -> None:
 def test_operator_unknown_values_do_not_crash(harness: Harness) -> None:
     release = harness.operator("gpu-cluster")
     release.props["values"] = {"clusterPolicy": {"deployCR": UNKNOWN_STRING}, "gpuCluster": UNKNOWN_OBJECT}
-    assert harness.stack(OPERATOR_CR_EXCLUSIVE, [release]).violations == []
+    harness.passes(harness.stack(OPERATOR_CR_EXCLUSIVE, [release]))

@@ -132,12 +132,23 @@ def test_pulumi_policy_yaml_and_requirements() -> None:
     assert "pulumi==3.272.0" in requirements
 
 
-def test_analyzer_script_is_an_executable_posix_shell_launcher() -> None:
+def test_analyzer_script_launches_the_pack_with_python3_by_default(tmp_path: Any) -> None:
+    """Without PULUMI_PYTHON_CMD it runs `python3 -u -m pulumi.policy ENGINE PACK_DIR` (python3 from PATH), from
+    any directory; with it, see test_analyzer_script_serves_the_pack_over_grpc."""
     script = ROOT / "policy" / "analyzer"
     assert script.stat().st_mode & stat.S_IXUSR
-    text = script.read_text()
-    assert text.startswith("#!/bin/sh\n")
-    assert 'exec "${PULUMI_PYTHON_CMD:-python3}" -u -m pulumi.policy "$1" "$(dirname "$0")"' in text
+    # Only the text shows the interpreter the CLI will start: /bin/sh, so the pack needs no bash where it runs.
+    assert script.read_text().startswith("#!/bin/sh\n")
+    python3 = tmp_path / "bin" / "python3"
+    python3.parent.mkdir()
+    python3.write_text('#!/bin/sh\nprintf "%s\\n" "$@"\n')
+    python3.chmod(0o755)
+    environment = {k: v for k, v in os.environ.items() if k != "PULUMI_PYTHON_CMD"}
+    environment["PATH"] = f"{python3.parent}{os.pathsep}/usr/bin{os.pathsep}/bin"
+    ran = subprocess.run(
+        [str(script), "127.0.0.1:1"], capture_output=True, text=True, env=environment, cwd=tmp_path, check=True
+    )
+    assert ran.stdout.splitlines() == ["-u", "-m", "pulumi.policy", "127.0.0.1:1", str(ROOT / "policy")]
 
 
 def test_readme_documents_every_policy_with_its_level() -> None:
@@ -154,7 +165,7 @@ def test_readme_documents_every_policy_with_its_level() -> None:
     assert "--policy-pack policy" in readme
 
 
-def test_workflow_previews_every_stack_with_the_pack() -> None:
+def test_workflow_previews_every_stack_with_the_pack(tmp_path: Any) -> None:
     workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "policy-preview.yml").read_text())
     triggers = workflow.get("on", workflow.get(True))
     assert "pull_request" in triggers
@@ -164,8 +175,18 @@ def test_workflow_previews_every_stack_with_the_pack() -> None:
     assert pulumi[0]["with"]["command"] == "preview"
     assert pulumi[0]["with"]["policyPacks"] == "policy"
     assert str(pulumi[0]["with"]["comment-on-pr"]).lower() == "true"
-    text = (ROOT / ".github" / "workflows" / "policy-preview.yml").read_text()
-    assert "stacks/Pulumi.*.yaml" in text
+    # The matrix is what the listing step prints: run that step on this checkout, as the runner would.
+    assert workflow["jobs"]["preview"]["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.names) }}"
+    listing = next(s for s in workflow["jobs"]["stacks"]["steps"] if s.get("id") == "list")
+    output = tmp_path / "github-output"
+    environment = {**os.environ, "GITHUB_OUTPUT": str(output)}
+    subprocess.run(
+        [listing.get("shell", "bash"), "-c", listing["run"]], cwd=ROOT, env=environment, check=True, capture_output=True
+    )
+    names = output.read_text().strip().removeprefix("names=")
+    stacks = sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in (ROOT / "stacks").glob("Pulumi.*.yaml"))
+    assert json.loads(names) == stacks
+    assert len(stacks) >= 6
 
 
 # --------------------------------------------------------------------------- the analyzer

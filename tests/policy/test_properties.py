@@ -161,6 +161,7 @@ def expected_dual(pod: dict[str, Any]) -> bool:
 def test_request_shape_reports_every_generated_problem(pod: dict[str, Any], kind: str) -> None:
     outcome = HARNESS.manifest_check(GPU_REQUEST_SHAPE, workload(kind, pod))
     expected = expected_shape_problems(pod)
+    assert outcome.applied, outcome.not_applicable  # a clean draw must be judged clean, not skipped
     assert len(outcome.violations) == len(expected), (expected, outcome.messages)
     for container_name, name, problem in expected:
         fragment = {
@@ -177,6 +178,7 @@ def test_request_shape_reports_every_generated_problem(pod: dict[str, Any], kind
 def test_visible_devices_override_reports_every_gpu_container(pod: dict[str, Any], kind: str) -> None:
     outcome = HARNESS.manifest_check(NO_VISIBLE_DEVICES_OVERRIDE, workload(kind, pod))
     expected = expected_env_problems(pod)
+    assert outcome.applied, outcome.not_applicable  # a clean draw must be judged clean, not skipped
     assert len(outcome.violations) == len(expected), (expected, outcome.messages)
     for container_name, env in expected:
         assert any(f"container '{container_name}' gets GPUs" in m and f"sets env {env}=" in m for m in outcome.messages)
@@ -186,6 +188,7 @@ def test_visible_devices_override_reports_every_gpu_container(pod: dict[str, Any
 @given(pod=pod_specs(), kind=st.sampled_from(KINDS))
 def test_dual_allocation_is_reported_exactly_when_both_mechanisms_are_used(pod: dict[str, Any], kind: str) -> None:
     outcome = HARNESS.manifest_check(NO_DUAL_ALLOCATION, workload(kind, pod))
+    assert outcome.applied, outcome.not_applicable  # a clean draw must be judged clean, not skipped
     assert len(outcome.violations) == (1 if expected_dual(pod) else 0), outcome.messages
     if expected_dual(pod):
         assert "through the device plugin and DRA claim(s)" in outcome.one()
@@ -239,6 +242,7 @@ def test_auto_mode_targeting_matches_the_rule(selected: str | None, terms: list[
         }
     pinned = selected == "hybrid" or (selected != "auto" and bool(terms) and all(term_pins(t) for t in terms or []))
     outcome = HARNESS.manifest_check(NO_AUTO_MODE_TARGETING, manifest)
+    assert outcome.applied, outcome.not_applicable  # a clean draw must be judged clean, not skipped
     assert len(outcome.violations) == (0 if pinned else 1), (selected, terms, outcome.messages)
 
 

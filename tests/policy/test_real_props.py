@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from google.protobuf import struct_pb2
 from pulumi.runtime import proto
-from pulumi_policy import EnforcementLevel
+from pulumi_policy import EnforcementLevel, StackValidationPolicy
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 from policy.gpu_allocation.pack import PACK_NAME, build_policies
@@ -36,10 +36,10 @@ def _options(parent: str | None) -> proto.AnalyzerResourceOptions:
     return proto.AnalyzerResourceOptions(parent=parent or "")
 
 
-def analyze(scenario: str) -> list[Any]:
-    """Every diagnostic the pack reports for one captured preview."""
+def responses(scenario: str) -> list[Any]:
+    """The servicer's answer to every ``Analyze`` of one captured preview, then to its ``AnalyzeStack``."""
     servicer = _PolicyAnalyzerServicer(PACK_NAME, "0.1.0", build_policies(), EnforcementLevel.ADVISORY)
-    diagnostics: list[Any] = []
+    answers: list[Any] = []
     for record in real_records(scenario, "resource"):
         request = proto.AnalyzeRequest(
             type=record["type"],
@@ -48,7 +48,7 @@ def analyze(scenario: str) -> list[Any]:
             name=record["name"],
             options=_options(record["parent"]),
         )
-        diagnostics += servicer.Analyze(request, None).diagnostics
+        answers.append(servicer.Analyze(request, None))
     resources = [
         proto.AnalyzerResource(
             type=record["type"],
@@ -60,9 +60,25 @@ def analyze(scenario: str) -> list[Any]:
         )
         for record in real_records(scenario, "stack")
     ]
-    diagnostics += servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=resources), None).diagnostics
+    answers.append(servicer.AnalyzeStack(proto.AnalyzeStackRequest(resources=resources), None))
+    return answers
+
+
+def analyze(scenario: str) -> list[Any]:
+    """Every diagnostic the pack reports for one captured preview."""
+    diagnostics = [d for answer in responses(scenario) for d in answer.diagnostics]
     assert not [d for d in diagnostics if "can't run policy" in d.message]
     return diagnostics
+
+
+def judged(scenario: str) -> dict[str, int]:
+    """Policy -> in how many calls it judged (was not reported not applicable): each resource, or the stack."""
+    *per_resource, stack = responses(scenario)
+    counts: dict[str, int] = {}
+    for policy in build_policies():
+        answers = [stack] if isinstance(policy, StackValidationPolicy) else per_resource
+        counts[policy.name] = sum(policy.name not in {n.policy_name for n in a.not_applicable} for a in answers)
+    return counts
 
 
 def mandatory(scenario: str) -> dict[str, int]:
@@ -93,6 +109,34 @@ def test_chart_v4_props_are_empty_and_release_props_are_not(scenario: str) -> No
 def test_the_local_stack_passes_the_whole_pack() -> None:
     """The finding: chart-version-pinned refused the local stack's Chart v4 for 'chart null version null'."""
     assert analyze("local") == []
+    # ... and not by skipping: what each policy judged. The stack has no Operator, no DRA webhook and no smoke
+    # Job it did not build (its own are smoke-job-hardened's), so those policies alone have nothing to judge.
+    assert judged("local") == {
+        "chart-version-pinned": 26,
+        "compute-domain-crds-one-owner": 1,
+        "dra-api-current": 11,
+        "dra-feature-gates-allowlisted": 2,
+        "dra-webhook-needs-tls": 0,
+        "driver-ownership-consistent": 0,
+        "driver-verification-declared": 0,
+        "gpu-cluster-excludes-standalone-dra": 1,
+        "gpu-discovery-affinity-kept": 3,
+        "gpu-request-shape": 5,
+        "mig-strategy-consistent": 1,
+        "nfd-one-owner": 1,
+        "no-auto-mode-targeting": 5,
+        "no-dual-allocation": 5,
+        "no-visible-devices-override": 1,
+        "operator-cr-exclusive": 0,
+        "operator-device-plugin-disabled": 1,
+        "operator-hooks-kept": 0,
+        "ownership-ledger-consistent": 1,
+        "shared-gpu-resource-name": 1,
+        "single-allocation-owner": 1,
+        "smoke-job-hardened": 2,
+        "smoke-job-run-approved": 0,
+        "time-slicing-config-attached": 1,
+    }
 
 
 EXPECTED: dict[str, dict[str, int]] = {

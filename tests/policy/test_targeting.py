@@ -61,8 +61,7 @@ def smoke_job(harness: Harness, name: str = "hybrid-gpu-plugin-smoke") -> dict[s
 def test_rendered_daemonsets_with_seed_values_are_pinned(harness: Harness, file_name: str, name: str) -> None:
     doc = harness.stamp(harness.find(file_name, "DaemonSet", name), "device-plugin", "plugin", DP_SELECTOR)
     outcome = harness.manifest_check(NO_AUTO_MODE_TARGETING, doc)
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
 
 
 def test_unstamped_chart_daemonset_is_still_checked(harness: Harness) -> None:
@@ -74,7 +73,7 @@ def test_unstamped_chart_daemonset_is_still_checked(harness: Harness) -> None:
 
 @pytest.mark.parametrize("name", ["hybrid-gpu-plugin-smoke", "hybrid-gpu-dra-smoke"])
 def test_seed_smoke_jobs_are_pinned(harness: Harness, name: str) -> None:
-    assert harness.manifest_check(NO_AUTO_MODE_TARGETING, smoke_job(harness, name)).violations == []
+    harness.passes(harness.manifest_check(NO_AUTO_MODE_TARGETING, smoke_job(harness, name)))
 
 
 def test_daemonset_without_compute_type(harness: Harness) -> None:
@@ -109,7 +108,7 @@ def test_affinity_that_excludes_auto_in_every_term_pins(harness: Harness) -> Non
     del pod["nodeSelector"][COMPUTE]
     for term in pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]:
         term["matchExpressions"].append({"key": COMPUTE, "operator": "NotIn", "values": ["auto"]})
-    assert harness.manifest_check(NO_AUTO_MODE_TARGETING, doc).violations == []
+    harness.passes(harness.manifest_check(NO_AUTO_MODE_TARGETING, doc))
 
 
 def test_affinity_with_one_auto_term(harness: Harness) -> None:
@@ -141,7 +140,7 @@ def test_dra_chart_values(harness: Harness) -> None:
     values = harness.values("dra-values.yaml")
     chart = harness.helm_release("dra-chart", DRA_CHART, "0.5.0", values)
     check = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props, name=chart.name)
-    assert check.violations == []
+    harness.passes(check)
     del values["kubeletPlugin"]["nodeSelector"]
     chart = harness.helm_release("dra-chart", DRA_CHART, "0.5.0", values)
     message = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props, name=chart.name).one()
@@ -161,12 +160,12 @@ def test_unlabelled_workload_is_not_applicable(harness: Harness) -> None:
     job = harness.find("seed-smoke-jobs.yaml", "Job", "hybrid-gpu-plugin-smoke")
     job["metadata"]["name"] = "train-resnet"
     outcome = harness.manifest_check(NO_AUTO_MODE_TARGETING, job)
-    assert outcome.not_applicable == "not an allocation-owner workload or smoke Job"
+    assert harness.not_applicable(outcome) == "not an allocation-owner workload or smoke Job"
 
 
 def test_seed_smoke_job_pasted_without_labels_is_judged_by_its_name_and_gpu_request(harness: Harness) -> None:
     job = harness.find("seed-smoke-jobs.yaml", "Job", "hybrid-gpu-plugin-smoke")
-    assert harness.manifest_check(NO_AUTO_MODE_TARGETING, job).violations == []
+    harness.passes(harness.manifest_check(NO_AUTO_MODE_TARGETING, job))
     job["spec"]["template"]["spec"]["nodeSelector"].pop("eks.amazonaws.com/compute-type")
     message = harness.manifest_check(NO_AUTO_MODE_TARGETING, job).one()
     assert message.startswith("kubernetes:batch/v1:Job 'ai-workloads/hybrid-gpu-plugin-smoke' is not pinned")
@@ -179,16 +178,16 @@ def test_seed_smoke_job_pasted_without_labels_is_judged_by_its_name_and_gpu_requ
 def test_unknown_selector_does_not_crash(harness: Harness) -> None:
     doc = plugin_daemonset(harness)
     doc["spec"]["template"]["spec"]["nodeSelector"][COMPUTE] = UNKNOWN_STRING
-    assert harness.manifest_check(NO_AUTO_MODE_TARGETING, doc).violations == []
+    harness.passes(harness.manifest_check(NO_AUTO_MODE_TARGETING, doc))
     doc["spec"]["template"]["spec"]["nodeSelector"] = UNKNOWN_OBJECT
-    assert harness.manifest_check(NO_AUTO_MODE_TARGETING, doc).violations == []
+    harness.passes(harness.manifest_check(NO_AUTO_MODE_TARGETING, doc))
     values = {"nodeSelector": UNKNOWN_OBJECT}
     chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", values)
     outcome = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props)
-    assert outcome.violations == []
+    harness.passes(outcome)
     chart.props["values"] = UNKNOWN_OBJECT
     outcome = harness.resource(NO_AUTO_MODE_TARGETING, chart.resource_type, chart.props)
-    assert outcome.not_applicable == "the chart values are unknown during preview"
+    assert harness.not_applicable(outcome) == "the chart values are unknown during preview"
 
 
 @pytest.mark.parametrize(
@@ -237,8 +236,7 @@ def test_pinning_rules(selector: dict[str, str], affinity: Any, verdict: str) ->
 def test_rendered_daemonsets_keep_the_affinity(harness: Harness) -> None:
     for doc in (plugin_daemonset(harness), kubelet_plugin(harness)):
         outcome = harness.manifest_check(GPU_DISCOVERY_AFFINITY_KEPT, doc)
-        assert outcome.violations == []
-        assert outcome.not_applicable is None
+        harness.passes(outcome)
 
 
 def test_seed_values_keep_the_affinity(harness: Harness) -> None:
@@ -247,7 +245,7 @@ def test_seed_values_keep_the_affinity(harness: Harness) -> None:
         harness.helm_release("dra-chart", DRA_CHART, "0.5.0", harness.values("dra-values.yaml")),
     ):
         outcome = harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props, name=chart.name)
-        assert outcome.violations == []
+        harness.passes(outcome)
 
 
 def test_values_affinity_null(harness: Harness) -> None:
@@ -297,7 +295,7 @@ def test_values_map_without_terms_is_merged_by_helm(harness: Harness) -> None:
     values = harness.values("device-plugin-values.yaml")
     values["affinity"] = {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": []}}
     chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", values)
-    assert harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props).violations == []
+    harness.passes(harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props))
 
 
 def test_rendered_daemonset_without_affinity(harness: Harness) -> None:
@@ -320,14 +318,14 @@ def test_affinity_config_labels(harness: Harness) -> None:
 
 def test_affinity_not_applicable_and_unknown(harness: Harness) -> None:
     job = smoke_job(harness)
-    assert harness.manifest_check(GPU_DISCOVERY_AFFINITY_KEPT, job).not_applicable == (
+    assert harness.not_applicable(harness.manifest_check(GPU_DISCOVERY_AFFINITY_KEPT, job)) == (
         "not a device-plugin/DRA Chart or DaemonSet"
     )
     doc = plugin_daemonset(harness)
     doc["spec"]["template"]["spec"]["affinity"] = UNKNOWN_OBJECT
-    assert harness.manifest_check(GPU_DISCOVERY_AFFINITY_KEPT, doc).violations == []
+    harness.passes(harness.manifest_check(GPU_DISCOVERY_AFFINITY_KEPT, doc))
     chart = harness.helm_release("plugin-chart", DP_CHART, "0.20.0", {"affinity": UNKNOWN_OBJECT})
-    assert harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props).violations == []
+    harness.passes(harness.resource(GPU_DISCOVERY_AFFINITY_KEPT, chart.resource_type, chart.props))
 
 
 # --------------------------------------------------------------------------- what the analyzer really gets
@@ -339,9 +337,7 @@ def test_chart_v4_with_empty_props_is_not_applicable(harness: Harness) -> None:
     for record in charts:
         for policy in (NO_AUTO_MODE_TARGETING, GPU_DISCOVERY_AFFINITY_KEPT):
             outcome = harness.real_resource(policy, record)
-            assert outcome.violations == []
-            assert outcome.not_applicable is not None
-            assert outcome.not_applicable.startswith("Chart v4 inputs are not sent to policy analyzers")
+            assert harness.not_applicable(outcome).startswith("Chart v4 inputs are not sent to policy analyzers")
 
 
 def test_real_daemonsets_of_the_local_stack_pass(harness: Harness) -> None:
@@ -350,8 +346,7 @@ def test_real_daemonsets_of_the_local_stack_pass(harness: Harness) -> None:
     for record in records:
         for policy in (NO_AUTO_MODE_TARGETING, GPU_DISCOVERY_AFFINITY_KEPT):
             outcome = harness.real_resource(policy, record)
-            assert outcome.violations == []
-            assert outcome.not_applicable is None
+            harness.passes(outcome)
 
 
 def test_real_daemonsets_rendered_without_the_gpu_affinity(harness: Harness) -> None:
@@ -367,7 +362,7 @@ def test_real_daemonsets_rendered_without_the_gpu_affinity(harness: Harness) -> 
         "hybrid-gpu-gfd-nvidia-device-plugin-gpu-feature-discovery",
         "hybrid-gpu-gfd-nvidia-device-plugin-mps-control-daemon",
     ]
-    assert outcomes["hybrid-gpu-gfd-node-feature-discovery-worker"].not_applicable == (
+    assert harness.not_applicable(outcomes["hybrid-gpu-gfd-node-feature-discovery-worker"]) == (
         "the NFD worker runs on every node by design"
     )
     assert (
@@ -396,7 +391,7 @@ def test_real_kubelet_plugin_with_a_foreign_affinity(harness: Harness) -> None:
         '{"matchExpressions":[{"key":"kubernetes.io/os","operator":"In","values":["linux"]}]} has none of the '
         "GPU-discovery labels."
     )
-    assert harness.real_resource(NO_AUTO_MODE_TARGETING, record).violations == []
+    harness.passes(harness.real_resource(NO_AUTO_MODE_TARGETING, record))
 
 
 def test_real_nfd_workloads_are_no_allocators(harness: Harness) -> None:
@@ -405,6 +400,4 @@ def test_real_nfd_workloads_are_no_allocators(harness: Harness) -> None:
     assert len(workloads) == 3
     for record in workloads:
         outcome = harness.real_resource(NO_AUTO_MODE_TARGETING, record)
-        assert outcome.violations == []
-        assert outcome.not_applicable is not None
-        assert outcome.not_applicable.startswith("Node Feature Discovery labels nodes")
+        assert harness.not_applicable(outcome).startswith("Node Feature Discovery labels nodes")

@@ -15,7 +15,7 @@ import pytest
 from policy.gpu_allocation.rules.plugin_configs import PLUGIN_CONFIG_LABEL
 from policy.gpu_allocation.rules.sharing import SHARED_GPU_RESOURCE_NAME, TIME_SLICING_CONFIG_ATTACHED
 from tests.support import charts
-from tests.support.policy_harness import Harness
+from tests.support.policy_harness import Harness, Outcome
 
 from .test_foreign_stacks import TIME_SLICING, device_plugin, foreign, gpu_workload, selector
 from .test_helm_truthiness import render
@@ -47,8 +47,12 @@ def on(resource: str, label: str | None = None, count: int = 1) -> dict[str, Any
     return gpu_workload(resource, node_selector, count)
 
 
+def judge(harness: Harness, manifests: list[dict[str, Any]]) -> Outcome:
+    return harness.stack(SHARED_GPU_RESOURCE_NAME, foreign(manifests))
+
+
 def messages(harness: Harness, manifests: list[dict[str, Any]]) -> list[str]:
-    return harness.stack(SHARED_GPU_RESOURCE_NAME, foreign(manifests)).messages
+    return judge(harness, manifests).messages
 
 
 def test_the_render_carries_both_configs_and_the_default() -> None:
@@ -66,20 +70,20 @@ def test_the_render_carries_both_configs_and_the_default() -> None:
 
 
 def test_a_per_node_shared_config_is_not_refused_for_being_unselected(harness: Harness) -> None:
-    assert messages(harness, [*multi_config("exclusive"), on("nvidia.com/gpu")]) == []
+    harness.passes(judge(harness, [*multi_config("exclusive"), on("nvidia.com/gpu")]))
 
 
 def test_a_workload_on_nodes_labelled_with_the_shared_config_asks_for_the_shared_name(harness: Harness) -> None:
     refused = messages(harness, [*multi_config("exclusive"), on("nvidia.com/gpu", "shared")])
     assert len(refused) == 1
     assert f"config 'shared' (its {PLUGIN_CONFIG_LABEL} node label) advertises nvidia.com/gpu.shared" in refused[0]
-    assert messages(harness, [*multi_config("exclusive"), on("nvidia.com/gpu.shared", "shared")]) == []
+    harness.passes(judge(harness, [*multi_config("exclusive"), on("nvidia.com/gpu.shared", "shared")]))
 
 
 def test_a_workload_pinned_to_the_exclusive_config_passes_when_the_default_is_shared(harness: Harness) -> None:
-    assert messages(harness, [*multi_config("shared"), on("nvidia.com/gpu", "exclusive")]) == []
+    harness.passes(judge(harness, [*multi_config("shared"), on("nvidia.com/gpu", "exclusive")]))
     # Unpinned, it may land on unlabelled nodes (shared) or labelled exclusive ones: the scheduler picks the latter.
-    assert messages(harness, [*multi_config("shared"), on("nvidia.com/gpu")]) == []
+    harness.passes(judge(harness, [*multi_config("shared"), on("nvidia.com/gpu")]))
 
 
 def test_a_single_shared_default_still_refuses_the_exclusive_name(harness: Harness) -> None:
@@ -95,7 +99,7 @@ def test_a_single_shared_default_still_refuses_the_exclusive_name(harness: Harne
 
 def test_a_per_resource_rename_is_ignored_as_plugin_0_20_0_ignores_it(harness: Harness) -> None:
     rendered = device_plugin(config__map={"ts": PER_RESOURCE_RENAME}, config__default="ts")
-    assert messages(harness, [*rendered, on("nvidia.com/gpu")]) == []
+    harness.passes(judge(harness, [*rendered, on("nvidia.com/gpu")]))
 
 
 # --------------------------------------------------------------------------- the GPU Operator's device plugin
@@ -124,14 +128,14 @@ def test_cluster_policy_time_slicing_is_checked_against_workloads(harness: Harne
     assert "the GPU Operator's device plugin (kubernetes:nvidia.com/v1:ClusterPolicy 'cluster-policy')" in refused[0]
     assert "advertises nvidia.com/gpu.shared" in refused[0]
     shared = gpu_workload("nvidia.com/gpu.shared", {"eks.amazonaws.com/compute-type": "hybrid"})
-    assert messages(harness, [*rendered, shared]) == []
+    harness.passes(judge(harness, [*rendered, shared]))
 
 
 def test_cluster_policy_config_map_is_referenced(harness: Harness) -> None:
     """Its ConfigMap is read by the Operator's plugin: never 'referenced by no device plugin'."""
     rendered = operator_render({"shared": SHARED, "exclusive": EXCLUSIVE}, "exclusive")
-    assert messages(harness, rendered) == []
-    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, foreign(rendered)).violations == []
+    harness.passes(judge(harness, rendered))
+    harness.passes(harness.stack(TIME_SLICING_CONFIG_ATTACHED, foreign(rendered)))
     loose = [o for o in rendered if o["kind"] == "ConfigMap"]
     outcome = harness.stack(TIME_SLICING_CONFIG_ATTACHED, foreign(loose))
     assert any("no device plugin references" in m for m in outcome.messages)

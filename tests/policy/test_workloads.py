@@ -67,14 +67,13 @@ def container(manifest: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize("name", [PLUGIN_JOB, DRA_JOB])
 def test_seed_smoke_jobs_with_a_digest_pass(harness: Harness, name: str) -> None:
     outcome = harness.manifest_check(SMOKE_JOB_HARDENED, job(harness, name))
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
 
 
 def test_approved_job_may_run(harness: Harness) -> None:
     manifest = job(harness, approved="true")
     manifest["spec"]["suspend"] = False
-    assert harness.manifest_check(SMOKE_JOB_HARDENED, manifest).violations == []
+    harness.passes(harness.manifest_check(SMOKE_JOB_HARDENED, manifest))
 
 
 def test_seed_placeholder_image_is_refused(harness: Harness) -> None:
@@ -156,14 +155,14 @@ def test_deadline_maximum_is_configurable(harness: Harness) -> None:
     manifest = job(harness)
     manifest["spec"]["activeDeadlineSeconds"] = 3600
     outcome = harness.manifest_check(SMOKE_JOB_HARDENED, manifest, {"maxActiveDeadlineSeconds": 7200})
-    assert outcome.violations == []
+    harness.passes(outcome)
 
 
 def test_non_smoke_job_is_not_applicable(harness: Harness) -> None:
     manifest = harness.find("seed-smoke-jobs.yaml", "Job", PLUGIN_JOB)
     manifest["metadata"]["name"] = "train-resnet"
     outcome = harness.manifest_check(SMOKE_JOB_HARDENED, manifest)
-    assert outcome.not_applicable == (
+    assert harness.not_applicable(outcome) == (
         "not a smoke Job (label eks-hybrid-gpu.io/smoke-job=true, or a GPU Job named as a smoke/validation Job)"
     )
 
@@ -185,9 +184,9 @@ def test_smoke_job_unknowns_do_not_crash(harness: Harness) -> None:
     container(manifest)["image"] = UNKNOWN_STRING
     manifest["spec"]["suspend"] = "1c4a061d-8072-4f0a-a4cb-0ff528b18fe7"
     pod(manifest)["securityContext"] = UNKNOWN_OBJECT
-    assert harness.manifest_check(SMOKE_JOB_HARDENED, manifest).violations == []
+    harness.passes(harness.manifest_check(SMOKE_JOB_HARDENED, manifest))
     manifest["spec"] = UNKNOWN_OBJECT
-    assert harness.manifest_check(SMOKE_JOB_HARDENED, manifest).not_applicable == (
+    assert harness.not_applicable(harness.manifest_check(SMOKE_JOB_HARDENED, manifest)) == (
         "the Job spec is unknown during preview"
     )
 
@@ -211,7 +210,7 @@ def as_kind(manifest: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def test_seed_requests_pass(harness: Harness) -> None:
     for name in (PLUGIN_JOB, DRA_JOB):
-        assert harness.manifest_check(GPU_REQUEST_SHAPE, job(harness, name)).violations == []
+        harness.passes(harness.manifest_check(GPU_REQUEST_SHAPE, job(harness, name)))
 
 
 @pytest.mark.parametrize("kind", ["Job", "CronJob", "Deployment", "DaemonSet", "StatefulSet", "Pod"])
@@ -253,17 +252,17 @@ def test_request_without_limit_and_limit_only(harness: Harness) -> None:
     assert "requests['nvidia.com/gpu'] is 1 without a limit" in message
     manifest = job(harness)
     del container(manifest)["resources"]["requests"]["nvidia.com/gpu"]
-    assert harness.manifest_check(GPU_REQUEST_SHAPE, manifest).violations == []
+    harness.passes(harness.manifest_check(GPU_REQUEST_SHAPE, manifest))
 
 
 def test_request_shape_unknowns(harness: Harness) -> None:
     manifest = job(harness)
     container(manifest)["resources"]["limits"] = UNKNOWN_OBJECT
-    assert harness.manifest_check(GPU_REQUEST_SHAPE, manifest).violations == []
+    harness.passes(harness.manifest_check(GPU_REQUEST_SHAPE, manifest))
     container(manifest)["resources"] = {"requests": {"nvidia.com/gpu": "3eeb2bf0-c639-47a8-9e75-3b44932eb421"}}
-    assert harness.manifest_check(GPU_REQUEST_SHAPE, manifest).violations == []
+    harness.passes(harness.manifest_check(GPU_REQUEST_SHAPE, manifest))
     manifest["spec"]["template"] = UNKNOWN_OBJECT
-    assert harness.manifest_check(GPU_REQUEST_SHAPE, manifest).not_applicable == (
+    assert harness.not_applicable(harness.manifest_check(GPU_REQUEST_SHAPE, manifest)) == (
         "the pod template is unknown during preview"
     )
 
@@ -271,7 +270,7 @@ def test_request_shape_unknowns(harness: Harness) -> None:
 def test_non_workload_is_not_applicable(harness: Harness) -> None:
     device_class = harness.find("seed-dra-objects.yaml", "DeviceClass", "hybrid-full-gpu")
     outcome = harness.manifest_check(GPU_REQUEST_SHAPE, device_class)
-    assert outcome.not_applicable == "not a workload with a pod template"
+    assert harness.not_applicable(outcome) == "not a workload with a pod template"
 
 
 # --------------------------------------------------------------------------- visible devices
@@ -291,7 +290,7 @@ def test_allocators_that_set_visible_devices_but_request_no_gpu_pass(
     manifest = harness.find(file_name, "DaemonSet", name)
     envs = [e["name"] for c in pod(manifest)["containers"] for e in c.get("env", [])]
     assert "NVIDIA_VISIBLE_DEVICES" in envs
-    assert harness.manifest_check(NO_VISIBLE_DEVICES_OVERRIDE, manifest).violations == []
+    harness.passes(harness.manifest_check(NO_VISIBLE_DEVICES_OVERRIDE, manifest))
 
 
 def test_cuda_visible_devices_on_a_device_plugin_container(harness: Harness) -> None:
@@ -330,7 +329,7 @@ def test_sidecar_of_a_claim_pod_is_checked_too(harness: Harness) -> None:
 
 def test_seed_jobs_use_one_mechanism(harness: Harness) -> None:
     for name in (PLUGIN_JOB, DRA_JOB):
-        assert harness.manifest_check(NO_DUAL_ALLOCATION, job(harness, name)).violations == []
+        harness.passes(harness.manifest_check(NO_DUAL_ALLOCATION, job(harness, name)))
 
 
 def test_device_plugin_request_and_claim_at_once(harness: Harness) -> None:
@@ -349,7 +348,7 @@ def test_device_plugin_request_and_claim_at_once(harness: Harness) -> None:
 def test_dual_allocation_unknown_pod(harness: Harness) -> None:
     manifest = job(harness, DRA_JOB)
     pod(manifest)["resourceClaims"] = "6a19a0b0-7e62-4c92-b797-7f8e31da9cc2"
-    assert harness.manifest_check(NO_DUAL_ALLOCATION, manifest).violations == []
+    harness.passes(harness.manifest_check(NO_DUAL_ALLOCATION, manifest))
 
 
 # --------------------------------------------------------------------------- time-slicing
@@ -393,7 +392,7 @@ def workload(harness: Harness, resource: str, count: int = 1) -> Item:
 def test_attached_time_slicing_and_shared_request_pass(harness: Harness) -> None:
     items = [*shared_stack(harness), workload(harness, "nvidia.com/gpu.shared")]
     outcome = harness.stack(SHARED_GPU_RESOURCE_NAME, items)
-    assert outcome.violations == []
+    harness.passes(outcome)
 
 
 def test_exclusive_request_on_a_renamed_cohort(harness: Harness) -> None:
@@ -426,7 +425,7 @@ def test_fail_requests_greater_than_one_must_stay_true(harness: Harness) -> None
     )
     assert "Keep it true (eks-hybrid-gpu:cohorts[0].sharing)." in message
     config = {"requireFailRequestsGreaterThanOne": False}
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items, config).violations == []
+    harness.passes(harness.stack(SHARED_GPU_RESOURCE_NAME, items, config))
 
 
 def test_fail_requests_greater_than_one_in_release_values(harness: Harness) -> None:
@@ -459,7 +458,7 @@ def test_time_slicing_config_not_selected_by_default(harness: Harness) -> None:
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
     # A Release this program did not stamp declares no cohort sharing: a config that config.default does not
     # select applies to nodes labelled nvidia.com/device-plugin.config=time-slicing (the plugin's per-node selection).
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release]).violations == []
+    harness.passes(harness.stack(SHARED_GPU_RESOURCE_NAME, [release]))
 
 
 def test_declared_time_slicing_without_config(harness: Harness) -> None:
@@ -488,24 +487,24 @@ def test_unattached_config_map(harness: Harness) -> None:
     items = [*harness.device_plugin(), harness.item(loose)]
     plugin = child(items, "DaemonSet", "/hybrid-gpu-plugin-nvidia-device-plugin")
     pod(plugin.props)["volumes"].append({"name": "available-configs", "configMap": {"name": "time-slicing-config"}})
-    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, items).violations == []
+    harness.passes(harness.stack(TIME_SLICING_CONFIG_ATTACHED, items))
     values = harness.values("device-plugin-values.yaml")
     values["config"] = {"name": "time-slicing-config", "default": "time-slicing"}
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
-    assert harness.stack(TIME_SLICING_CONFIG_ATTACHED, [release, harness.item(loose)]).violations == []
+    harness.passes(harness.stack(TIME_SLICING_CONFIG_ATTACHED, [release, harness.item(loose)]))
 
 
 def test_sharing_unknowns_do_not_crash(harness: Harness) -> None:
     items = shared_stack(harness)
     child(items, "ConfigMap", TS_CONFIGS).props["data"] = UNKNOWN_OBJECT
     items.append(workload(harness, "nvidia.com/gpu"))
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+    harness.passes(harness.stack(SHARED_GPU_RESOURCE_NAME, items))
     pod(child(items, "DaemonSet", "/hybrid-gpu-ts-nvidia-device-plugin").props)["volumes"] = UNKNOWN_OBJECT
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, items).violations == []
+    harness.passes(harness.stack(SHARED_GPU_RESOURCE_NAME, items))
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", {"config": UNKNOWN_OBJECT})
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release, items[-1]]).violations == []
+    harness.passes(harness.stack(SHARED_GPU_RESOURCE_NAME, [release, items[-1]]))
     release.props["values"] = UNKNOWN_OBJECT
-    assert harness.stack(SHARED_GPU_RESOURCE_NAME, [release, items[-1]]).violations == []
+    harness.passes(harness.stack(SHARED_GPU_RESOURCE_NAME, [release, items[-1]]))
 
 
 def test_real_time_slicing_plugin_of_a_captured_preview(harness: Harness) -> None:
@@ -514,8 +513,7 @@ def test_real_time_slicing_plugin_of_a_captured_preview(harness: Harness) -> Non
     chart = next(i for i in items if i.name == "ts-chart")
     assert chart.props == {}
     outcome = harness.stack(SHARED_GPU_RESOURCE_NAME, items)
-    assert outcome.violations == []
-    assert outcome.not_applicable is None
+    harness.passes(outcome)
     exclusive = workload(harness, "nvidia.com/gpu")
     exclusive.props["metadata"]["labels"]["eks-hybrid-gpu.io/cohort"] = "ts"
     message = harness.stack(SHARED_GPU_RESOURCE_NAME, [*items, exclusive]).one()
@@ -542,7 +540,7 @@ def mig_workload(harness: Harness, profile: str, product: str | None = "NVIDIA-A
 def test_mixed_strategy_and_a_valid_profile_pass(harness: Harness) -> None:
     items = [*mig_stack(harness), mig_workload(harness, "1g.5gb")]
     outcome = harness.stack(MIG_STRATEGY_CONSISTENT, items)
-    assert outcome.violations == []
+    harness.passes(outcome)
 
 
 def test_mig_request_on_a_none_strategy_cohort(harness: Harness) -> None:
@@ -572,7 +570,7 @@ def test_profile_of_another_sku(harness: Harness) -> None:
         [*mig_stack(harness), mig_workload(harness, "4g.40gb", product=None)],
         config={"gpuModels": {"plugin": "A100-80GB"}},
     )
-    assert outcome.violations == []
+    harness.passes(outcome)
 
 
 @pytest.mark.parametrize(
@@ -589,7 +587,11 @@ def test_profile_of_another_sku(harness: Harness) -> None:
 )
 def test_profile_tables(harness: Harness, profile: str, product: str | None, ok: bool) -> None:
     items = [*mig_stack(harness), mig_workload(harness, profile, product)]
-    assert (harness.stack(MIG_STRATEGY_CONSISTENT, items).violations == []) is ok
+    outcome = harness.stack(MIG_STRATEGY_CONSISTENT, items)
+    if ok:
+        harness.passes(outcome)
+    else:
+        assert outcome.violations
 
 
 def test_strategy_disagrees_with_cohort_sharing(harness: Harness) -> None:
@@ -608,7 +610,7 @@ def test_strategy_disagrees_in_release_values(harness: Harness) -> None:
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", values)
     ledger = harness.ledger({"plugin": harness.cohort_entry("device-plugin", DP_SELECTOR, "mig-mixed")})
     # A Release renders nothing visible: its cohort comes from a workload's selector only, so no sharing is known.
-    assert harness.stack(MIG_STRATEGY_CONSISTENT, [release, harness.item(ledger, name="ledger")]).violations == []
+    harness.passes(harness.stack(MIG_STRATEGY_CONSISTENT, [release, harness.item(ledger, name="ledger")]))
     item = mig_workload(harness, "1g.5gb")
     assert "whose migStrategy is 'single'" in harness.stack(MIG_STRATEGY_CONSISTENT, [release, item]).one()
 
@@ -637,15 +639,15 @@ def test_mig_unknowns_do_not_crash(harness: Harness) -> None:
     set_env(items, "MIG_STRATEGY", UNKNOWN_STRING)
     item = mig_workload(harness, "1g.5gb")
     pod(item.props)["nodeSelector"] = UNKNOWN_OBJECT
-    assert harness.stack(MIG_STRATEGY_CONSISTENT, [*items, item]).violations == []
+    harness.passes(harness.stack(MIG_STRATEGY_CONSISTENT, [*items, item]))
     release = harness.helm_release("plugin-release", "nvidia-device-plugin", "0.20.0", {})
     release.props["values"] = UNKNOWN_OBJECT
-    assert harness.stack(MIG_STRATEGY_CONSISTENT, [release, mig_workload(harness, "1g.5gb")]).violations == []
+    harness.passes(harness.stack(MIG_STRATEGY_CONSISTENT, [release, mig_workload(harness, "1g.5gb")]))
 
 
 def test_mig_not_applicable(harness: Harness) -> None:
     outcome = harness.stack(MIG_STRATEGY_CONSISTENT, harness.dra())
-    assert outcome.not_applicable == "no device plugin and no nvidia.com/mig-* request"
+    assert harness.not_applicable(outcome) == "no device plugin and no nvidia.com/mig-* request"
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ import atexit
 import functools
 import shutil
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,12 @@ def folder() -> Path:
     A module that reads it carries the `charts` marker, so its tests fail with the one line before they use it.
     """
     return SHARED_MIRROR if unavailable() is not None else repository()
+
+
+@contextmanager
+def helm_repository() -> Iterator[str]:
+    """repository() served as a Helm repository on 127.0.0.1, the way `review` serves a chart mirror: its URL."""
+    from eks_hybrid_gpu.review.render import chart_mirror  # the product's own server, imported when used
+
+    with chart_mirror(repository()) as (url, _index):
+        yield url

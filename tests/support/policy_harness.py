@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from google.protobuf import json_format, struct_pb2
 from pulumi_policy import (
     Policy,
@@ -30,12 +30,13 @@ from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import unknown_checking_proxy
 
 from policy.gpu_allocation.vocab import labels as vocab
+from tests.support import seeds
 
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-FIXTURES = ROOT / "tests" / "fixtures" / "policy"
+FIXTURES = seeds.FIXTURES
 REAL = FIXTURES / "real"
 CHART_V4 = "kubernetes:helm.sh/v4:Chart"
 RELEASE_V3 = "kubernetes:helm.sh/v3:Release"
@@ -82,10 +83,30 @@ class Outcome:
         assert len(self.violations) == 1, self.messages
         return self.violations[0][0]
 
+    @property
+    def applied(self) -> bool:
+        """The policy judged the input: it did not call ``args.not_applicable()``."""
+        return self.not_applicable is None
+
     def report(self, message: str, urn: str | None = None) -> None:
         assert isinstance(message, str)
         assert message
         self.violations.append((message, urn))
+
+
+def passes(outcome: Outcome, note: object = None) -> None:
+    """Assert the policy applied and found nothing: a clean case that cannot pass by no longer applying."""
+    context = "" if note is None else f" ({note})"
+    assert outcome.applied, f"the policy did not apply{context}: {outcome.not_applicable!r}"
+    assert outcome.violations == [], f"{outcome.messages}{context}"
+
+
+def not_applicable(outcome: Outcome, note: object = None) -> str:
+    """Assert the policy declared itself not applicable and reported nothing; return its reason."""
+    context = "" if note is None else f" ({note})"
+    assert outcome.violations == [], f"{outcome.messages}{context}"
+    assert outcome.not_applicable is not None, f"the policy applied{context}"
+    return outcome.not_applicable
 
 
 @dataclass
@@ -133,12 +154,6 @@ def type_of(manifest: dict[str, Any]) -> str:
     return f"kubernetes:{group_version}:{manifest['kind']}"
 
 
-@functools.cache
-def _load(file_name: str) -> list[dict[str, Any]]:
-    with (FIXTURES / file_name).open() as handle:
-        return [d for d in yaml.safe_load_all(handle) if d]
-
-
 def _select(manifest: dict[str, Any], selector: dict[str, str]) -> dict[str, Any]:
     """Render a DaemonSet for another cohort selector, as the chart would (extra keys kept)."""
     if manifest["kind"] != "DaemonSet":
@@ -152,11 +167,31 @@ def _select(manifest: dict[str, Any], selector: dict[str, str]) -> dict[str, Any
     return rendered
 
 
+def _run(policy: ResourceValidationPolicy | StackValidationPolicy, args: Any) -> Outcome:
+    """Validate as the analyzer does, recording whether the policy applied (``not_applicable()`` raises)."""
+    outcome = Outcome()
+    try:
+        result = policy.validate(args, outcome.report)
+    except _NotApplicableError as error:
+        outcome.not_applicable = error.reason or ""
+    else:
+        # An awaitable would hold the verdict unrun: this harness, like the pack, runs synchronous validators only.
+        if inspect.iscoroutine(result):
+            result.close()
+        assert result is None, f"{policy.name} returned an awaitable, which this harness does not run"
+    return outcome
+
+
 class Harness:
     """Everything a policy test needs: collectors, fixtures and the program's stamps."""
 
     chart = CHART_V4
     release = RELEASE_V3
+
+    # ---- verdicts (also module functions, for helpers that hold no harness)
+
+    passes = staticmethod(passes)
+    not_applicable = staticmethod(not_applicable)
 
     # ---- collectors
 
@@ -185,12 +220,7 @@ class Harness:
     def run_resource(policy: Policy, args: ResourceValidationArgs) -> Outcome:
         """Run one resource policy on prepared args (they can be shared between policies)."""
         assert isinstance(policy, ResourceValidationPolicy)
-        outcome = Outcome()
-        try:
-            policy.validate(args, outcome.report)
-        except _NotApplicableError as error:
-            outcome.not_applicable = error.reason or ""
-        return outcome
+        return _run(policy, args)
 
     @staticmethod
     def manifest_check(policy: Policy, manifest: dict[str, Any], config: dict[str, Any] | None = None) -> Outcome:
@@ -209,12 +239,7 @@ class Harness:
     def run_stack(policy: Policy, args: StackValidationArgs) -> Outcome:
         """Run one stack policy on prepared args (they can be shared between policies)."""
         assert isinstance(policy, StackValidationPolicy)
-        outcome = Outcome()
-        try:
-            policy.validate(args, outcome.report)
-        except _NotApplicableError as error:
-            outcome.not_applicable = error.reason or ""
-        return outcome
+        return _run(policy, args)
 
     @staticmethod
     def stack_args(items: list[Item], config: dict[str, Any] | None = None) -> StackValidationArgs:
@@ -278,17 +303,10 @@ class Harness:
         props.update(extra)
         return Item(resource_type, props, name)
 
-    @staticmethod
-    def docs(file_name: str) -> list[dict[str, Any]]:
-        """The documents of a fixture file (a fresh copy each call)."""
-        return copy.deepcopy(_load(file_name))
-
-    @staticmethod
-    def values(file_name: str) -> dict[str, Any]:
-        """A values fixture (a fresh copy each call)."""
-        loaded = Harness.docs(file_name)
-        assert len(loaded) == 1
-        return loaded[0]
+    docs = staticmethod(seeds.documents)
+    """The documents of a fixture file (a fresh copy each call)."""
+    values = staticmethod(seeds.document)
+    """A values fixture (a fresh copy each call)."""
 
     @staticmethod
     def find(file_name: str, kind: str, name: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """Components under fresh Pulumi mocks: the guide's values and manifests key by key, plus structure and switches.
 
-The YAML blocks below are copied verbatim from the source material and compared with what the program registers.
+The guide's seed documents are read from tests/fixtures/policy/ (tests/support/seeds.py), the same files the
+policy tests feed the pack, and compared with what the program registers.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from components.runtime_class import NvidiaRuntimeClass
 from components.stamping import Ownership, stamp
 from eks_hybrid_gpu.mocks import ROOT, Registration, exported_outputs
 from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION
-from tests.support import charts
+from tests.support import charts, seeds
 from tests.support.configs import (
     DIGEST_IMAGE,
     DRA_COHORT,
@@ -39,225 +40,6 @@ from tests.support.configs import (
 
 pytestmark = pytest.mark.unit
 
-# ---------------------------------------------------------------- the guide's blocks, verbatim
-
-SEED_DEVICE_PLUGIN_VALUES = """
-nodeSelector:
-  eks.amazonaws.com/compute-type: hybrid
-  workload.example.com/gpu-allocation: device-plugin
-runtimeClassName: nvidia
-migStrategy: none
-failOnInitError: true
-deviceListStrategy: envvar
-gfd:
-  enabled: false
-nfd:
-  enabled: false
-resources:
-  requests:
-    cpu: 50m
-    memory: 64Mi
-  limits:
-    cpu: 500m
-    memory: 256Mi
-"""
-
-SEED_DRA_VALUES = """
-gpuResourcesEnabledOverride: true
-nvidiaDriverRoot: /
-resources:
-  gpus:
-    enabled: true
-  computeDomains:
-    enabled: false
-featureGates: {}
-kubeletPlugin:
-  nodeSelector:
-    eks.amazonaws.com/compute-type: hybrid
-    workload.example.com/gpu-allocation: dra
-  updateStrategy:
-    type: RollingUpdate
-    rollingUpdate:
-      maxUnavailable: 1
-  containers:
-    gpus:
-      resources:
-        requests:
-          cpu: 50m
-          memory: 128Mi
-        limits:
-          cpu: "1"
-          memory: 512Mi
-webhook:
-  enabled: false
-"""
-
-SEED_GPU_CLUSTER_VALUES = """
-clusterPolicy:
-  deployCR: false
-gpuCluster:
-  deployCR: true
-driver:
-  enabled: false
-nfd:
-  enabled: false
-draDriver:
-  computeDomains:
-    enabled: false
-"""
-
-SEED_DRA_MANIFESTS = """
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata:
-  name: hybrid-full-gpu
-spec:
-  selectors:
-    - cel:
-        expression: >-
-          device.driver == "gpu.nvidia.com" &&
-          device.attributes["gpu.nvidia.com"].type == "gpu"
----
-apiVersion: resource.k8s.io/v1
-kind: DeviceClass
-metadata:
-  name: hybrid-large-gpu
-spec:
-  selectors:
-    - cel:
-        expression: >-
-          device.driver == "gpu.nvidia.com" &&
-          device.attributes["gpu.nvidia.com"].type == "gpu" &&
-          device.capacity["gpu.nvidia.com"].memory.isGreaterThan(quantity("40Gi"))
----
-apiVersion: resource.k8s.io/v1
-kind: ResourceClaimTemplate
-metadata:
-  name: single-large-gpu
-  namespace: ai-workloads
-spec:
-  spec:
-    devices:
-      requests:
-        - name: gpu
-          exactly:
-            deviceClassName: hybrid-large-gpu
-            allocationMode: ExactCount
-            count: 1
-"""
-
-SEED_SMOKE_JOBS = """
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: hybrid-gpu-plugin-smoke
-  namespace: ai-workloads
-spec:
-  suspend: true
-  completions: 1
-  parallelism: 1
-  backoffLimit: 0
-  activeDeadlineSeconds: 120
-  ttlSecondsAfterFinished: 600
-  template:
-    spec:
-      restartPolicy: Never
-      automountServiceAccountToken: false
-      runtimeClassName: nvidia
-      nodeSelector:
-        eks.amazonaws.com/compute-type: hybrid
-        workload.example.com/gpu-allocation: device-plugin
-      tolerations:
-        - key: nvidia.com/gpu
-          operator: Exists
-          effect: NoSchedule
-      securityContext:
-        runAsNonRoot: true
-        runAsUser: 65532
-        seccompProfile:
-          type: RuntimeDefault
-      containers:
-        - name: gpu-check
-          image: registry.example.invalid/approved/gpu-smoke:replace-with-approved-digest
-          command: ["nvidia-smi", "-L"]
-          securityContext:
-            allowPrivilegeEscalation: false
-            readOnlyRootFilesystem: true
-            capabilities:
-              drop: ["ALL"]
-          resources:
-            requests:
-              cpu: 100m
-              memory: 128Mi
-              nvidia.com/gpu: 1
-            limits:
-              cpu: 500m
-              memory: 256Mi
-              nvidia.com/gpu: 1
----
-apiVersion: batch/v1
-kind: Job
-metadata:
-  name: hybrid-gpu-dra-smoke
-  namespace: ai-workloads
-spec:
-  suspend: true
-  completions: 1
-  parallelism: 1
-  backoffLimit: 0
-  activeDeadlineSeconds: 120
-  ttlSecondsAfterFinished: 600
-  template:
-    spec:
-      restartPolicy: Never
-      automountServiceAccountToken: false
-      nodeSelector:
-        eks.amazonaws.com/compute-type: hybrid
-        workload.example.com/gpu-allocation: dra
-      tolerations:
-        - key: nvidia.com/gpu
-          operator: Exists
-          effect: NoSchedule
-      securityContext:
-        runAsNonRoot: true
-        runAsUser: 65532
-        seccompProfile:
-          type: RuntimeDefault
-      containers:
-        - name: gpu-check
-          image: registry.example.invalid/approved/gpu-smoke:replace-with-approved-digest
-          command: ["nvidia-smi", "-L"]
-          securityContext:
-            allowPrivilegeEscalation: false
-            readOnlyRootFilesystem: true
-            capabilities:
-              drop: ["ALL"]
-          resources:
-            requests:
-              cpu: 100m
-              memory: 128Mi
-            limits:
-              cpu: 500m
-              memory: 256Mi
-            claims:
-              - name: gpu-resource
-      resourceClaims:
-        - name: gpu-resource
-          resourceClaimTemplateName: single-large-gpu
-"""
-
-SEED_TIME_SLICING = """
-# Fragment of device-plugin configuration, not a Kubernetes resource.
-version: v1
-sharing:
-  timeSlicing:
-    renameByDefault: true
-    failRequestsGreaterThanOne: true
-    resources:
-      - name: nvidia.com/gpu
-        replicas: 4
-"""
-
 PLACEHOLDER_IMAGE = "registry.example.invalid/approved/gpu-smoke@sha256:" + "0" * 64
 PROVIDER = "urn:pulumi:test::eks-hybrid-gpu::pulumi:pulumi:Stack$pulumi:providers:kubernetes::cluster::cluster-id"
 CHART = "kubernetes:helm.sh/v4:Chart"
@@ -267,14 +49,6 @@ CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 RUNTIME_CLASS = "kubernetes:node.k8s.io/v1:RuntimeClass"
 DEVICE_CLASS = "kubernetes:resource.k8s.io/v1:DeviceClass"
 CLAIM_TEMPLATE = "kubernetes:resource.k8s.io/v1:ResourceClaimTemplate"
-
-
-def _seed(text: str) -> Any:
-    return yaml.safe_load(text)
-
-
-def _seed_docs(text: str) -> list[dict[str, Any]]:
-    return list(yaml.safe_load_all(text))
 
 
 def _both_cohorts(**overrides: Any) -> dict[str, Any]:
@@ -331,7 +105,7 @@ def test_device_plugin_chart_values_are_the_seed_values(run: RunProgram) -> None
     recorder = run(_both_cohorts())
     values = _values(recorder, "gpu-plugin-chart")
 
-    _assert_key_by_key(values, _seed(SEED_DEVICE_PLUGIN_VALUES))
+    _assert_key_by_key(values, seeds.document(seeds.DEVICE_PLUGIN_VALUES))
     assert "affinity" not in values  # the chart's GPU-discovery affinity is kept, ANDed with nodeSelector
     assert values["failOnInitError"] is True  # the chart tests typeIs bool
     assert values["migStrategy"] == "none"
@@ -341,7 +115,7 @@ def test_dra_chart_values_are_the_seed_values(run: RunProgram) -> None:
     recorder = run(_both_cohorts())
     values = _values(recorder, "gpu-dra-chart")
 
-    _assert_key_by_key(values, _seed(SEED_DRA_VALUES))
+    _assert_key_by_key(values, seeds.document(seeds.DRA_VALUES))
     assert values["kubeletPlugin"]["containers"]["gpus"]["resources"]["limits"]["cpu"] == "1"
     assert values["featureGates"] == {}
     assert values["webhook"] == {"enabled": False}
@@ -374,7 +148,7 @@ def test_gpu_cluster_release_values_are_the_seed_fragment_and_the_operand_bounda
 
     # The seed's fragment, key by key, plus one deliberate key beyond it: the operands' tolerations.
     assert values.pop("daemonsets") == OPERAND_TOLERATIONS
-    _assert_key_by_key(values, _seed(SEED_GPU_CLUSTER_VALUES))
+    _assert_key_by_key(values, seeds.document(seeds.GPU_CLUSTER_VALUES))
 
 
 def test_operand_tolerations_follow_the_cohort_label(run: RunProgram) -> None:
@@ -433,7 +207,7 @@ def test_cluster_policy_release_values_follow_the_operator_config(run: RunProgra
 
 def test_device_classes_and_claim_template_are_the_seed_manifests(run: RunProgram) -> None:
     recorder = run(_both_cohorts())
-    full, large, template = _seed_docs(SEED_DRA_MANIFESTS)
+    full, large, template = seeds.documents(seeds.DRA_OBJECTS)
 
     for seed, name in [(full, "gpu-dra-objects-hybrid-full-gpu"), (large, "gpu-dra-objects-hybrid-large-gpu")]:
         registered = recorder.named(name)
@@ -481,7 +255,7 @@ def test_large_gpu_class_follows_the_memory_floor_and_extra_selector(run: RunPro
 @pytest.mark.parametrize(("seed_index", "name"), [(0, "gpu-plugin-smoke-job"), (1, "gpu-dra-smoke-job")])
 def test_smoke_jobs_are_the_seed_jobs(run: RunProgram, seed_index: int, name: str) -> None:
     recorder = run(_both_cohorts())
-    seed = _seed_docs(SEED_SMOKE_JOBS)[seed_index]
+    seed = seeds.documents(seeds.SMOKE_JOBS)[seed_index]
     job = recorder.named(name)
 
     assert job.type_ == JOB
@@ -815,13 +589,13 @@ def test_time_slicing_config_is_the_seed_fragment(run: RunProgram, replicas: int
     recorder = run(config)
 
     values = _values(recorder, "gpu-plugin-chart")
-    expected = _seed(SEED_TIME_SLICING)
+    expected = seeds.time_slicing()
     expected["sharing"]["timeSlicing"]["resources"][0]["replicas"] = replicas
     assert set(values["config"]) == {"map", "default"}
     assert values["config"]["default"] == "time-slicing"
     assert list(values["config"]["map"]) == ["time-slicing"]
     assert yaml.safe_load(values["config"]["map"]["time-slicing"]) == expected
-    _assert_key_by_key({k: v for k, v in values.items() if k != "config"}, _seed(SEED_DEVICE_PLUGIN_VALUES))
+    _assert_key_by_key({k: v for k, v in values.items() if k != "config"}, seeds.document(seeds.DEVICE_PLUGIN_VALUES))
 
     job = recorder.named("gpu-plugin-smoke-job")
     assert _container(job)["resources"]["requests"] == {"cpu": "100m", "memory": "128Mi", "nvidia.com/gpu.shared": 1}
@@ -1029,7 +803,7 @@ def test_probe_mode(run: RunProgram) -> None:
     }
     assert probe.inputs["data"] == {"cuda_probe.py": probe_script_path().read_text()}
 
-    seed_jobs = _seed_docs(SEED_SMOKE_JOBS)
+    seed_jobs = seeds.documents(seeds.SMOKE_JOBS)
     for job, seed in zip(
         [recorder.named("gpu-plugin-smoke-job"), recorder.named("gpu-dra-smoke-job")], seed_jobs, strict=True
     ):
@@ -1311,7 +1085,7 @@ def test_gpu_operator_component_children(construct: Construct) -> None:
     ]
     values = dict(recorder.named("op-release").inputs["values"])
     assert values.pop("daemonsets") == OPERAND_TOLERATIONS  # the operand boundary, beyond the seed's fragment
-    _assert_key_by_key(values, _seed(SEED_GPU_CLUSTER_VALUES))
+    _assert_key_by_key(values, seeds.document(seeds.GPU_CLUSTER_VALUES))
 
 
 # ---------------------------------------------------------------- reading the stack config

@@ -7,24 +7,22 @@ controller makes them; the plugin's sharing comes from the rendered ConfigMap th
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from eks_hybrid_gpu.simulate.devicemanager import Publication, plugin_sharing, publication, status_patch
 from eks_hybrid_gpu.simulate.model import SimNode
 from eks_hybrid_gpu.simulate.objects import PluginSharing, plugin_resources
+from tests.support import seeds
 
 pytestmark = pytest.mark.unit
 
-FIXTURES = Path(__file__).parents[1] / "fixtures" / "policy"
 READY = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
 
 
 def rendered(name: str) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all((FIXTURES / name).read_text()) if d]
+    return seeds.documents(name)
 
 
 def pod_of(documents: list[dict[str, Any]], daemonset: str, node: str, status: dict[str, Any]) -> dict[str, Any]:
