@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from eks_hybrid_gpu.review import ReviewInput, review, write_review
+from eks_hybrid_gpu.review.ledger import ownership_from_tree, read_ledger
 from eks_hybrid_gpu.review.render import (
     EMPTY,
     RENDER_MODE_OPERATOR,
@@ -17,9 +18,7 @@ from eks_hybrid_gpu.review.render import (
     Render,
     RenderEnv,
     RenderError,
-    ownership_from_tree,
     policy_results,
-    read_ledger,
     render_artifact,
 )
 from eks_hybrid_gpu.review.report import (
