@@ -21,12 +21,14 @@ from typing import Any
 from pulumi import automation as auto
 
 from components.config import StackConfig
+from components.ledger import ledger_namespace
 from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, simulate
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.engine import engine_state_dir
 from eks_hybrid_gpu.localpaths import local_state_dir
 from eks_hybrid_gpu.stackfile import stack_config
 from eks_hybrid_gpu.tables import table_lines
+from policy.gpu_allocation.vocab.labels import LEDGER_NAME
 
 LOCAL_STACK = "local"
 NODES_READY_TIMEOUT_SECONDS = 60.0
@@ -145,7 +147,7 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
         _print(f"pulumi up failed: {error}")
         return 1
     ownership = result.outputs["ownership"].value
-    _print("\nOwnership map (also ConfigMap gpu-system/gpu-allocation-ledger):")
+    _print(f"\nOwnership map (also ConfigMap {ledger_namespace(config.namespaces)}/{LEDGER_NAME}):")
     _print(ownership_table(ownership))
     nodes, rows = placement.read(kube)
     _print("\nSimulated nodes after pulumi up (their allocators now publish):")

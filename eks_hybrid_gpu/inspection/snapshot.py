@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.config import NamespacesConfig
 from components.dra_objects import DRIVER
-from components.ledger import parse_record
+from components.ledger import ledger_namespace, parse_record
 from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, NODES, PODS, SLICES, Kube, KubeAccessError, segment
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, MIGRATION_KEY, MIGRATION_NAME
 
-DEFAULT_LEDGER = f"gpu-system/{LEDGER_NAME}"
+DEFAULT_LEDGER = f"{ledger_namespace(NamespacesConfig())}/{LEDGER_NAME}"
+"""Where a stack with the default namespaces keeps its ledger; `--ledger` names another."""
 
 
 @dataclass(frozen=True)
