@@ -36,11 +36,11 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 from pulumi_policy.deserialize import deserialize_properties
-from pulumi_policy.policy import _NotApplicableError, _PolicyAnalyzerServicer
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from bench.stats import summarize
 from policy.gpu_allocation.pack import PACK_NAME, build_policies
+from policy.gpu_allocation.rules.sdk_internals import AnalyzerServicer, NotApplicable
 
 
 def load_records(path: Path) -> tuple[list[Any], list[Any], list[float]]:
@@ -58,7 +58,7 @@ def load_records(path: Path) -> tuple[list[Any], list[Any], list[float]]:
 
 
 def _servicer() -> Any:
-    return _PolicyAnalyzerServicer(PACK_NAME, "0.1.0", build_policies(), EnforcementLevel.ADVISORY)
+    return AnalyzerServicer(PACK_NAME, "0.1.0", build_policies(), EnforcementLevel.ADVISORY)
 
 
 def _timed(call: Callable[[], object]) -> float:
@@ -70,7 +70,7 @@ def _timed(call: Callable[[], object]) -> float:
 def _validate(policy: Any, args: Any) -> None:
     try:
         policy.validate(args, lambda message, urn=None: None)
-    except (_NotApplicableError, UnknownValueError):
+    except (NotApplicable, UnknownValueError):
         pass
 
 

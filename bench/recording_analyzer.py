@@ -25,12 +25,12 @@ RECORD_ENV = "BENCH_POLICY_RECORD"
 
 def install_recorder(record: Path) -> None:
     """Wrap the servicer's Analyze and AnalyzeStack so they append each request to `record`."""
-    from pulumi_policy.policy import _PolicyAnalyzerServicer
+    from policy.gpu_allocation.rules.sdk_internals import AnalyzerServicer
 
     lock = threading.Lock()
 
     def wrap(method_name: str) -> Any:
-        original = getattr(_PolicyAnalyzerServicer, method_name)
+        original = getattr(AnalyzerServicer, method_name)
 
         def recorded(self: Any, request: Any, context: Any) -> Any:
             started = time.perf_counter()
@@ -50,7 +50,7 @@ def install_recorder(record: Path) -> None:
         return recorded
 
     for name in ("Analyze", "AnalyzeStack"):
-        setattr(_PolicyAnalyzerServicer, name, wrap(name))
+        setattr(AnalyzerServicer, name, wrap(name))
 
 
 def main() -> None:

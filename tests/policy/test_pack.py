@@ -19,10 +19,10 @@ from google.protobuf import empty_pb2, struct_pb2
 from pulumi.runtime import proto
 from pulumi.runtime.proto import analyzer_pb2_grpc
 from pulumi_policy import EnforcementLevel, PolicyConfigSchema, StackValidationPolicy
-from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 import policy.gpu_allocation.pack
 from policy.gpu_allocation.pack import PACK_NAME, build_policies
+from policy.gpu_allocation.rules.sdk_internals import AnalyzerServicer
 from tests.support.policy_harness import ROOT, Harness
 
 pytestmark = pytest.mark.policy
@@ -199,7 +199,7 @@ def _struct(value: dict[str, Any]) -> struct_pb2.Struct:
 
 
 def _servicer() -> Any:
-    return _PolicyAnalyzerServicer(PACK_NAME, "0.1.0", build_policies(), ADVISORY)
+    return AnalyzerServicer(PACK_NAME, "0.1.0", build_policies(), ADVISORY)
 
 
 def _tagged_job(harness: Harness) -> dict[str, Any]:

@@ -14,9 +14,9 @@ import pytest
 from google.protobuf import struct_pb2
 from pulumi.runtime import proto
 from pulumi_policy import EnforcementLevel, StackValidationPolicy
-from pulumi_policy.policy import _PolicyAnalyzerServicer
 
 from policy.gpu_allocation.pack import PACK_NAME, build_policies
+from policy.gpu_allocation.rules.sdk_internals import AnalyzerServicer
 from tests.support.policy_harness import REAL, real_records
 
 pytestmark = pytest.mark.policy
@@ -38,7 +38,7 @@ def _options(parent: str | None) -> proto.AnalyzerResourceOptions:
 
 def responses(scenario: str) -> list[Any]:
     """The servicer's answer to every ``Analyze`` of one captured preview, then to its ``AnalyzeStack``."""
-    servicer = _PolicyAnalyzerServicer(PACK_NAME, "0.1.0", build_policies(), EnforcementLevel.ADVISORY)
+    servicer = AnalyzerServicer(PACK_NAME, "0.1.0", build_policies(), EnforcementLevel.ADVISORY)
     answers: list[Any] = []
     for record in real_records(scenario, "resource"):
         request = proto.AnalyzeRequest(

@@ -26,9 +26,9 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 from pulumi_policy.deserialize import deserialize_properties
-from pulumi_policy.policy import _NotApplicableError
 from pulumi_policy.proxy import unknown_checking_proxy
 
+from policy.gpu_allocation.rules.sdk_internals import NotApplicable
 from policy.gpu_allocation.vocab import labels as vocab
 from tests.support import seeds
 
@@ -172,7 +172,7 @@ def _run(policy: ResourceValidationPolicy | StackValidationPolicy, args: Any) ->
     outcome = Outcome()
     try:
         result = policy.validate(args, outcome.report)
-    except _NotApplicableError as error:
+    except NotApplicable as error:
         outcome.not_applicable = error.reason or ""
     else:
         # An awaitable would hold the verdict unrun: this harness, like the pack, runs synchronous validators only.

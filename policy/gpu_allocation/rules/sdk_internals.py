@@ -11,6 +11,9 @@ Two behaviours of the SDK have no public API, and the pack needs both:
   "not applicable" result. A wrapper that must see "not applicable" before the SDK does (``fail_closed``: report
   the fields it could not read instead) catches it: :data:`NotApplicable`.
 
+The benchmarks and the pack's tests also drive the SDK's gRPC servicer in-process (no analyzer subprocess), for
+which the SDK has no public name either: :data:`AnalyzerServicer`.
+
 When the pin moves, check both against the new SDK's ``proxy.py`` and ``policy.py``;
 ``tests/unit/test_bench.py`` proves the fast copy equals the item-by-item read, and ``tests/policy`` covers
 "not applicable" through the SDK's own validation args.
@@ -20,11 +23,14 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pulumi_policy.policy import _NotApplicableError
+from pulumi_policy.policy import _NotApplicableError, _PolicyAnalyzerServicer
 from pulumi_policy.proxy import _DictProxy, _ListProxy
 
 NotApplicable: Final = _NotApplicableError
 """What ``args.not_applicable(reason)`` raises."""
+
+AnalyzerServicer: Final = _PolicyAnalyzerServicer
+"""The SDK's Analyzer gRPC servicer: what `pulumi-analyzer-policy-python` serves, callable in-process."""
 
 PROXY_TYPES: Final = (_DictProxy, _ListProxy)
 """The SDK's unknown-checking proxy types, for an exact ``type(value) in PROXY_TYPES`` test."""
