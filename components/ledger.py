@@ -11,6 +11,7 @@ import pulumi_kubernetes as k8s
 
 from components.config import NamespacesConfig, StackConfig
 from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, LEDGER_KEY, LEDGER_LABEL, LEDGER_NAME, Owner
+from policy.gpu_allocation.vocab.ledger import ledger_problems, read_record
 
 LEDGER_HOME: Final[Owner] = DEVICE_PLUGIN
 """The owner kind whose namespace holds the ledger and the migration record beside it (`namespaces.devicePlugin`)."""
@@ -29,10 +30,11 @@ def parse_record(
 ) -> dict[str, Any] | None:
     """The JSON object under `key` of a ConfigMap; None when the ConfigMap or key is absent.
 
-    The one parser of the ledger (and of the migration record beside it), for the preflight, `inspect`,
-    `move-host`, `migrate` and `review` (which reads the rendered ConfigMap, and passes its own `fix`). Content
-    that is not a JSON object is a LedgerError: a check that cannot read the previous owners says so rather than
-    judging against nothing.
+    The program's side of the one ledger reader (`vocab.ledger`, which the pack reads the rendered ledger with),
+    for the preflight, `inspect`, `move-host`, `migrate` and `review` (which reads the rendered ConfigMap, and
+    passes its own `fix`); it reads the migration record beside the ledger too. Content that is not a JSON object
+    (bounded in depth), or a ledger whose cohorts cannot be used, is a LedgerError: a check that cannot read the
+    previous owners says so rather than judging against nothing.
     """
     if configmap is None:
         return None
@@ -41,13 +43,14 @@ def parse_record(
     text = (configmap.get("data") or {}).get(key)
     if not text:
         return None
-    try:
-        found = json.loads(text)
-    except ValueError as error:
-        msg = f"{where} is not JSON ({error}); {fix}"
-        raise LedgerError(msg) from None
-    if not isinstance(found, dict):
-        msg = f"{where} is not a JSON object; {fix}"
+    found, reason = read_record(text)
+    if found is None:
+        msg = f"{where} {reason}; {fix}"
+        raise LedgerError(msg)
+    problems = ledger_problems(found) if key == LEDGER_KEY else []
+    if problems:
+        part, why = problems[0]
+        msg = f"{where}{part} {why}; {fix}"
         raise LedgerError(msg)
     return found
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
 from components.config import NamespacesConfig
 from components.ledger import LedgerError, ledger_namespace, parse_record
 from eks_hybrid_gpu.review.normalize import REDACTED
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, PROJECT
+from policy.gpu_allocation.vocab.parsing import load_yaml
 
 NO_MAP = "the cohort → owner map cannot be shown"
 RENDERED_FIX = "the checkout's program rendered it so: its ledger (components/ledger.py) must write a JSON object"
@@ -33,13 +33,9 @@ def _ledger_document(tree: Mapping[str, str], namespace: str) -> Mapping[str, An
     text = tree.get(ledger_path(namespace))
     if text is None:
         return None
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        msg = f"ConfigMap {namespace}/{LEDGER_NAME} is not valid YAML ({error})"
-        raise LedgerError(msg) from None
-    if not isinstance(document, Mapping):
-        msg = f"ConfigMap {namespace}/{LEDGER_NAME} is not a mapping"
+    document, error = load_yaml(text)
+    if error is not None or not isinstance(document, Mapping):
+        msg = f"ConfigMap {namespace}/{LEDGER_NAME} {error or 'is not a mapping'}"
         raise LedgerError(msg)
     return document
 

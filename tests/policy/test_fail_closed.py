@@ -15,8 +15,8 @@ from pulumi_policy import Policy, ResourceValidationPolicy
 from policy.gpu_allocation.rules import dra as dra_rules
 from policy.gpu_allocation.rules import drivers, ownership, sharing, targeting, workloads
 from policy.gpu_allocation.rules.findings import CANNOT_JUDGE
-from policy.gpu_allocation.rules.parsing import TOO_DEEP
 from policy.gpu_allocation.vocab import labels as vocab
+from policy.gpu_allocation.vocab.parsing import TOO_DEEP
 from tests.support.policy_harness import DP_SELECTOR, Harness, Item, type_of
 
 from .test_foreign_stacks import device_plugin, dra, foreign, gpu_workload, selector, smoke_job

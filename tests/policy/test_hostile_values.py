@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from policy.gpu_allocation.rules.ownership import OWNERSHIP_LEDGER_CONSISTENT, SINGLE_ALLOCATION_OWNER
-from policy.gpu_allocation.rules.parsing import MAX_DEPTH, TOO_DEEP, bounded, load_json, load_yaml
 from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
 from policy.gpu_allocation.vocab import labels as vocab
+from policy.gpu_allocation.vocab.parsing import MAX_DEPTH, TOO_DEEP, bounded, load_json, load_yaml
 from tests.support.policy_harness import DP_SELECTOR, Harness, Item
 
 from .test_foreign_stacks import device_plugin, dra, foreign, gpu_workload, selector, static_plugin

@@ -203,10 +203,17 @@ def test_the_ledger_is_parsed_in_one_place() -> None:
     assert parse_record(None) is None
     assert parse_record(configmap(None)) is None
     assert parse_record(configmap(json.dumps({"cohorts": {}}))) == {"cohorts": {}}
-    with pytest.raises(LedgerError, match=r"gpu-allocation-ledger key ownership\.json is not JSON"):
+    with pytest.raises(LedgerError, match=r"gpu-allocation-ledger key ownership\.json is not valid JSON"):
         parse_record(configmap("{"))
     with pytest.raises(LedgerError, match="is not a JSON object"):
         parse_record(configmap("[1]"))
+    # The one reader the pack uses too: bounded in depth, and a ledger's cohorts must be usable.
+    with pytest.raises(LedgerError, match="nests deeper than"):
+        parse_record(configmap("[" * 100_000 + "]" * 100_000))
+    with pytest.raises(LedgerError, match=r"key ownership\.json has no 'cohorts' object"):
+        parse_record(configmap(json.dumps({"operatorMode": None})))
+    with pytest.raises(LedgerError, match=r"cohort 'a' nodeSelector is not a map of strings"):
+        parse_record(configmap(json.dumps({"cohorts": {"a": {"nodeSelector": {"k": 1}}}})))
 
 
 def test_the_preflight_reads_the_ledger_and_skips_the_cohort_mid_migration() -> None:

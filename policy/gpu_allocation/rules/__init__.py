@@ -20,7 +20,8 @@ What the rules read, bottom up:
 
 - :mod:`rules.sdk_internals`: the one home of the pulumi-policy private internals the pack relies on
 - :mod:`rules.props`: property plumbing (SDK proxies to plain data, unknowns, accessors, policy config)
-- :mod:`rules.parsing`: bounded JSON/YAML reading, so a hostile value is "cannot tell", never a crash
+- :mod:`vocab.parsing` (shared with the program): bounded JSON/YAML reading, so a hostile value is "cannot
+  tell", never a crash
 - :mod:`rules.findings`: findings as records (fail closed) and the words many policies share
 - :mod:`rules.readers`: values read as their consumers read them (Helm truthiness and chart defaults, a
   container's effective env)

@@ -6,8 +6,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..vocab import labels as vocab
-from .parsing import load_json
-from .props import UNKNOWN, dig, string_map
+from ..vocab.ledger import ledger_cohorts, ledger_problems, read_record
+from .props import UNKNOWN, dig
 from .resource import Resource
 
 
@@ -23,29 +23,26 @@ class Ledger:
 
 
 def parse_ledger(resource: Resource) -> Ledger:
-    """Read ``data["ownership.json"]`` of the ledger ConfigMap."""
+    """Read ``data["ownership.json"]`` of the ledger ConfigMap with the vocabulary's one ledger reader."""
     raw = dig(resource.props, "data", vocab.LEDGER_KEY)
     if raw is UNKNOWN:
         return Ledger(resource, known=False)
     if not isinstance(raw, str):
         return Ledger(resource, known=True, error="has no ownership.json key")
-    document, error = load_json(raw)
     where = f"data['{vocab.LEDGER_KEY}']"
-    if error is not None:
-        resource.cannot_read(where, error)
-        return Ledger(resource, known=True, error=error)
-    if not isinstance(document, dict) or not isinstance(document.get("cohorts"), dict):
-        resource.cannot_read(where, "has no 'cohorts' object")
-        return Ledger(resource, known=True, error="has no 'cohorts' object")
-    for name, entry in document["cohorts"].items():
-        if not isinstance(entry, dict):
-            resource.cannot_read(f"{where} cohort '{name}'", "is not an object")
-        elif entry.get("nodeSelector") is not None and string_map(entry.get("nodeSelector")) is None:
-            resource.cannot_read(f"{where} cohort '{name}' nodeSelector", "is not a map of strings")
-    cohorts = {str(name): entry for name, entry in document["cohorts"].items() if isinstance(entry, dict)}
+    document, error = read_record(raw)
+    if document is None:
+        reason = error or "is not a JSON object"
+        resource.cannot_read(where, reason)
+        return Ledger(resource, known=True, error=reason)
+    problems = ledger_problems(document)
+    for part, why in problems:
+        resource.cannot_read(f"{where}{part}", why)
+    if problems and problems[0][0] == "":
+        return Ledger(resource, known=True, error=problems[0][1])
     return Ledger(
         resource,
         known=True,
-        cohorts=cohorts,
+        cohorts=ledger_cohorts(document),
         operator_mode=document.get("operatorMode"),
     )

@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..vocab.parsing import load_yaml
 from .installations import Installation, is_plugin_container
-from .parsing import load_yaml
 from .props import UNKNOWN, as_dict, as_list, contains_unknown, dig, show
 from .readers import helm_truthy
 from .resource import CONFIG_MAP_TYPE, Resource

@@ -24,7 +24,7 @@ from pulumi_policy.proxy import (
     UnknownValueError,
 )
 
-from .parsing import MAX_DEPTH, TOO_DEEP
+from ..vocab.parsing import MAX_DEPTH, TOO_DEEP
 from .sdk_internals import PROXY_TYPES, proxy_target
 
 # --------------------------------------------------------------------------- unknowns

@@ -19,10 +19,10 @@ from ..vocab import allocators
 from ..vocab import labels as vocab
 from ..vocab.labels import GPU_OPERATOR
 from ..vocab.owners import owner_of_app_label, owner_of_chart
+from ..vocab.parsing import load_json
 from .charts import CHART_TYPES, HELM_CHART_LABEL, HELM_TYPES, NFD_NAME
 from .findings import Finding, cannot_judge
 from .operator_crs import cr_mode
-from .parsing import load_json
 from .props import UNKNOWN, as_dict, dig, readable, string_map
 from .readers import effective_env
 from .shapes import APP_NAME_LABEL, POD_SPEC_PATHS, Container, pod_type_problems, requests_gpu

@@ -20,9 +20,9 @@ from pulumi_policy import (
 from ...vocab import labels as vocab
 from ...vocab.labels import PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
+from ...vocab.parsing import contained
 from ...vocab.selectors import Placement, placements_overlap
 from ..findings import LABELS_NOTE, report_findings
-from ..parsing import contained
 from ..props import compact_json
 from .cohorts import Unit, cohort_units
 from .scope import gpu_stack, reads_ownership

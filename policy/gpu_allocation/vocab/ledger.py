@@ -1,0 +1,53 @@
+"""The ledger record's format, read one way by the pack, the preflight, `inspect`, `move-host`, `migrate`, `review`.
+
+The ledger ConfigMap (and the migration record beside it) holds one JSON object under one key (labels.LEDGER_KEY,
+labels.MIGRATION_KEY). What a reader cannot use is a reason, never a crash or an empty map: the text is parsed
+bounded in depth (vocab.parsing), must be an object, and a ledger must carry a `cohorts` object whose entries are
+objects with a string map as `nodeSelector`. Where the ConfigMap is and what to do about a bad one is the caller's
+(the pack reports a field it cannot read; the program raises with the fix).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .parsing import load_json
+
+
+def read_record(text: object) -> tuple[dict[str, Any] | None, str | None]:
+    """The JSON object a record key holds: (object, None), or (None, why it cannot be read)."""
+    if not isinstance(text, str):
+        return None, "is not a string"
+    document, error = load_json(text)
+    if error is not None:
+        return None, error
+    if not isinstance(document, dict):
+        return None, "is not a JSON object"
+    return document, None
+
+
+def ledger_problems(document: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(where, why) for each part of a ledger object a reader cannot use; `where` is '' for the whole record."""
+    cohorts = document.get("cohorts")
+    if not isinstance(cohorts, dict):
+        return [("", "has no 'cohorts' object")]
+    problems: list[tuple[str, str]] = []
+    for name, entry in cohorts.items():
+        if not isinstance(entry, dict):
+            problems.append((f" cohort '{name}'", "is not an object"))
+            continue
+        selector = entry.get("nodeSelector")
+        if selector is not None and not (
+            isinstance(selector, dict) and all(isinstance(value, str) for value in selector.values())
+        ):
+            problems.append((f" cohort '{name}' nodeSelector", "is not a map of strings"))
+    return problems
+
+
+def ledger_cohorts(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The usable cohort entries of a ledger object, by cohort name."""
+    cohorts = document.get("cohorts")
+    if not isinstance(cohorts, dict):
+        return {}
+    return {str(name): entry for name, entry in cohorts.items() if isinstance(entry, dict)}
