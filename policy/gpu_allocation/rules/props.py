@@ -229,6 +229,11 @@ def config_bool(config: Mapping[str, Any], key: str, default: bool) -> bool:
     return value if isinstance(value, bool) else default
 
 
+def string_list(default: Sequence[str], description: str) -> dict[str, Any]:
+    """The config-schema property of a list of strings, read back with :func:`config_strings`."""
+    return {"type": "array", "items": {"type": "string"}, "default": list(default), "description": description}
+
+
 def config_strings(config: Mapping[str, Any], key: str, default: Sequence[str]) -> tuple[str, ...]:
     """Read a list-of-strings policy-config value."""
     value = config.get(key)

@@ -34,6 +34,7 @@ from .props import (
     contains_unknown,
     one_of,
     show,
+    string_list,
 )
 from .resource import Resource
 from .shapes import APP_NAME_LABEL, POD_SPEC_PATHS, required_node_terms
@@ -223,12 +224,9 @@ NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(
                 "default": vocab.HYBRID,
                 "description": "The value every allocation workload must require.",
             },
-            "forbiddenComputeTypes": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": [vocab.AUTO_MODE],
-                "description": "Values a NotIn term must exclude to count as pinned.",
-            },
+            "forbiddenComputeTypes": string_list(
+                [vocab.AUTO_MODE], "Values a NotIn term must exclude to count as pinned."
+            ),
         }
     ),
     remediation_steps=(
@@ -353,12 +351,9 @@ GPU_DISCOVERY_AFFINITY_KEPT = ResourceValidationPolicy(
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(
         properties={
-            "discoveryLabels": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": list(GPU_DISCOVERY_LABELS),
-                "description": "Node labels that count as GPU discovery in a term.",
-            }
+            "discoveryLabels": string_list(
+                list(GPU_DISCOVERY_LABELS), "Node labels that count as GPU discovery in a term."
+            )
         }
     ),
     remediation_steps=(

@@ -22,7 +22,7 @@ from pulumi_policy import (
 from ...vocab.labels import DRA, PROJECT
 from ..charts import chart_inputs_hidden
 from ..fail_closed import fail_closed, reads_pods_and_helm
-from ..props import UNKNOWN, as_dict, as_list, compact_json, config_strings, dig, show
+from ..props import UNKNOWN, as_dict, as_list, compact_json, config_strings, dig, show, string_list
 from ..resource import Resource
 
 DRA_GROUP: Final = "resource.k8s.io"
@@ -199,14 +199,7 @@ DRA_API_CURRENT = ResourceValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
-        properties={
-            "allowedApiVersions": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": [CURRENT_API],
-                "description": "DRA API versions accepted for DRA objects.",
-            }
-        }
+        properties={"allowedApiVersions": string_list([CURRENT_API], "DRA API versions accepted for DRA objects.")}
     ),
     remediation_steps=(
         f"Write DRA objects for {CURRENT_API}: DeviceClass without suitableNodes, "

@@ -24,7 +24,7 @@ from ..charts import HELM_CHART_LABEL, chart_inputs_hidden
 from ..fail_closed import fail_closed, reads_pods_and_helm
 from ..findings import report_findings
 from ..operator_crs import cr_mode
-from ..props import UNKNOWN, as_dict, config_strings, dig
+from ..props import UNKNOWN, as_dict, config_strings, dig, string_list
 from ..readers import effective_env
 from ..resource import Resource
 from ..shapes import containers
@@ -159,14 +159,7 @@ DRA_FEATURE_GATES_ALLOWLISTED = ResourceValidationPolicy(
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
-        properties={
-            "allowedFeatureGates": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": [],
-                "description": "Feature gates reviewed for this cluster.",
-            }
-        }
+        properties={"allowedFeatureGates": string_list([], "Feature gates reviewed for this cluster.")}
     ),
     remediation_steps=(
         f"Keep {PROJECT}:dra.featureGates empty ({{}} as in the guide); enable a gate "

@@ -22,7 +22,7 @@ from ...vocab.labels import DRA, PROJECT
 from ...vocab.owners import DRA_KIND
 from ..charts import chart_inputs_hidden
 from ..fail_closed import fail_closed
-from ..props import UNKNOWN, as_dict, as_list, compact_json, config_strings, contains_unknown, dig, show
+from ..props import UNKNOWN, as_dict, as_list, compact_json, config_strings, contains_unknown, dig, show, string_list
 from ..readers import helm_flag
 from ..resource import Resource
 from ..shapes import containers
@@ -208,12 +208,9 @@ DRA_WEBHOOK_NEEDS_TLS = ResourceValidationPolicy(
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
         properties={
-            "allowedIssuerTypes": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": ["selfsigned", "clusterissuer", "issuer"],
-                "description": "cert-manager issuer types accepted for the webhook.",
-            }
+            "allowedIssuerTypes": string_list(
+                ["selfsigned", "clusterissuer", "issuer"], "cert-manager issuer types accepted for the webhook."
+            )
         }
     ),
     remediation_steps=(

@@ -24,18 +24,11 @@ from ...vocab.owners import GPU_OPERATOR_KIND
 from ..findings import report_findings
 from ..installations import Installation
 from ..ledger import Ledger
-from ..props import UNKNOWN, config_strings, show
+from ..props import UNKNOWN, config_strings, show, string_list
 from ..stack_view import StackView, not_applicable_unless_unreadable, reads_gpu_objects
 
 _VERIFIED_KEY: Final = "hostDriverVerified"
-_VERIFIED_COHORTS: Final = {
-    "verifiedCohorts": {
-        "type": "array",
-        "items": {"type": "string"},
-        "default": [],
-        "description": "Operator cohorts whose host driver was verified.",
-    }
-}
+_VERIFIED_COHORTS: Final = {"verifiedCohorts": string_list([], "Operator cohorts whose host driver was verified.")}
 """The config both driver policies read: Operator cohorts reviewed as having a verified host driver."""
 _DRIVER_PATH: Final = f"{PROJECT}:operator.driverEnabled"
 

@@ -21,7 +21,7 @@ from ...vocab.labels import GPU_OPERATOR, PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
 from ..charts import CHART_TYPES, RELEASE_TYPE, chart_inputs_hidden
 from ..fail_closed import fail_closed, reads_pods_and_helm
-from ..props import as_bool, config_strings
+from ..props import as_bool, config_strings, string_list
 from ..readers import helm_flag
 from ..resource import Resource
 
@@ -106,12 +106,7 @@ OPERATOR_HOOKS_KEPT = ResourceValidationPolicy(
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(
         properties={
-            "forbiddenOptions": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": list(_HOOK_OPTIONS),
-                "description": "Release inputs that bypass the Operator's hooks.",
-            }
+            "forbiddenOptions": string_list(list(_HOOK_OPTIONS), "Release inputs that bypass the Operator's hooks.")
         }
     ),
     remediation_steps=(

@@ -17,7 +17,7 @@ from pulumi_policy import (
 from ...vocab.grammar import parse_quantity
 from ...vocab.labels import PROJECT
 from ..fail_closed import fail_closed, pod_or_not_applicable, reads_pods
-from ..props import UNKNOWN, as_dict, config_strings, show
+from ..props import UNKNOWN, as_dict, config_strings, show, string_list
 from ..shapes import Container, containers
 
 
@@ -111,12 +111,7 @@ GPU_REQUEST_SHAPE = ResourceValidationPolicy(
     severity=Severity.MEDIUM,
     config_schema=PolicyConfigSchema(
         properties={
-            "resourcePrefixes": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": ["nvidia.com/"],
-                "description": "Resource-name prefixes treated as GPU resources.",
-            }
+            "resourcePrefixes": string_list(["nvidia.com/"], "Resource-name prefixes treated as GPU resources.")
         }
     ),
     remediation_steps=(

@@ -21,7 +21,7 @@ from pulumi_policy import (
 from ...vocab.labels import PROJECT
 from ..fail_closed import reads_pods
 from ..findings import CANNOT_JUDGE, report_findings
-from ..props import UNKNOWN, as_dict, config_strings, show
+from ..props import UNKNOWN, as_dict, config_strings, show, string_list
 from ..readers import EnvLookup, effective_env
 from ..resource import Resource
 from ..shapes import POD_SPEC_PATHS, Container, containers, is_device_plugin_gpu, pod_claims
@@ -125,12 +125,9 @@ NO_VISIBLE_DEVICES_OVERRIDE = StackValidationPolicy(
     severity=Severity.HIGH,
     config_schema=PolicyConfigSchema(
         properties={
-            "forbiddenEnvVars": {
-                "type": "array",
-                "items": {"type": "string"},
-                "default": ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"],
-                "description": "Env names a GPU-consuming container may not set.",
-            }
+            "forbiddenEnvVars": string_list(
+                ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"], "Env names a GPU-consuming container may not set."
+            )
         }
     ),
     remediation_steps=(
