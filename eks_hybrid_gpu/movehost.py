@@ -41,7 +41,6 @@ from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
-DEFAULT_TIMEOUT_SECONDS = 600.0
 MOVABLE_OWNERS = (DEVICE_PLUGIN, DRA)
 
 
@@ -54,7 +53,15 @@ def _say(line: str) -> None:
 
 
 def _rerun(args: argparse.Namespace) -> str:
-    options = [("--to", args.to), ("--drain", args.drain), ("--kubeconfig", args.kubeconfig)]
+    """The same move with every flag that names the cluster, the ledger or the waits: a rerun acts on the same."""
+    options = [
+        ("--to", args.to),
+        ("--drain", args.drain),
+        ("--kubeconfig", args.kubeconfig),
+        ("--context", args.context),
+        ("--ledger", args.ledger if args.ledger != DEFAULT_LEDGER else None),
+        ("--timeout", args.timeout if args.timeout != transit.DEFAULT_TIMEOUT_SECONDS else None),
+    ]
     return transit.rerun_command("move-host", args.node, options=options)
 
 
@@ -220,7 +227,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--drain", action="store_true", help="evict the pods holding its GPUs (PodDisruptionBudgets respected)"
     )
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds per wait (default 600)")
+    p.add_argument(
+        "--timeout", type=float, default=transit.DEFAULT_TIMEOUT_SECONDS, help="seconds per wait (default 600)"
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
     add_cluster_options(p)

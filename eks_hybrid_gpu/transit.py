@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from components.consumers import Consumer, consumers_by_node
 from components.dra_objects import DRIVER
@@ -144,6 +144,10 @@ def read_state(kube: Kube, node_name: str) -> NodeState:
     claims = kube.items(CLAIMS)
     held = consumers_by_node(pods, claims).get(node_name, [])
     return NodeState(node, tuple(allocators), tuple(ready), resources, slices, tuple(held))
+
+
+DEFAULT_TIMEOUT_SECONDS: Final = 600.0
+"""How long `move-host` and `migrate` wait for each thing the cluster must report, unless --timeout says."""
 
 
 def rerun_command(command: str, *positional: str, options: Sequence[tuple[str, object]] = ()) -> str:

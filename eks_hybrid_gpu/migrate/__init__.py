@@ -23,14 +23,13 @@ stack file, the checks, the migration to run or resume), `phases` (running them 
 `pulumi up`) and `cli`. The names below are its public interface.
 """
 
-from eks_hybrid_gpu.migrate.cli import DEFAULT_TIMEOUT_SECONDS, add_arguments, main, run
+from eks_hybrid_gpu.migrate.cli import add_arguments, main, run
 from eks_hybrid_gpu.migrate.phases import Up, migrate
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan, read_stack_file, rerun_command
 from eks_hybrid_gpu.migrate.records import ClusterRecords
 from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
 
 __all__ = [
-    "DEFAULT_TIMEOUT_SECONDS",
     "ClusterRecords",
     "MigrateRefused",
     "StackFile",

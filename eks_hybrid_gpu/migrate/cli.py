@@ -17,8 +17,6 @@ from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
 from eks_hybrid_gpu.stackfile import PROJECT_DIR
 from policy.gpu_allocation.vocab.labels import OWNERS
 
-DEFAULT_TIMEOUT_SECONDS = 600.0
-
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """`eks-hybrid-gpu migrate --stack S --cohort C --to OWNER` options."""
@@ -28,7 +26,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--drain", action="store_true", help="evict the pods holding its GPUs (PodDisruptionBudgets respected)"
     )
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_SECONDS, help="seconds per wait (default 600)")
+    p.add_argument(
+        "--timeout", type=float, default=transit.DEFAULT_TIMEOUT_SECONDS, help="seconds per wait (default 600)"
+    )
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("--project-dir", type=Path, help="the project holding stacks/ (default: this checkout)")
     p.add_argument("--state-dir", type=Path, help="a local stack's Pulumi home and backend (default: local up's)")

@@ -60,10 +60,12 @@ def read_stack_file(name: str, project_dir: Path) -> StackFile:
 
 
 def rerun_command(args: argparse.Namespace) -> str:
-    """The same command, to continue after an interruption."""
-    options = ("stack", "cohort", "to", "drain", "project_dir", "state_dir", "kubeconfig")
+    """The same command, to continue after an interruption: every flag that names the cluster, stack or charts."""
+    options = ("stack", "cohort", "to", "drain", "project_dir", "state_dir", "chart_mirror", "kubeconfig", "context")
+    flags = [(f"--{name.replace('_', '-')}", getattr(args, name, None)) for name in options]
+    timeout = getattr(args, "timeout", transit.DEFAULT_TIMEOUT_SECONDS)
     return transit.rerun_command(
-        "migrate", options=[(f"--{name.replace('_', '-')}", getattr(args, name)) for name in options]
+        "migrate", options=[*flags, ("--timeout", timeout if timeout != transit.DEFAULT_TIMEOUT_SECONDS else None)]
     )
 
 
