@@ -16,8 +16,6 @@ DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 """RFC 1123 label (lengths: `is_dns_label`)."""
 DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
 """RFC 1123 subdomain (lengths: `is_dns_subdomain`)."""
-LABEL_NAME: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
-"""The name part of a label key, or a non-empty label value."""
 LABEL_KEY: Final = re.compile(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?", re.ASCII)
 """A label key's shape (lengths and the prefix's subdomain rule: `is_label_key`)."""
 LABEL_VALUE: Final = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?", re.ASCII)
@@ -38,8 +36,6 @@ KUBERNETES_VERSION: Final = re.compile(
 _DOMAIN_PART: Final = r"(?:[A-Za-z0-9]|[A-Za-z0-9][A-Za-z0-9-]*[A-Za-z0-9])"
 _IMAGE_DOMAIN: Final = rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]{{1,5}})?"
 _IMAGE_PATH: Final = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-IMAGE_NAME: Final = re.compile(rf"(?:{_IMAGE_DOMAIN}/)?{_IMAGE_PATH}(?:/{_IMAGE_PATH})*", re.ASCII)
-"""An OCI image or repository name (distribution's reference grammar), without tag or digest."""
 DIGEST_IMAGE: Final = re.compile(
     rf"(?P<name>{_IMAGE_DOMAIN}/{_IMAGE_PATH}(?:/{_IMAGE_PATH})*|{_IMAGE_PATH}(?:/{_IMAGE_PATH})*)"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}",
