@@ -20,7 +20,7 @@ from ..vocab import labels as vocab
 from ..vocab.labels import GPU_OPERATOR
 from ..vocab.owners import owner_of_app_label, owner_of_chart
 from ..vocab.parsing import load_json
-from .charts import CHART_TYPES, HELM_CHART_LABEL, HELM_TYPES, NFD_NAME
+from .charts import CHART_TYPES, HELM_CHART_LABEL, HELM_TYPES, NFD_NAME, chart_inputs_hidden
 from .findings import Finding, cannot_judge
 from .operator_crs import cr_mode
 from .props import UNKNOWN, as_dict, dig, readable, string_map
@@ -293,6 +293,14 @@ class Resource:
         if self.resource_type not in CHART_TYPES:
             return False
         return not any(key in self.props for key in ("chart", "version", "values"))
+
+    def not_applicable_if_inputs_hidden(self, args: ResourceValidationArgs, checked: str) -> None:
+        """End a policy on a Chart whose inputs it does not get: not applicable, naming what is checked instead.
+
+        ``args.not_applicable`` raises, so the validator goes no further.
+        """
+        if self.inputs_hidden:
+            args.not_applicable(chart_inputs_hidden(checked))
 
     @property
     def chart_stamp(self) -> Any:

@@ -22,7 +22,7 @@ from pulumi_policy import (
 from ..vocab import labels as vocab
 from ..vocab.labels import DEVICE_PLUGIN, DRA, PROJECT
 from ..vocab.owners import DEVICE_PLUGIN_KIND, owner_kind, owner_of_app_label
-from .charts import NFD_NAME, chart_inputs_hidden
+from .charts import NFD_NAME
 from .fail_closed import fail_closed, reads_pods_and_helm
 from .findings import LABELS_NOTE
 from .props import (
@@ -159,9 +159,7 @@ def no_auto_mode_targeting_validator(args: ResourceValidationArgs, report_violat
     label = str(config.get("computeTypeLabel") or vocab.COMPUTE_TYPE_LABEL)
     required = str(config.get("requiredComputeType") or vocab.HYBRID)
     forbidden = config_strings(config, "forbiddenComputeTypes", (vocab.AUTO_MODE,))
-    if resource.inputs_hidden:
-        args.not_applicable(chart_inputs_hidden("the workloads it renders are checked instead"))
-        return
+    resource.not_applicable_if_inputs_hidden(args, "the workloads it renders are checked instead")
     owner = resource.chart_owner
     if owner in {DEVICE_PLUGIN, DRA}:
         values = resource.values
@@ -292,9 +290,7 @@ def gpu_discovery_affinity_kept_validator(args: ResourceValidationArgs, report_v
     """Refuse device-plugin/DRA values and DaemonSets that drop the GPU affinity."""
     resource = Resource.from_args(args)
     labels = config_strings(args.get_config(), "discoveryLabels", GPU_DISCOVERY_LABELS)
-    if resource.inputs_hidden:
-        args.not_applicable(chart_inputs_hidden("the DaemonSets it renders are checked instead"))
-        return
+    resource.not_applicable_if_inputs_hidden(args, "the DaemonSets it renders are checked instead")
     owner = resource.chart_owner
     path = f"{PROJECT}:cohorts[i] chart values"
     if owner in {DEVICE_PLUGIN, DRA}:

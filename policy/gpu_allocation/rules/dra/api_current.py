@@ -20,7 +20,6 @@ from pulumi_policy import (
 )
 
 from ...vocab.labels import DRA, PROJECT
-from ..charts import chart_inputs_hidden
 from ..fail_closed import fail_closed, reads_pods_and_helm
 from ..props import UNKNOWN, as_dict, as_list, compact_json, config_strings, dig, show, string_list
 from ..resource import Resource
@@ -158,9 +157,7 @@ def dra_api_current_validator(args: ResourceValidationArgs, report_violation: Re
     resource = Resource.from_args(args)
     allowed = config_strings(args.get_config(), "allowedApiVersions", (CURRENT_API,))
     path = resource.config_path("", _DRA_PATH)
-    if resource.inputs_hidden:
-        args.not_applicable(chart_inputs_hidden("the DeviceClasses and pod templates it renders are checked instead"))
-        return
+    resource.not_applicable_if_inputs_hidden(args, "the DeviceClasses and pod templates it renders are checked instead")
     if resource.is_kubernetes and resource.api_group_version.startswith(f"{DRA_GROUP}/") and resource.kind in DRA_KINDS:
         findings = _object_findings(resource, allowed)
     elif resource.chart_owner == DRA:

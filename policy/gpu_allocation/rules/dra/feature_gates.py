@@ -20,7 +20,7 @@ from pulumi_policy import (
 
 from ...vocab.labels import DRA, GPU_OPERATOR, PROJECT
 from ...vocab.owners import DRA_KIND, owner_of_chart
-from ..charts import HELM_CHART_LABEL, chart_inputs_hidden
+from ..charts import HELM_CHART_LABEL
 from ..fail_closed import fail_closed, reads_pods_and_helm
 from ..findings import report_findings
 from ..operator_crs import cr_mode
@@ -117,11 +117,9 @@ def _gate_sources(resource: Resource) -> Any:
 def dra_feature_gates_allowlisted_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse alpha DRA driver gates turned on (unless reviewed), unknown gates and gate values that are no boolean."""
     resource = Resource.from_args(args)
-    if resource.inputs_hidden:
-        args.not_applicable(
-            chart_inputs_hidden("the FEATURE_GATES env of the DRA workloads it renders is checked instead")
-        )
-        return
+    resource.not_applicable_if_inputs_hidden(
+        args, "the FEATURE_GATES env of the DRA workloads it renders is checked instead"
+    )
     sources = _gate_sources(resource)
     if sources is None:
         args.not_applicable("not a DRA chart, Operator chart, GPUCluster or DRA driver workload")

@@ -20,7 +20,6 @@ from pulumi_policy import (
 
 from ...vocab.labels import DRA, PROJECT
 from ...vocab.owners import DRA_KIND
-from ..charts import chart_inputs_hidden
 from ..fail_closed import fail_closed
 from ..props import UNKNOWN, as_dict, as_list, compact_json, config_strings, contains_unknown, dig, show, string_list
 from ..readers import helm_flag
@@ -161,11 +160,9 @@ def _webhook_deployment_findings(resource: Resource) -> Any:
 def dra_webhook_needs_tls_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse an enabled DRA admission webhook without validated TLS settings."""
     resource = Resource.from_args(args)
-    if resource.inputs_hidden:
-        args.not_applicable(
-            chart_inputs_hidden("the webhook configuration, Certificate and Deployment it renders are checked instead")
-        )
-        return
+    resource.not_applicable_if_inputs_hidden(
+        args, "the webhook configuration, Certificate and Deployment it renders are checked instead"
+    )
     issuer_types = config_strings(args.get_config(), "allowedIssuerTypes", _ISSUER_TYPES)
     findings: Any = None
     if resource.chart_owner == DRA:

@@ -23,7 +23,7 @@ from ...vocab import grammar
 from ...vocab import labels as vocab
 from ...vocab.labels import PROJECT
 from ...vocab.owners import OWNER_KINDS, owner_of_chart
-from ..charts import CHART_VERSION_PATHS, chart_inputs_hidden
+from ..charts import CHART_VERSION_PATHS
 from ..fail_closed import fail_closed
 from ..props import UNKNOWN, config_bool, show
 from ..resource import Resource
@@ -55,13 +55,9 @@ def version_problem(chart: Any, version: Any, *, allow_prerelease: bool) -> Any:
 def chart_version_pinned_validator(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse Helm charts without an exact version: Release inputs, and the chart stamp of rendered objects."""
     resource = Resource.from_args(args)
-    if resource.inputs_hidden:
-        args.not_applicable(
-            chart_inputs_hidden(
-                f"the version is checked on the {vocab.CHART_ANNOTATION} annotation of every object it renders"
-            )
-        )
-        return
+    resource.not_applicable_if_inputs_hidden(
+        args, f"the version is checked on the {vocab.CHART_ANNOTATION} annotation of every object it renders"
+    )
     if resource.is_helm:
         chart = resource.props.get("chart")
         version = resource.props.get("version")

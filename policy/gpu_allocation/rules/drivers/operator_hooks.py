@@ -19,7 +19,7 @@ from pulumi_policy import (
 
 from ...vocab.labels import GPU_OPERATOR, PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
-from ..charts import CHART_TYPES, RELEASE_TYPE, chart_inputs_hidden
+from ..charts import CHART_TYPES, RELEASE_TYPE
 from ..fail_closed import fail_closed, reads_pods_and_helm
 from ..props import as_bool, config_strings, string_list
 from ..readers import helm_flag
@@ -40,9 +40,7 @@ def operator_hooks_kept_validator(args: ResourceValidationArgs, report_violation
         "upgrade-crd hooks drain finalizers and upgrade CRDs in order; the guide forbids "
         "--no-hooks. Install it as helm.v3.Release with hooks on"
     )
-    if resource.inputs_hidden:
-        args.not_applicable(chart_inputs_hidden("a GPU Operator it renders is refused on its workloads"))
-        return
+    resource.not_applicable_if_inputs_hidden(args, "a GPU Operator it renders is refused on its workloads")
     if resource.chart_owner != GPU_OPERATOR:
         if resource.rendered_by_chart and _renders_operator(resource):
             report_violation(
