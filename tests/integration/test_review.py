@@ -6,6 +6,7 @@ render through `../shared/charts` served as a Helm repository (the chart mirror)
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from eks_hybrid_gpu import engine, localcluster
+from eks_hybrid_gpu import chartfetch, engine, localcluster
 from eks_hybrid_gpu.review import ReviewInput, main, review, write_review
 from eks_hybrid_gpu.review.render import (
     RENDER_MODE_NOTE,
@@ -40,9 +41,11 @@ OFFLINE_STACKS = {
     "device-plugin": {"plugin": "device-plugin"},
     "operator-cluster-policy": {"operator": "gpu-operator"},
     "operator-gpu-cluster": {"operator": "gpu-operator"},
+    "dra": {"dra": "dra"},
+    "mixed": {"plugin": "device-plugin", "dra": "dra"},
 }
-NOT_OFFLINE = ["dra", "mixed"]
-"""They pin dra-driver-nvidia-gpu 0.5.0 (registry.k8s.io OCI); the shared charts hold only 0.4.1."""
+DRA_STACKS = ["dra", "mixed"]
+"""They pin dra-driver-nvidia-gpu 0.5.0, the seed's release: a mirror without that archive cannot render them."""
 PLUGIN_CONFIGS = "ConfigMap/gpu-system/hybrid-gpu-plugin-nvidia-device-plugin-configs.yaml"
 PLUGIN_DS = "DaemonSet/gpu-system/hybrid-gpu-plugin-nvidia-device-plugin.yaml"
 PLUGIN_MPS_DS = "DaemonSet/gpu-system/hybrid-gpu-plugin-nvidia-device-plugin-mps-control-daemon.yaml"
@@ -130,12 +133,18 @@ def test_render_is_deterministic(render_env: RenderEnv, stack: str) -> None:
         assert ("GPUCluster" in kinds) is (stack == "operator-gpu-cluster")
 
 
-@pytest.mark.parametrize("stack", NOT_OFFLINE)
-def test_stacks_that_cannot_render_offline(render_env: RenderEnv, stack: str) -> None:
+@pytest.mark.parametrize("stack", DRA_STACKS)
+def test_dra_stacks_refuse_a_mirror_without_the_pinned_0_5_0(render_env: RenderEnv, stack: str, tmp_path: Path) -> None:
     stack_file = STACKS / f"Pulumi.{stack}.yaml"
-
-    with pytest.raises(RenderError, match=r"no dra-driver-nvidia-gpu 0\.5\.0 \(it has 0\.4\.1\)"):
-        review(stack, ReviewInput(engine.ROOT, stack_file, "head"), None, render_env)
+    folder = tmp_path / "mirror-0.4.1"
+    folder.mkdir()
+    for archive in (charts.device_plugin(), charts.dra_driver(), charts.gpu_operator()):
+        (folder / archive.name).symlink_to(archive)
+    chartfetch.write_index(folder)
+    with chart_mirror(folder) as (url, index):
+        old = dataclasses.replace(render_env, chart_mirror=url, chart_mirror_index=index)
+        with pytest.raises(RenderError, match=r"no dra-driver-nvidia-gpu 0\.5\.0 \(it has 0\.4\.1\)"):
+            review(stack, ReviewInput(engine.ROOT, stack_file, "head"), None, old)
 
 
 def test_time_slicing_replicas_change_is_a_small_diff(render_env: RenderEnv, tmp_path: Path) -> None:

@@ -28,29 +28,31 @@ from eks_hybrid_gpu.chartmirror import (
     Wanted,
     resolve,
 )
-from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
+from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS, owner_kind
 
 MARKER = "charts"
 
 
-def _test_version(owner: Owner) -> str:
-    """The registry's fallback archive where it has one (DRA: no 0.5.0 archive exists here), else its pin."""
-    chart = owner_kind(owner).chart
-    return chart.fallback[0] if chart.fallback is not None else chart.version
-
-
-TEST_CHARTS = tuple(
-    Wanted(kind.chart.name, _test_version(owner), kind.chart.upstream) for owner, kind in OWNER_KINDS.items()
+PINNED_CHARTS = tuple(Wanted(kind.chart.name, kind.chart.version, kind.chart.upstream) for kind in OWNER_KINDS.values())
+"""The registry's pins: device plugin 0.20.0, DRA 0.5.0 (the seed's release) and the Operator v26.7.0."""
+FALLBACK_CHARTS = tuple(
+    Wanted(kind.chart.name, kind.chart.fallback[0], kind.chart.upstream)
+    for kind in OWNER_KINDS.values()
+    if kind.chart.fallback is not None
 )
-"""What the tests render: the pinned device plugin and Operator, and DRA 0.4.1 (no 0.5.0 archive exists here)."""
+"""The registry's fallback archives (DRA 0.4.1): the policy tests' gate tables were written against its render,
+and the local stack's fallback is tested with a mirror that lacks the pin."""
+TEST_CHARTS = PINNED_CHARTS + FALLBACK_CHARTS
 PREFIX = "the chart-rendering tests cannot run: "
 
 
 @functools.cache
-def _resolved() -> Sources | str:
+def _resolved() -> tuple[Sources, Sources] | str:
+    """The pinned set and the fallback set, resolved apart (a Sources holds one archive per chart name)."""
+    fix = f"set {CHART_MIRROR_ENV}=DIR"
     try:
-        return resolve(TEST_CHARTS, local=False, fix=f"set {CHART_MIRROR_ENV}=DIR")
+        return resolve(PINNED_CHARTS, local=False, fix=fix), resolve(FALLBACK_CHARTS, local=False, fix=fix)
     except ChartMirrorError as error:
         return PREFIX + str(error)
 
@@ -61,12 +63,14 @@ def unavailable() -> str | None:
     return resolved if isinstance(resolved, str) else None
 
 
-def archive(chart: str) -> Path:
-    """The verified archive of one test chart; fails the calling test with the one line when there is none."""
+def archive(chart: str, *, fallback: bool = False) -> Path:
+    """The verified archive of one test chart (its pin, or its fallback); fails the calling test with the one line
+    when there is none."""
     resolved = _resolved()
     if isinstance(resolved, str):
         pytest.fail(resolved, pytrace=False)
-    return resolved.found[chart].archive
+    pinned, fallbacks = resolved
+    return (fallbacks if fallback else pinned).found[chart].archive
 
 
 def device_plugin() -> Path:
@@ -75,7 +79,12 @@ def device_plugin() -> Path:
 
 
 def dra_driver() -> Path:
-    """dra-driver-nvidia-gpu 0.4.1."""
+    """dra-driver-nvidia-gpu 0.4.1, the fallback the policy tests' renders and gate tables were written against."""
+    return archive(owner_kind(DRA).chart.name, fallback=True)
+
+
+def dra_driver_pinned() -> Path:
+    """dra-driver-nvidia-gpu 0.5.0, the registry's pin."""
     return archive(owner_kind(DRA).chart.name)
 
 
@@ -86,8 +95,8 @@ def gpu_operator() -> Path:
 
 @functools.cache
 def repository() -> Path:
-    """A Helm repository folder (index.yaml + the three archives), to serve on loopback as a chart mirror."""
-    paths = [archive(w.name) for w in TEST_CHARTS]
+    """A Helm repository folder (index.yaml + the pinned and fallback archives), to serve on loopback."""
+    paths = [archive(w.name) for w in PINNED_CHARTS] + [archive(w.name, fallback=True) for w in FALLBACK_CHARTS]
     folders = {p.parent for p in paths}
     if len(folders) == 1 and (next(iter(folders)) / "index.yaml").is_file():
         return next(iter(folders))

@@ -56,7 +56,8 @@ def offline(dead_port: int, tmp_path: Path) -> dict[str, str]:
 def _mirror(folder: Path, *names: str) -> Path:
     """A folder holding copies of the real archives named (a name with no test archive gets junk bytes)."""
     folder.mkdir(parents=True)
-    real = {p.name: p for p in (charts.device_plugin(), charts.dra_driver(), charts.gpu_operator())} if names else {}
+    archives = (charts.device_plugin(), charts.dra_driver(), charts.dra_driver_pinned(), charts.gpu_operator())
+    real = {p.name: p for p in archives} if names else {}
     for name in names:
         if name in real:
             shutil.copyfile(real[name], folder / name)
@@ -68,7 +69,7 @@ def _mirror(folder: Path, *names: str) -> Path:
 @pytest.fixture
 def upstream(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """The pinned archives served as a Helm repository on 127.0.0.1, standing in for every chart's upstream."""
-    folder = _mirror(tmp_path / "upstream", PLUGIN, DRA_041, "gpu-operator-v26.7.0.tgz")
+    folder = _mirror(tmp_path / "upstream", PLUGIN, DRA_041, DRA_PINNED, "gpu-operator-v26.7.0.tgz")
     chartfetch.write_index(folder)
     with chart_mirror(folder) as (url, _index):
         yield url, folder
@@ -79,10 +80,10 @@ def test_the_local_stack_names_no_chart_source(config: StackConfig) -> None:
     assert chartmirror.pinned_version(config, chartmirror.CHARTS[1]) == "0.5.0"
 
 
-def test_every_shared_archive_has_its_digest_pinned_and_dra_0_5_0_has_none() -> None:
+def test_every_shared_archive_has_its_digest_pinned_dra_0_5_0_included() -> None:
     assert archive_digests() == {
         ("nvidia-device-plugin", "0.20.0"): "8b491b92ec7f3b7c0a806eedff27e36247b1dd986fbf91402776faa5a4d07c7e",
-        ("dra-driver-nvidia-gpu", "0.5.0"): None,
+        ("dra-driver-nvidia-gpu", "0.5.0"): "7cd6bef64c0df8358c0bc2756c2e9fe58e563e3b11e72a6f1acfe5f375f31a34",
         ("dra-driver-nvidia-gpu", "0.4.1"): "ff2d7edadb62a84aa4da7526033b7e4d7e494965ee75f3f80a344c052c2aaa8e",
         ("gpu-operator", "v26.7.0"): "2d1fea13dae16c215a46242a830aa03a5bbfc377693c628bb0c50853375ae20c",
     }
@@ -96,11 +97,7 @@ def test_explicit_mirror_with_the_pinned_versions(config: StackConfig, tmp_path:
         "devicePlugin": {"version": "0.20.0", "source": {"archive": str(mirror / PLUGIN)}},
         "draDriver": {"version": "0.5.0", "source": {"archive": str(mirror / DRA_PINNED)}},
     }
-    digest = chartfetch.sha256_of(mirror / DRA_PINNED)
-    assert choice.notices == [
-        "notice: dra-driver-nvidia-gpu 0.5.0 has no known digest in policy/gpu_allocation/vocab/owners.py; "
-        f"{mirror / DRA_PINNED} has sha256 {digest} and is used unverified"
-    ]
+    assert choice.notices == []
 
 
 @pytest.mark.charts
@@ -151,13 +148,13 @@ def test_upstream_pulls_the_pinned_archives_once_into_the_cache_and_they_render(
     cache = tmp_path / "cache"
     environ = {chartfetch.UPSTREAM_ENV: url}
     sources = chartmirror.resolve(
-        charts.TEST_CHARTS, local=False, environ=environ, shared=tmp_path / "no-shared", cache=cache
+        charts.PINNED_CHARTS, local=False, environ=environ, shared=tmp_path / "no-shared", cache=cache
     )
     assert {name: found.archive for name, found in sources.found.items()} == {
-        w.name: (cache / w.file).resolve() for w in charts.TEST_CHARTS
+        w.name: (cache / w.file).resolve() for w in charts.PINNED_CHARTS
     }
     assert sources.notices == [
-        f"notice: pulled {w.name} {w.version} into the cache {cache}" for w in charts.TEST_CHARTS
+        f"notice: pulled {w.name} {w.version} into the cache {cache}" for w in charts.PINNED_CHARTS
     ]
     rendered = template("hybrid-gpu-plugin", sources.found["nvidia-device-plugin"].archive, "gpu-system", {})
     assert ("DaemonSet", "hybrid-gpu-plugin-nvidia-device-plugin") in {
@@ -166,7 +163,7 @@ def test_upstream_pulls_the_pinned_archives_once_into_the_cache_and_they_render(
     index = chartfetch.index_document(cache)
     assert sorted(index["entries"]) == ["dra-driver-nvidia-gpu", "gpu-operator", "nvidia-device-plugin"]
     again = chartmirror.resolve(
-        charts.TEST_CHARTS,
+        charts.PINNED_CHARTS,
         local=False,
         environ={chartfetch.UPSTREAM_ENV: "http://127.0.0.1:1"},
         shared=tmp_path / "no-shared",
@@ -186,7 +183,7 @@ def test_a_tampered_upstream_archive_is_refused_naming_both_digests_and_not_cach
     cache = tmp_path / "cache"
     with pytest.raises(chartmirror.ChartMirrorError) as refused:
         chartmirror.resolve(
-            charts.TEST_CHARTS[:1],
+            charts.PINNED_CHARTS[:1],
             local=False,
             environ={chartfetch.UPSTREAM_ENV: url},
             shared=tmp_path / "no-shared",
@@ -202,7 +199,9 @@ def test_a_tampered_upstream_archive_is_refused_naming_both_digests_and_not_cach
 
 @pytest.mark.charts
 def test_an_upstream_that_lacks_the_version_says_so(upstream: tuple[str, Path], tmp_path: Path) -> None:
-    url, _folder = upstream
+    url, folder = upstream
+    (folder / DRA_PINNED).unlink()
+    chartfetch.write_index(folder)
     wanted = chartmirror.Wanted("dra-driver-nvidia-gpu", "0.5.0", DRA_OCI)
     with pytest.raises(chartmirror.ChartMirrorError) as refused:
         chartmirror.resolve(

@@ -69,7 +69,7 @@ def test_collection_offline_says_one_line_and_chart_free_tests_pass(tmp_path: Pa
     said = [line for line in lines if line.startswith(charts.PREFIX)]
     shared = tmp_path / "shared" / "charts"
     assert set(said) == {
-        f"{charts.PREFIX}no chart source for nvidia-device-plugin-0.20.0.tgz, dra-driver-nvidia-gpu-0.4.1.tgz and "
+        f"{charts.PREFIX}no chart source for nvidia-device-plugin-0.20.0.tgz, dra-driver-nvidia-gpu-0.5.0.tgz and "
         f"gpu-operator-v26.7.0.tgz: {chartmirror.CHART_MIRROR_ENV} is not set, {shared} does not exist, and upstream "
         f"failed (http://127.0.0.1:{dead} cannot be reached (Connection refused)); put them in a folder and set "
         f"{chartmirror.CHART_MIRROR_ENV}=DIR, or in {shared}"

@@ -181,7 +181,10 @@ DRA_KIND: Final = OwnerKind(
         name="dra-driver-nvidia-gpu",
         version="0.5.0",
         upstream="oci://registry.k8s.io/dra-driver-nvidia/charts/dra-driver-nvidia-gpu",
-        sha256=None,
+        # The digest of the archive packaged with `helm package` from the Go module
+        # sigs.k8s.io/dra-driver-nvidia-gpu@v0.5.0 (its chart folder at tag v0.5.0, vouched for by the Go checksum
+        # database); upstream's OCI artifact carries other tar headers and so another digest (docs/charts.md).
+        sha256="7cd6bef64c0df8358c0bc2756c2e9fe58e563e3b11e72a6f1acfe5f375f31a34",
         old_names=("nvidia-dra-driver-gpu",),
         fallback=("0.4.1", "ff2d7edadb62a84aa4da7526033b7e4d7e494965ee75f3f80a344c052c2aaa8e"),
     ),
