@@ -20,6 +20,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from components.kube_http import Unreachable, send, status_message
 from components.ledger import LedgerError, parse_record
+from components.migration import Migration, parse_migration
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, MIGRATION_KEY, MIGRATION_NAME
 
 NODES = "/api/v1/nodes"
@@ -91,6 +92,10 @@ class Records:
     def migration_ref(self) -> str:
         """`NAMESPACE/NAME` of the migration record."""
         return f"{self.namespace}/{MIGRATION_NAME}"
+
+    def checked_migration(self) -> Migration | None:
+        """The migration record checked as `migrate`, `inspect` and `move-host` check it; LedgerError when unusable."""
+        return parse_migration(self.migration, f"ConfigMap {self.migration_ref}")
 
 
 class Reader:

@@ -13,27 +13,41 @@ ahead. Pure functions over plain data; the callers read the cluster.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from components.config import StackConfig
 from components.consumers import Consumer
 from components.ledger import LedgerError
 from components.refusals import Problem
-from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR
+from policy.gpu_allocation.vocab.grammar import is_dns_label
+from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
+from policy.gpu_allocation.vocab.owners import OWNER_KINDS
 
 PHASES: Final = ("cordon", "remove", "wait-unpublished", "install", "wait-published", "uncordon")
 """The phases `migrate` records, in order; a re-run resumes from the recorded one."""
 PAUSED_PHASES: Final = ("remove", "wait-unpublished")
 """Phases in which the program installs no owner for the cohort."""
-SUPPORTED: Final = frozenset({(DEVICE_PLUGIN, DRA), (DRA, DEVICE_PLUGIN)})
-"""(from, to) owner changes `migrate` runs; see docs/migrating-owners.md."""
+RELOCATABLE_KEYS: Final = ("draDriver",)
+"""The `namespaces.<key>` a relocation carries: devicePlugin is the ledger's home and moves in two updates."""
+RELOCATIONS: Final = frozenset({(DEVICE_PLUGIN, DEVICE_PLUGIN), (DRA, DRA)})
+"""Same owner, another allocator DaemonSet (a namespace move, a cohort rename): the same phases as a flip."""
+SUPPORTED: Final = frozenset({(DEVICE_PLUGIN, DRA), (DRA, DEVICE_PLUGIN)}) | RELOCATIONS
+"""(from, to) owner changes and relocations `migrate` runs; see docs/migrating-owners.md."""
 DOC: Final = "docs/migrating-owners.md"
 NEW_INSTALLATION: Final = (
     "use the new-installation path: remove the cohort from the stack and run `pulumi up` (its GPUs stop being "
     "allocatable), check with `eks-hybrid-gpu inspect` that nothing publishes them and no pod holds them, then "
     "declare the GPUCluster cohort as a new installation (or install it in a new cluster)"
+)
+
+LEDGER_HOME_MOVE: Final = (
+    "namespaces.devicePlugin is also the home of the ledger and the migration record, so `migrate` cannot carry "
+    "them across; move it in two updates: remove the device-plugin cohorts from the stack and run `pulumi up` (their "
+    "GPUs stop being allocatable), check with `eks-hybrid-gpu inspect` that nothing publishes them and no pod holds "
+    "them, then set the new namespace, put the cohorts back and run `pulumi up` again"
 )
 
 
@@ -50,6 +64,20 @@ class Migration:
     nodes: tuple[str, ...] = ()
     cordoned_by_us: tuple[str, ...] = ()
     drain: bool = False
+    kept_namespaces: Mapping[str, str] = field(default_factory=dict)
+    """Config key (`devicePlugin`, `draDriver`) -> the namespace the old allocator runs in, kept until the install
+    phase: a relocation removes the old DaemonSet where it is before the new one starts in the stack's namespace."""
+    from_cohort: str | None = None
+    """A renamed cohort's name in the ledger (its release is named after it); None when the name stays."""
+
+    @property
+    def relocation(self) -> bool:
+        """The same owner in another DaemonSet: a namespace move or a cohort rename, not an owner change."""
+        return self.from_owner == self.to_owner
+
+    def keeps_namespaces(self) -> bool:
+        """Whether the program still installs (or removes) in the old namespaces in this phase."""
+        return bool(self.kept_namespaces) and PHASES.index(self.phase) < PHASES.index("install")
 
     @property
     def installs(self) -> str | None:
@@ -59,7 +87,12 @@ class Migration:
         return self.from_owner if PHASES.index(self.phase) < PHASES.index("remove") else self.to_owner
 
     def describe(self) -> str:
-        """`cohort plugin from device-plugin to dra, phase remove`."""
+        """`cohort plugin from device-plugin to dra, phase remove`; a relocation says what moves."""
+        if self.relocation:
+            moves = [f"namespace {old} -> the stack's" for old in self.kept_namespaces.values()]
+            if self.from_cohort:
+                moves.append(f"renamed from {self.from_cohort}")
+            return f"cohort {self.cohort} ({self.to_owner}) relocated: {', '.join(moves)}, phase {self.phase}"
         return f"cohort {self.cohort} from {self.from_owner} to {self.to_owner}, phase {self.phase}"
 
     def as_json(self) -> dict[str, Any]:
@@ -73,20 +106,13 @@ class Migration:
             "nodes": list(self.nodes),
             "cordonedByUs": list(self.cordoned_by_us),
             "drain": self.drain,
+            **({"keptNamespaces": dict(sorted(self.kept_namespaces.items()))} if self.kept_namespaces else {}),
+            **({"fromCohort": self.from_cohort} if self.from_cohort is not None else {}),
         }
 
     def at(self, phase: str) -> Migration:
         """The same migration in another phase."""
-        return Migration(
-            self.cohort,
-            self.from_owner,
-            self.to_owner,
-            phase,
-            self.node_selector,
-            self.nodes,
-            self.cordoned_by_us,
-            self.drain,
-        )
+        return dataclasses.replace(self, phase=phase)
 
 
 def steps(migration: Migration) -> list[str]:
@@ -95,9 +121,11 @@ def steps(migration: Migration) -> list[str]:
     c, old, new = migration.cohort, migration.from_owner, migration.to_owner
     lines = {
         "cordon": f"cordon {nodes} and {'evict' if migration.drain else 'wait for'} the pods holding their GPUs",
-        "remove": f"`pulumi up` with no owner for cohort {c}: {old}'s release for it goes, other cohorts untouched",
+        "remove": f"`pulumi up` with no owner for cohort {c}: {old}'s release for it goes, other cohorts untouched"
+        + (f" (namespaces kept meanwhile: {kept})" if (kept := dict(migration.kept_namespaces)) else ""),
         "wait-unpublished": f"wait until no allocator pod is left on {nodes} and their publication has ended",
-        "install": f"`pulumi up` with cohort {c} owned by {new} (selector {dict(migration.node_selector)})",
+        "install": f"`pulumi up` with cohort {c} owned by {new} (selector {dict(migration.node_selector)})"
+        + (" in the stack's namespaces" if migration.kept_namespaces else ""),
         "wait-published": f"wait until {new}'s allocator is Ready and publishing on {nodes}",
         "uncordon": f"uncordon {', '.join(migration.cordoned_by_us) or 'nothing (all were cordoned before)'}, "
         "clear the record, write the new owner into the stack file",
@@ -122,10 +150,21 @@ def parse_migration(record: Mapping[str, Any] | None, where: str) -> Migration |
             nodes=tuple(str(n) for n in record.get("nodes") or []),
             cordoned_by_us=tuple(str(n) for n in record.get("cordonedByUs") or []),
             drain=bool(record.get("drain")),
+            kept_namespaces={str(k): str(v) for k, v in dict(record.get("keptNamespaces") or {}).items()},
+            from_cohort=str(record["fromCohort"]) if record.get("fromCohort") is not None else None,
         )
-    except (KeyError, TypeError, ValueError) as error:
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
         msg = f"{where} lacks a usable field ({error}); it is written by `eks-hybrid-gpu migrate`: run it again"
         raise LedgerError(msg) from None
+    kept_ok = all(k in RELOCATABLE_KEYS and is_dns_label(v) for k, v in migration.kept_namespaces.items())
+    if not kept_ok or (migration.from_cohort is not None and not is_dns_label(migration.from_cohort)):
+        msg = (
+            f"{where} records keptNamespaces {dict(migration.kept_namespaces)} and fromCohort "
+            f"{migration.from_cohort!r}, which `eks-hybrid-gpu migrate` never writes (keys "
+            f"{', '.join(RELOCATABLE_KEYS)}, values DNS-1123 labels); restore it, or delete the ConfigMap once "
+            "`eks-hybrid-gpu inspect` shows each node's allocator settled"
+        )
+        raise LedgerError(msg)
     if migration.phase not in PHASES or (migration.from_owner, migration.to_owner) not in SUPPORTED:
         msg = (
             f"{where} records phase {migration.phase!r} of {migration.from_owner} -> {migration.to_owner}, which "
@@ -156,7 +195,15 @@ def apply_to_raw(raw: Mapping[str, Any], migration: Migration) -> tuple[dict[str
     entry = cohorts[names.index(migration.cohort)]
     entry["owner"] = migration.installs or migration.from_owner
     entry["nodeSelector"] = dict(migration.node_selector)
+    if migration.keeps_namespaces():
+        namespaces = changed.get("namespaces")
+        changed["namespaces"] = {**(namespaces if isinstance(namespaces, dict) else {}), **migration.kept_namespaces}
     return changed, []
+
+
+def namespace_key(owner: str) -> str:
+    """The `namespaces.<key>` of an owner kind (`devicePlugin`, `draDriver`, `gpuOperator`)."""
+    return next(kind.config_key for name, kind in OWNER_KINDS.items() if name == owner)
 
 
 def paused_cohorts(migration: Migration | None) -> frozenset[str]:
@@ -224,6 +271,8 @@ def check_ledger(
             continue
         old = str(before.get("owner"))
         if not owner_changes(old, old_mode, cohort.owner, new_mode):
+            moved = namespace_move(config, cohort.owner, before, i, stack, ledger_ref)
+            problems += [moved] if moved is not None else []
             continue
         selector: Mapping[str, str] = before.get("nodeSelector") or {}
         hosts = sorted(str(n["metadata"]["name"]) for n in nodes if _matches(selector, n))
@@ -257,3 +306,39 @@ def check_ledger(
             )
         )
     return problems
+
+
+def namespace_move(
+    config: StackConfig, owner: Owner, before: Mapping[str, Any], index: int, stack: str, ledger_ref: str
+) -> Problem | None:
+    """A cohort whose owner stays but whose namespace the stack changes from what the ledger records.
+
+    Pulumi creates the DaemonSet in the new namespace before it deletes the old one, so every node of the cohort
+    runs two allocators of one kind for the length of the update: two DRA kubelet plugins share the plugin socket,
+    checkpoint and CDI folder; two device plugins both register `nvidia.com/gpu`. `migrate` runs it in order.
+    """
+    was = before.get("namespace")
+    now = config.namespaces.of(owner)
+    if not isinstance(was, str) or was == now:
+        return None
+    key = namespace_key(owner)
+    cohort = config.cohorts[index].name
+    head = (
+        f"moves cohort {cohort}'s {owner} from namespace {was} (the cluster's ledger {ledger_ref}) to {now} in one "
+        "step; Pulumi creates the allocator DaemonSet in the new namespace before it deletes the old one, so both "
+        "run on every node of the cohort for the length of the update"
+    )
+    if owner == GPU_OPERATOR:
+        fix = (
+            "two GPU Operators would reconcile the same nodes: keep the namespace, or move it as a new installation: "
+            f"{NEW_INSTALLATION}"
+        )
+    elif owner == DEVICE_PLUGIN:
+        fix = LEDGER_HOME_MOVE
+    else:
+        fix = (
+            f"move it in order with `eks-hybrid-gpu migrate --stack {stack} --cohort {cohort} --to {owner}`, which "
+            f"removes the old DaemonSet in {was}, waits until its publication has ended, then installs in {now}; "
+            f"see {DOC}"
+        )
+    return Problem(f"namespaces.{key}", f"{head}: {fix}")

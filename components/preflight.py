@@ -8,7 +8,9 @@ already publishes (see
 physical devices before enabling either path"; and a cohort node whose GPUs a pod still holds through another
 mechanism than the owner's (`components.consumers`): a host moved while busy. It refuses a cohort node whose own
 kubelet or container runtime (`status.nodeInfo`) does not meet the owner's floor, or cannot be read
-(`components.node_facts`). With a GPU Operator cohort it also refuses every GPU node outside that cohort that
+(`components.node_facts`). It refuses a plan that would start a cohort's allocator where another DaemonSet of
+it still runs (`components.replacements`: a namespace move, a cohort rename). With a GPU Operator cohort it
+also refuses every GPU node outside that cohort that
 lacks the operand opt-out (`components.operator_boundary`).
 """
 
@@ -22,10 +24,11 @@ from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig, needs_runtime_class
 from components.consumers import consumers_by_node, mechanism_of, other_mechanism
 from components.live import LiveCluster, Source, read_live
-from components.migration import Migration, check_ledger
+from components.migration import Migration, check_ledger, namespace_key
 from components.node_facts import check_node, node_owner
 from components.publishers import foreign, labels_of, observe
 from components.refusals import Problem
+from components.replacements import check_replacements
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, MPS_CAPABLE_LABEL
 
 Node = Mapping[str, Any]
@@ -212,11 +215,14 @@ def check(
     config: StackConfig, live: LiveCluster, stack: str = "STACK", migration: Migration | None = None
 ) -> list[Problem]:
     """The whole preflight, every check in turn; each returns the problems it found (docstrings say which)."""
+    changes = check_owner_changes(config, live, stack, migration)
+    moved = [c.name for c in config.cohorts if any(p.path == f"namespaces.{namespace_key(c.owner)}" for p in changes)]
     return (
         check_nodes(config, live.nodes)
         + check_publishers(config, live)
         + check_consumers(config, live)
-        + check_owner_changes(config, live, stack, migration)
+        + changes
+        + check_replacements(config, live, stack, skip=moved)
         + check_node_facts(config, live.nodes)
         + check_runtime_class(config, live)
         + operator_boundary.check(config, live.nodes, live.slices)

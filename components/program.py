@@ -11,7 +11,7 @@ from components.cluster import ClusterTarget, make_provider, resolve_target
 from components.config import StackConfig
 from components.ledger import LedgerError, ledger_namespace
 from components.live import LiveReadError
-from components.migration import Migration, apply_to_raw, parse_migration, paused_cohorts
+from components.migration import Migration, apply_to_raw, paused_cohorts
 from components.preflight import check, read_cluster
 from components.refusals import StackConfigError, redact
 from components.stack import HybridGpuCluster
@@ -107,7 +107,7 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
         try:
             live = read_cluster(config.cluster, target, ledger_namespace(config.namespaces))
             records = live.records
-            migration = parse_migration(records.migration, records.migration_ref) if records else None
+            migration = records.checked_migration() if records else None
         except (LiveReadError, LedgerError) as error:
             msg = f"{error}; nothing was changed"
             raise pulumi.RunError(msg) from None

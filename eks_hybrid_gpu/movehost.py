@@ -25,10 +25,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from components.consumers import mechanism_of, other_mechanism
+from components.ledger import LedgerError
+from components.migration import Migration
 from components.preflight import matches
 from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
-from eks_hybrid_gpu.inspection import DEFAULT_LEDGER, read_ledger
+from eks_hybrid_gpu.inspection import DEFAULT_LEDGER
 from eks_hybrid_gpu.kubeclient import (
     ACCESS_EXIT_CODE,
     Kube,
@@ -37,6 +39,7 @@ from eks_hybrid_gpu.kubeclient import (
     connect,
     run_reporting,
 )
+from eks_hybrid_gpu.records import read_records
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
@@ -65,8 +68,10 @@ def _rerun(args: argparse.Namespace) -> str:
     return transit.rerun_command("move-host", args.node, options=options)
 
 
-def _cohorts(kube: Kube, ledger_ref: str) -> Mapping[str, Any]:
-    ledger = read_ledger(kube, ledger_ref)
+def _cohorts(kube: Kube, ledger_ref: str) -> tuple[Mapping[str, Any], Migration | None]:
+    """The ledger's cohorts and the migration under way beside it; a record that cannot be read refuses the move."""
+    records = read_records(kube, ledger_ref)
+    ledger = records.ledger
     if ledger is None:
         msg = (
             f"no ownership ledger at ConfigMap {ledger_ref}: move-host moves hosts between the cohorts a `pulumi up` "
@@ -74,7 +79,24 @@ def _cohorts(kube: Kube, ledger_ref: str) -> Mapping[str, Any]:
         )
         raise MoveRefused(msg)
     cohorts: Mapping[str, Any] = ledger.get("cohorts") or {}
-    return cohorts
+    return cohorts, records.migration
+
+
+def refuse_mid_migration(migration: Migration | None, to: str, current: str | None, node: str) -> None:
+    """MoveRefused when the host would move into or out of a cohort whose owner `migrate` is changing.
+
+    `migrate` recorded that cohort's nodes when it started and waits on exactly those: a host moved in meanwhile
+    would get the old owner's allocator (or none), one moved out would leave a phase waiting on a node it no longer
+    owns. Finish the migration, then move the host.
+    """
+    if migration is None or migration.cohort not in (to, current):
+        return
+    msg = (
+        f"cohort {migration.cohort} is mid-migration ({migration.describe()}), so node {node} cannot move "
+        f"{'into' if migration.cohort == to else 'out of'} it now; finish it with `eks-hybrid-gpu migrate --stack "
+        f"STACK --cohort {migration.cohort} --to {migration.to_owner}`, then run this move again"
+    )
+    raise MoveRefused(msg)
 
 
 def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> tuple[str, str, str | None]:
@@ -150,9 +172,10 @@ def _settled(state: transit.NodeState, owner: str) -> tuple[bool, str]:
 def move(kube: Kube, args: argparse.Namespace) -> int:
     """Plan, then (unless --dry-run) run the move; 0 when the node serves the target cohort, uncordoned."""
     started = time.monotonic()
-    cohorts = _cohorts(kube, args.ledger)
+    cohorts, migration = _cohorts(kube, args.ledger)
     before = transit.read_state(kube, args.node)
     key, value, current = plan_move(before, cohorts, args.to)
+    refuse_mid_migration(migration, args.to, current, args.node)
     owner = str(cohorts[args.to]["owner"])
     rerun = _rerun(args)
     already = before.labels.get(key) == value
@@ -245,7 +268,7 @@ def run(args: argparse.Namespace) -> int:
     if "/" not in args.ledger:
         print(f"move-host: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
         return ACCESS_EXIT_CODE
-    return run_reporting("move-host", lambda: _move(args), (MoveRefused, transit.TransitError))
+    return run_reporting("move-host", lambda: _move(args), (MoveRefused, transit.TransitError, LedgerError))
 
 
 def _move(args: argparse.Namespace) -> int:

@@ -28,7 +28,8 @@ from eks_hybrid_gpu.inspection.report import (
     report,
     slice_summary,
 )
-from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, Snapshot, gather, read_ledger
+from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, Snapshot, gather
+from eks_hybrid_gpu.records import read_ledger
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 
 __all__ = [

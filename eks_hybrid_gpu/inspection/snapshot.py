@@ -7,9 +7,10 @@ from typing import Any
 
 from components.config import NamespacesConfig
 from components.dra_objects import DRIVER
-from components.ledger import ledger_namespace, parse_record
-from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, NODES, PODS, SLICES, Kube, KubeAccessError, segment
-from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, MIGRATION_KEY, MIGRATION_NAME
+from components.ledger import ledger_namespace
+from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, NODES, PODS, SLICES, Kube, KubeAccessError
+from eks_hybrid_gpu.records import read_records
+from policy.gpu_allocation.vocab.labels import LEDGER_NAME
 
 DEFAULT_LEDGER = f"{ledger_namespace(NamespacesConfig())}/{LEDGER_NAME}"
 """Where a stack with the default namespaces keeps its ledger; `--ledger` names another."""
@@ -36,13 +37,6 @@ class Snapshot:
     """The owner change `eks-hybrid-gpu migrate` records beside the ledger, while one is under way."""
 
 
-def read_ledger(kube: Kube, ledger_ref: str) -> dict[str, Any] | None:
-    """The ownership map of ConfigMap NAMESPACE/NAME, or None when it does not exist."""
-    namespace, name = ledger_ref.split("/", 1)
-    found = kube.get_or_none(f"/api/v1/namespaces/{segment(namespace)}/configmaps/{segment(name)}")
-    return parse_record(found, LEDGER_KEY)
-
-
 def _list(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]]:
     """A list; a refused one (403) says which list it was: inspect does not guess around what it cannot read."""
     try:
@@ -62,9 +56,8 @@ def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snap
     nodes = _list(kube, NODES, "nodes")
     pods = _list(kube, PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
     daemonsets = _list(kube, DAEMONSETS, "DaemonSets")
-    ledger = read_ledger(kube, ledger_ref)
-    ledger_namespace = ledger_ref.split("/", 1)[0]
-    migration = parse_record(
-        kube.get_or_none(f"/api/v1/namespaces/{segment(ledger_namespace)}/configmaps/{MIGRATION_NAME}"), MIGRATION_KEY
-    )
-    return Snapshot(nodes, slices, claims, ledger, ledger_ref, namespace, pods, daemonsets, all_claims, migration)
+    records = read_records(kube, ledger_ref)  # a record migrate or the preview refuses is refused here too
+    return Snapshot(
+        nodes, slices, claims, records.ledger, ledger_ref, namespace, pods, daemonsets, all_claims,
+        records.migration_record,
+    )  # fmt: skip

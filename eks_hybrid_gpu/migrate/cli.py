@@ -30,6 +30,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--timeout", type=float, default=transit.DEFAULT_TIMEOUT_SECONDS, help="seconds per wait (default 600)"
     )
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    p.add_argument(
+        "--merge-into",
+        metavar="COHORT",
+        help="move the cohort's hosts one at a time into this existing cohort of the new owner (move-host's order)",
+    )
     p.add_argument("--project-dir", type=Path, help="the project holding stacks/ (default: this checkout)")
     p.add_argument("--state-dir", type=Path, help="a local stack's Pulumi home and backend (default: local up's)")
     p.add_argument("--chart-mirror", type=Path, help="a local stack's chart mirror folder, as for `local up`")

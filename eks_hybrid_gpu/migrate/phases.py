@@ -9,7 +9,8 @@ from collections.abc import Callable, Mapping
 from components.migration import PHASES, Migration, steps
 from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.kubeclient import Kube
-from eks_hybrid_gpu.migrate.planning import StackFile, plan, rerun_command
+from eks_hybrid_gpu.migrate.merge import merge
+from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan, rerun_command
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
 from eks_hybrid_gpu.stackfile import write_owner
 from eks_hybrid_gpu.tables import table_lines
@@ -68,6 +69,11 @@ def migrate(kube: Kube, stack: StackFile, args: argparse.Namespace, up: Up) -> i
     """Plan, then (unless --dry-run) run or resume the migration; 0 when the cohort is served by its new owner."""
     started = time.monotonic()
     records = ClusterRecords(kube, stack.config.namespaces.device_plugin)
+    if getattr(args, "merge_into", None):
+        if records.migration() is not None:
+            msg = "a migration is under way; finish it before merging (run the command it names)"
+            raise MigrateRefused(msg)
+        return merge(kube, stack, records.ledger() or {}, args)
     migration = plan(kube, stack, records, args)
     if migration is None:
         say(f"cohort {args.cohort} is already owned by {args.to} in the cluster's ledger; nothing to migrate")

@@ -7,14 +7,14 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, cast
 
 import yaml
 
 from components.config import StackConfig
 from components.consumers import consumers_by_node
 from components.live import LiveCluster
-from components.migration import Migration, apply_to_raw, unsupported
+from components.migration import LEDGER_HOME_MOVE, Migration, apply_to_raw, namespace_key, unsupported
 from components.preflight import check_publishers, matches
 from components.refusals import StackConfigError
 from components.validation import load_stack_config
@@ -22,7 +22,7 @@ from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, NODES, PODS, SLICES, Kube
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
 from eks_hybrid_gpu.stackfile import raw_config
-from policy.gpu_allocation.vocab.labels import GPU_OPERATOR
+from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
 
 
 class MigrateRefused(Exception):
@@ -61,7 +61,8 @@ def read_stack_file(name: str, project_dir: Path) -> StackFile:
 
 def rerun_command(args: argparse.Namespace) -> str:
     """The same command, to continue after an interruption: every flag that names the cluster, stack or charts."""
-    options = ("stack", "cohort", "to", "drain", "project_dir", "state_dir", "chart_mirror", "kubeconfig", "context")
+    options: tuple[str, ...] = ("stack", "cohort", "to", "drain", "merge_into", "project_dir", "state_dir")
+    options += ("chart_mirror", "kubeconfig", "context")
     flags = [(f"--{name.replace('_', '-')}", getattr(args, name, None)) for name in options]
     timeout = getattr(args, "timeout", transit.DEFAULT_TIMEOUT_SECONDS)
     return transit.rerun_command(
@@ -118,7 +119,11 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
         )
         raise MigrateRefused(msg)
     cohorts: Mapping[str, Any] = ledger.get("cohorts") or {}
+    from_cohort = None
     entry = cohorts.get(args.cohort)
+    if not isinstance(entry, Mapping):
+        from_cohort = renamed_from(stack, cohorts, args.cohort)
+        entry = cohorts.get(from_cohort) if from_cohort is not None else None
     if not isinstance(entry, Mapping):
         msg = (
             f"the ledger has no cohort {args.cohort} (cohorts: {', '.join(sorted(cohorts)) or 'none'}); a new cohort "
@@ -126,8 +131,19 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
         )
         raise MigrateRefused(msg)
     from_owner = str(entry.get("owner"))
+    existing = existing_cohort_of(cohorts, args.to, besides=args.cohort)
+    if existing is not None and from_owner != args.to:
+        hosts = sorted(
+            str(n["metadata"]["name"]) for n in kube.items(NODES) if matches(entry.get("nodeSelector") or {}, n)
+        )
+        hint = merge_hint(args.stack, args.cohort, args.to, existing, hosts)
+        msg = f"cohort {args.cohort}: {from_owner} -> {args.to}: {hint}"
+        raise MigrateRefused(msg)
+    kept: dict[str, str] = {}
     if from_owner == args.to:
-        return None
+        kept = kept_namespaces(stack, entry, args.to)
+        if not kept and from_cohort is None:
+            return None
     mode = stack.config.operator.mode if args.to == GPU_OPERATOR else None
     why_not = unsupported(from_owner, ledger.get("operatorMode"), args.to, mode)
     if why_not is not None:
@@ -139,10 +155,20 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
     if not nodes:
         msg = f"cohort {args.cohort}'s selector {selector} selects no node; nothing to migrate: edit the stack file"
         raise MigrateRefused(msg)
-    migration = Migration(args.cohort, from_owner, args.to, "cordon", selector, tuple(nodes), (), args.drain)
+    migration = Migration(
+        args.cohort, from_owner, args.to, "cordon", selector, tuple(nodes), (), args.drain, kept, from_cohort
+    )
     config_at(stack, migration.at("install"))  # the target owner's floors (hostDriverVerified, versions, ...)
     current = config_at(stack, migration)
-    index = next(i for i, c in enumerate(current.cohorts) if c.name == args.cohort)
+    if from_cohort is not None:  # judge the hosts as the ledger names them: their allocator is stamped so
+        current = current.model_copy(
+            update={
+                "cohorts": [
+                    c.model_copy(update={"name": from_cohort}) if c.name == args.cohort else c for c in current.cohorts
+                ]
+            }
+        )
+    index = next(i for i, c in enumerate(current.cohorts) if c.name in (args.cohort, from_cohort))
     second = [p for p in check_publishers(current, live) if p.path == f"cohorts[{index}].nodeSelector"]
     if second:
         raise MigrateRefused("; ".join(p.message for p in second))
@@ -154,13 +180,56 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
         )
         raise MigrateRefused(msg)
     cordoned = {str(n["metadata"]["name"]) for n in live.nodes if (n.get("spec") or {}).get("unschedulable")}
-    return Migration(
-        args.cohort,
-        from_owner,
-        args.to,
-        "cordon",
-        selector,
-        tuple(nodes),
-        tuple(n for n in nodes if n not in cordoned),
-        args.drain,
+    return dataclasses.replace(migration, cordoned_by_us=tuple(n for n in nodes if n not in cordoned))
+
+
+def renamed_from(stack: StackFile, cohorts: Mapping[str, Any], cohort: str) -> str | None:
+    """The ledger cohort the stack's `cohort` renames: the only one with its owner and selector the stack lacks."""
+    declared = next((c for c in stack.config.cohorts if c.name == cohort), None)
+    if declared is None:
+        return None
+    selector = dict(declared.selector(stack.config.cohort_label_key))
+    names = {c.name for c in stack.config.cohorts}
+    found = [
+        name
+        for name, entry in sorted(cohorts.items())
+        if name not in names
+        and isinstance(entry, Mapping)
+        and entry.get("owner") == declared.owner
+        and dict(entry.get("nodeSelector") or {}) == selector
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def kept_namespaces(stack: StackFile, entry: Mapping[str, Any], owner: str) -> dict[str, str]:
+    """`namespaces.<key>` -> the ledger's namespace of the owner, where the stack moves it; the ledger home refuses."""
+    was = entry.get("namespace")
+    now = stack.config.namespaces.of(cast("Owner", owner))
+    if not isinstance(was, str) or was == now:
+        return {}
+    if owner == DEVICE_PLUGIN:
+        msg = f"{stack.relative} moves namespaces.devicePlugin from {was} to {now}: {LEDGER_HOME_MOVE}"
+        raise MigrateRefused(msg)
+    return {namespace_key(owner): was}
+
+
+SINGLE_INSTALL: Final = frozenset({DRA})
+"""Owner kinds that install once per cluster (the DRA chart's names and DeviceClasses are cluster-wide; see
+components/validation.py): a cohort cannot become a second one, its hosts move into the one that exists."""
+
+
+def existing_cohort_of(cohorts: Mapping[str, Any], owner: str, besides: str) -> str | None:
+    """The ledger's cohort of a single-install `owner` other than `besides`; None when there is none."""
+    found = sorted(n for n, e in cohorts.items() if n != besides and isinstance(e, Mapping) and e.get("owner") == owner)
+    return found[0] if found and owner in SINGLE_INSTALL else None
+
+
+def merge_hint(stack: str, cohort: str, owner: str, target: str, hosts: list[str]) -> str:
+    """The way through a second single-install cohort: the merge command, and what it runs."""
+    return (
+        f"the ledger already has a {owner} cohort, {target}, and {owner} installs once per cluster: move cohort "
+        f"{cohort}'s hosts into it one at a time with `eks-hybrid-gpu migrate --stack {stack} --cohort {cohort} --to "
+        f"{owner} --merge-into {target} [--drain]`, which runs `eks-hybrid-gpu move-host NODE --to {target}` for "
+        f"each of {', '.join(hosts) or 'its hosts'}; then remove cohort {cohort} from the stack file and run "
+        "`pulumi up`"
     )

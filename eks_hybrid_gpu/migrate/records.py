@@ -6,10 +6,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.ledger import parse_record
-from components.migration import Migration, parse_migration
-from eks_hybrid_gpu.kubeclient import Kube, segment
-from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, MIGRATION_KEY, MIGRATION_NAME
+from components.migration import Migration
+from eks_hybrid_gpu.kubeclient import Kube
+from eks_hybrid_gpu.records import configmap_path, ledger_ref_of, read_ledger, read_migration_record
+from policy.gpu_allocation.vocab.labels import MIGRATION_KEY, MIGRATION_NAME
 
 
 def say(line: str) -> None:
@@ -26,17 +26,15 @@ class ClusterRecords:
     timings: dict[str, float] = field(default_factory=dict)
 
     def _path(self, name: str = "") -> str:
-        base = f"/api/v1/namespaces/{segment(self.namespace)}/configmaps"
-        return f"{base}/{segment(name)}" if name else base
+        return configmap_path(self.namespace, name)
 
     def ledger(self) -> dict[str, Any] | None:
         """The ownership map the last `pulumi up` wrote."""
-        return parse_record(self.kube.get_or_none(self._path(LEDGER_NAME)), LEDGER_KEY)
+        return read_ledger(self.kube, ledger_ref_of(self.namespace))
 
     def migration(self) -> Migration | None:
         """The migration under way, if any."""
-        record = parse_record(self.kube.get_or_none(self._path(MIGRATION_NAME)), MIGRATION_KEY)
-        return parse_migration(record, f"ConfigMap {self.namespace}/{MIGRATION_NAME}")
+        return read_migration_record(self.kube, self.namespace)[1]
 
     def record(self, migration: Migration) -> None:
         """Write the phase, so the program, `inspect` and a re-run see it."""

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from pulumi import automation as auto
 from components.config import StackConfig
 from components.ledger import ownership_map
 from eks_hybrid_gpu import chartmirror, engine, kubeclient, local
+from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
 from tests.support import charts
 
@@ -113,3 +115,35 @@ def refused_preview(stack: auto.Stack) -> str:
 def refused_up(stack: auto.Stack) -> str:
     """What a `pulumi up` with the pack printed, then its error, when it must fail."""
     return _refused(stack.up)
+
+
+@contextmanager
+def stack_up(
+    env: engine.EngineEnv,
+    kube: kubeclient.Kube,
+    work: Path,
+    name: str,
+    nodes: Sequence[str],
+    cleanup: Sequence[str] = (),
+) -> Iterator[auto.Stack]:
+    """A module's stack `name` of `work`, up with the policy pack over the tests' chart archives; destroyed after.
+
+    Its nodes are uncordoned and the `cleanup` API paths deleted before the destroy, whatever the tests left.
+    """
+    previous = os.environ.get(CHART_MIRROR_ENV)
+    os.environ[CHART_MIRROR_ENV] = str(SHARED_CHARTS)  # no internet: the charts of the tests' chart archives
+    stack = engine.stack(env, name, work_dir=work)
+    stack.up(color="never", policy_packs=engine.policy_packs())
+    try:
+        yield stack
+    finally:
+        if previous is None:
+            os.environ.pop(CHART_MIRROR_ENV, None)
+        else:
+            os.environ[CHART_MIRROR_ENV] = previous
+        for node in nodes:
+            kube.merge_patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
+        for path in cleanup:
+            kube.delete(path)
+        engine.stack(env, name, work_dir=work).destroy(color="never")
+        stack.workspace.remove_stack(name)

@@ -112,7 +112,8 @@ class Sampler:
             for pod in pods:
                 publisher = pod_publisher(pod, daemonsets)
                 if publisher is not None:
-                    allocators.append(f"{publisher.owner}:{pod['metadata']['name']}")
+                    meta = pod["metadata"]
+                    allocators.append(f"{publisher.owner}:{meta['namespace']}:{meta['name']}")
             holders = [
                 p["metadata"]["name"]
                 for p in pods

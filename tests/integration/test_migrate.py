@@ -8,7 +8,6 @@ migrated to DRA and back with a sampler on both nodes, refused as a one-step fli
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from pulumi import automation as auto
 
 from eks_hybrid_gpu import engine, kubeclient, localcluster, migrate
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
-from tests.integration.helpers import SHARED_CHARTS, work_dir_with_stack
+from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status
 from tests.support.waiting import wait_for
 
@@ -42,22 +41,8 @@ def work(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def mig_stack(engine_env: engine.EngineEnv, kube: kubeclient.Kube, work: Path) -> Iterator[auto.Stack]:
-    previous = os.environ.get("EKS_HYBRID_GPU_CHART_MIRROR")
-    os.environ["EKS_HYBRID_GPU_CHART_MIRROR"] = str(SHARED_CHARTS)  # no internet: the charts of ../shared/charts
-    stack = engine.stack(engine_env, "mig", work_dir=work)
-    stack.up(color="never", policy_packs=engine.policy_packs())
-    try:
+    with stack_up(engine_env, kube, work, "mig", NODES, cleanup=[RECORD]) as stack:
         yield stack
-    finally:
-        if previous is None:
-            os.environ.pop("EKS_HYBRID_GPU_CHART_MIRROR", None)
-        else:
-            os.environ["EKS_HYBRID_GPU_CHART_MIRROR"] = previous
-        for node in NODES:
-            kube.merge_patch(f"/api/v1/nodes/{node}", {"spec": {"unschedulable": None}})
-        kube.delete(RECORD)
-        engine.stack(engine_env, "mig", work_dir=work).destroy(color="never")
-        stack.workspace.remove_stack("mig")
 
 
 def argv(work: Path, env: engine.EngineEnv, cluster: localcluster.LocalCluster, to: str, *extra: str) -> list[str]:
@@ -85,9 +70,9 @@ def snapshot(kube: kubeclient.Kube) -> dict[str, Any]:
     return {"nodes": nodes, "configmaps": configmaps, "daemonsets": daemonsets, "pods": pods}
 
 
-def sampled(kube: kubeclient.Kube, args: list[str]) -> tuple[int, float, list[Sampler]]:
+def sampled(kube: kubeclient.Kube, args: list[str], nodes: tuple[str, ...] = NODES) -> tuple[int, float, list[Sampler]]:
     """Run `migrate` with a sampler on each node: exit code, seconds, the samplers."""
-    samplers = [Sampler(kube, node) for node in NODES]
+    samplers = [Sampler(kube, node) for node in nodes]
     for sampler in samplers:
         sampler.__enter__()
     started = time.monotonic()

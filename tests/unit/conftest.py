@@ -6,10 +6,12 @@ state leaks between tests."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pulumi
 import pytest
+import yaml
 
 from components.live import LiveCluster
 from eks_hybrid_gpu import mocks as mocks_module
@@ -18,10 +20,13 @@ from policy.gpu_allocation.vocab.labels import (
     PROJECT,
 )
 from tests.support.configs import (
+    PLUGIN_COHORT,
     Construct,
     ReadRecordingMonitor,
     Recorder,
     RunProgram,
+    _base_config,
+    cohort,
 )
 
 
@@ -69,3 +74,14 @@ def construct() -> Construct:
         return recorder
 
     return _construct
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A project folder whose stack `t` declares one verified device-plugin cohort with the preflight on (migrate)."""
+    (tmp_path / "stacks").mkdir()
+    config = _base_config(cohorts=[cohort(PLUGIN_COHORT)])
+    config["cluster"]["preflight"] = True
+    document = {"config": {f"eks-hybrid-gpu:{k}": v for k, v in config.items()}}
+    (tmp_path / "stacks" / "Pulumi.t.yaml").write_text("# the team's stack\n" + yaml.safe_dump(document))
+    return tmp_path

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +17,13 @@ import pytest
 import yaml
 
 from components.config import StackConfig
-from components.ledger import ownership_map
+from components.ledger import LedgerError, ownership_map
+from components.migration import apply_to_raw, parse_migration
 from eks_hybrid_gpu import migrate, transit
 from eks_hybrid_gpu.cli import parser
 from eks_hybrid_gpu.kubeclient import KubeApiError
 from policy.gpu_allocation.vocab.labels import COHORT_LABEL, OWNER_LABEL
-from tests.support.configs import PLUGIN_COHORT, _base_config, cohort, hybrid_node
+from tests.support.configs import DRA_COHORT, PLUGIN_COHORT, _base_config, cohort, hybrid_node
 
 pytestmark = pytest.mark.unit
 
@@ -123,16 +125,6 @@ def cluster() -> FakeKube:
     }
     publish(kube, "device-plugin")
     return kube
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    (tmp_path / "stacks").mkdir()
-    config = _base_config(cohorts=[cohort(PLUGIN_COHORT)])
-    config["cluster"]["preflight"] = True
-    document = {"config": {f"eks-hybrid-gpu:{k}": v for k, v in config.items()}}
-    (tmp_path / "stacks" / "Pulumi.t.yaml").write_text("# the team's stack\n" + yaml.safe_dump(document))
-    return tmp_path
 
 
 def _args(project: Path, *extra: str, to: str = "dra") -> argparse.Namespace:
@@ -288,3 +280,156 @@ def test_the_target_owners_floors_are_checked_before_anything_changes(project: P
     kube = cluster()
     with pytest.raises(migrate.MigrateRefused, match="hostDriverVerified: is false"):
         migrate.plan(kube, migrate.read_stack_file("t", project), migrate.ClusterRecords(kube, NS), _args(project))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------- relocations: same owner, another DaemonSet
+
+
+def _stack_with(project: Path, cohorts: list[dict[str, Any]], namespaces: dict[str, str]) -> None:
+    config = _base_config(cohorts=cohorts, namespaces=namespaces)
+    config["cluster"]["preflight"] = True
+    document = {"config": {f"eks-hybrid-gpu:{k}": v for k, v in config.items()}}
+    (project / "stacks" / "Pulumi.t.yaml").write_text(yaml.safe_dump(document))
+
+
+def _dra_cluster() -> FakeKube:
+    """Cohort `plugin` owned by dra (its pods are stamped `plugin`), recorded by the ledger in gpu-dra-system."""
+    kube = cluster()
+    ledger = ownership_map(StackConfig.model_validate(_base_config(cohorts=[cohort(DRA_COHORT, name="plugin")])))
+    kube.objects[LEDGER]["data"] = {"ownership.json": json.dumps(ledger)}
+    for node in NODES:
+        kube.objects[f"/api/v1/nodes/{node}"] = {**hybrid_node(node, "dra"), "spec": {}}
+    publish(kube, "dra")
+    return kube
+
+
+def test_a_dra_namespace_move_runs_as_a_relocation_keeping_the_old_namespace_until_install(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _stack_with(project, [cohort(DRA_COHORT, name="plugin")], {"draDriver": "team-dra"})
+    kube = _dra_cluster()
+    stack = migrate.read_stack_file("t", project)
+    recorded: list[dict[str, Any]] = []
+
+    class Up(FakeUp):
+        def __call__(self, why: str) -> None:
+            recorded.append(json.loads(self.kube.objects[RECORD]["data"]["migration.json"]))
+            super().__call__(why)
+
+    up = Up(kube)
+    assert migrate.migrate(kube, stack, _args(project, "--timeout", "5", to="dra"), up) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "migrate: cohort plugin (dra) relocated: namespace gpu-dra-system -> the stack's, phase cordon" in out
+    assert "(namespaces kept meanwhile: {'draDriver': 'gpu-dra-system'})" in out
+    assert up.calls == ["remove", "install"]
+    assert [r["keptNamespaces"] for r in recorded] == [{"draDriver": "gpu-dra-system"}] * 2
+    assert RECORD not in kube.objects
+
+
+def test_a_relocation_keeps_the_namespace_for_the_program_until_install() -> None:
+    record = {
+        "cohort": "dra", "from": "dra", "to": "dra", "phase": "remove", "nodeSelector": {"k": "v"},
+        "keptNamespaces": {"draDriver": "gpu-dra-system"},
+    }  # fmt: skip
+    relocation = parse_migration(record, "cm")
+    assert relocation is not None
+    assert relocation.relocation
+    raw = {"cohorts": [{"name": "dra", "owner": "dra"}], "namespaces": {"draDriver": "team-dra"}}
+    for phase, namespace in [("cordon", "gpu-dra-system"), ("wait-unpublished", "gpu-dra-system"),
+                             ("install", "team-dra"), ("wait-published", "team-dra")]:  # fmt: skip
+        changed, problems = apply_to_raw(raw, relocation.at(phase))
+        assert problems == []
+        assert changed["namespaces"]["draDriver"] == namespace, phase
+    assert relocation.as_json() == {**record, "nodes": [], "cordonedByUs": [], "drain": False}
+
+
+@pytest.mark.parametrize(
+    ("kept", "says"),
+    [
+        (["gpu-dra-system"], "cm lacks a usable field"),
+        ("gpu-dra-system", "cm lacks a usable field"),
+        ({"draDriver": {"a": 1}}, "which `eks-hybrid-gpu migrate` never writes"),
+        ({"draDriver": "ns; rm -rf /"}, "which `eks-hybrid-gpu migrate` never writes"),
+        ({"devicePlugin": "elsewhere"}, "which `eks-hybrid-gpu migrate` never writes"),
+    ],
+)
+def test_a_relocation_record_of_the_wrong_shape_is_refused(kept: Any, says: str) -> None:
+    record = {
+        "cohort": "dra",
+        "from": "dra",
+        "to": "dra",
+        "phase": "remove",
+        "nodeSelector": {},
+        "keptNamespaces": kept,
+    }
+    with pytest.raises(LedgerError, match=re.escape(says)):
+        parse_migration(record, "cm")
+
+
+def test_a_device_plugin_namespace_move_names_the_two_updates_instead(project: Path) -> None:
+    _stack_with(project, [cohort(PLUGIN_COHORT)], {"devicePlugin": "team-gpu"})
+    kube = cluster()
+    stack = migrate.read_stack_file("t", project)
+    with pytest.raises(migrate.MigrateRefused) as refused:
+        migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project, to="device-plugin"))  # type: ignore[arg-type]
+    assert str(refused.value).startswith(
+        "stacks/Pulumi.t.yaml moves namespaces.devicePlugin from gpu-system to team-gpu: namespaces.devicePlugin is "
+        "also the home of the ledger and the migration record"
+    )
+    assert kube.writes == []
+
+
+def test_a_renamed_cohort_is_migrated_from_the_ledgers_name(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _stack_with(project, [cohort(PLUGIN_COHORT, name="gpus")], {})
+    kube = cluster()
+    stack = migrate.read_stack_file("t", project)
+    argv = ["migrate", "--stack", "t", "--cohort", "gpus", "--to", "device-plugin", "--project-dir", str(project)]
+    args = parser("migrate").parse_args([*argv, "--dry-run"])
+
+    assert migrate.migrate(kube, stack, args, FakeUp(kube)) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "migrate: cohort gpus (device-plugin) relocated: renamed from plugin, phase cordon" in out
+    assert kube.writes == []
+
+
+# ---------------------------------------------------------------- a second DRA cohort: merge into the one there is
+
+
+def _two_cohorts(kube: FakeKube) -> None:
+    """The ledger of the local default: cohort plugin (device-plugin) on gpu-1/2, cohort dra (dra) elsewhere."""
+    cohorts = [cohort(PLUGIN_COHORT), cohort(DRA_COHORT)]
+    ledger = ownership_map(StackConfig.model_validate(_base_config(cohorts=cohorts)))
+    kube.objects[LEDGER]["data"] = {"ownership.json": json.dumps(ledger)}
+
+
+def test_a_second_dra_cohort_is_refused_naming_the_merge(project: Path) -> None:
+    _stack_with(project, [cohort(PLUGIN_COHORT), cohort(DRA_COHORT)], {})
+    kube = cluster()
+    _two_cohorts(kube)
+    stack = migrate.read_stack_file("t", project)
+    with pytest.raises(migrate.MigrateRefused) as refused:
+        migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project))  # type: ignore[arg-type]
+    assert str(refused.value) == (
+        "cohort plugin: device-plugin -> dra: the ledger already has a dra cohort, dra, and dra installs once per "
+        "cluster: move cohort plugin's hosts into it one at a time with `eks-hybrid-gpu migrate --stack t --cohort "
+        "plugin --to dra --merge-into dra [--drain]`, which runs `eks-hybrid-gpu move-host NODE --to dra` for each of "
+        "gpu-1, gpu-2; then remove cohort plugin from the stack file and run `pulumi up`"
+    )
+    assert kube.writes == []
+
+
+def test_merge_into_plans_each_host_with_move_hosts_order(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _stack_with(project, [cohort(PLUGIN_COHORT), cohort(DRA_COHORT)], {})
+    kube = cluster()
+    _two_cohorts(kube)
+    stack = migrate.read_stack_file("t", project)
+    args = _args(project, "--merge-into", "dra", "--dry-run")
+
+    assert migrate.migrate(kube, stack, args, FakeUp(kube)) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert "merge: 2 host(s) of cohort plugin into cohort dra (dra), one at a time" in out
+    assert out.index("[host 1/2] gpu-1") < out.index("[host 2/2] gpu-2")
+    assert out.count("set workload.example.com/gpu-allocation=dra and wait until dra's allocator is Ready") == 2
+    assert kube.writes == []
+    with pytest.raises(migrate.MigrateRefused, match="needs both cohort plugin and a cohort other owned by dra"):
+        migrate.migrate(kube, stack, _args(project, "--merge-into", "other"), FakeUp(kube))  # type: ignore[arg-type]

@@ -212,7 +212,7 @@ def test_the_ledger_is_parsed_in_one_place() -> None:
         parse_record(configmap("[" * 100_000 + "]" * 100_000))
     with pytest.raises(LedgerError, match=r"key ownership\.json has no 'cohorts' object"):
         parse_record(configmap(json.dumps({"operatorMode": None})))
-    with pytest.raises(LedgerError, match=r"cohort 'a' nodeSelector is not a map of strings"):
+    with pytest.raises(LedgerError, match=r"cohort 'a' nodeSelector is not a map of label keys to label values"):
         parse_record(configmap(json.dumps({"cohorts": {"a": {"nodeSelector": {"k": 1}}}})))
 
 

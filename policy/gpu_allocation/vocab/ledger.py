@@ -12,7 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .grammar import is_dns_label, is_label_key, is_label_value
 from .parsing import load_json
+
+COHORT_NAME_MAX = 40
+"""The stack config's limit on a cohort name (components.config), so every ledger it writes reads back."""
 
 
 def read_record(text: object) -> tuple[dict[str, Any] | None, str | None]:
@@ -34,14 +38,22 @@ def ledger_problems(document: Mapping[str, Any]) -> list[tuple[str, str]]:
         return [("", "has no 'cohorts' object")]
     problems: list[tuple[str, str]] = []
     for name, entry in cohorts.items():
+        if not is_dns_label(name, max_length=COHORT_NAME_MAX):
+            # Cohort names reach label values, release names and commands the readers print: never a free string.
+            problems.append((f" cohort {name[:80]!r}", "is not a cohort name (a DNS-1123 label of at most 40)"))
+            continue
         if not isinstance(entry, dict):
             problems.append((f" cohort '{name}'", "is not an object"))
             continue
         selector = entry.get("nodeSelector")
         if selector is not None and not (
-            isinstance(selector, dict) and all(isinstance(value, str) for value in selector.values())
+            isinstance(selector, dict)
+            and all(is_label_key(key) and is_label_value(value) for key, value in selector.items())
         ):
-            problems.append((f" cohort '{name}' nodeSelector", "is not a map of strings"))
+            problems.append((f" cohort '{name}' nodeSelector", "is not a map of label keys to label values"))
+        namespace = entry.get("namespace")
+        if namespace is not None and not is_dns_label(namespace):
+            problems.append((f" cohort '{name}' namespace", "is not a namespace name (a DNS-1123 label)"))
     return problems
 
 

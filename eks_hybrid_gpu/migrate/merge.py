@@ -1,0 +1,67 @@
+"""`migrate --merge-into COHORT`: a cohort's hosts moved into the target owner's existing cohort, one at a time.
+
+The DRA chart installs once per cluster (its names and DeviceClasses are cluster-wide), so a cohort cannot become a
+second DRA cohort; the way through is to move each of its hosts into the DRA cohort that exists. Each host goes
+through `move-host`'s own order (cordon, drain, remove the label, wait until the old allocator has left and its
+publication ended, set the target's label, wait until it publishes, uncordon), one host after the other, so the
+rest of the cohort keeps serving meanwhile. Interrupted, the same command continues: a moved host has nothing left
+to do, a host mid-move continues from its record.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
+from components.preflight import matches
+from eks_hybrid_gpu import movehost, transit
+from eks_hybrid_gpu.kubeclient import NODES, Kube
+from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile
+from eks_hybrid_gpu.migrate.records import say
+from eks_hybrid_gpu.records import ledger_ref_of
+
+
+def merge(kube: Kube, stack: StackFile, ledger: Mapping[str, Any], args: argparse.Namespace) -> int:
+    """Move every host of `args.cohort` into `args.merge_into` with move-host's order; 0 when all serve it."""
+    cohorts: Mapping[str, Any] = ledger.get("cohorts") or {}
+    source, target = cohorts.get(args.cohort), cohorts.get(args.merge_into)
+    if not isinstance(source, Mapping) or not isinstance(target, Mapping) or target.get("owner") != args.to:
+        msg = (
+            f"--merge-into {args.merge_into}: the ledger needs both cohort {args.cohort} and a cohort "
+            f"{args.merge_into} owned by {args.to} (cohorts: {', '.join(sorted(cohorts)) or 'none'})"
+        )
+        raise MigrateRefused(msg)
+    selector = source.get("nodeSelector") or {}
+    hosts = sorted(str(n["metadata"]["name"]) for n in kube.items(NODES) if matches(selector, n))
+    transiting = [
+        str(n["metadata"]["name"])
+        for n in kube.items(NODES)
+        if (transit.NodeState(n, (), (), {}, (), ()).transit or {}).get("to") == args.merge_into
+    ]
+    hosts = sorted({*hosts, *transiting})  # a host mid-move has lost its old label: it is still this merge's
+    if not hosts:
+        say(f"cohort {args.cohort} selects no host: nothing left to merge; remove it from {stack.relative}")
+        return 0
+    say(f"merge: {len(hosts)} host(s) of cohort {args.cohort} into cohort {args.merge_into} ({args.to}), one at a time")
+    for i, host in enumerate(hosts, 1):
+        say(f"[host {i}/{len(hosts)}] {host}")
+        move = argparse.Namespace(
+            node=host,
+            to=args.merge_into,
+            drain=args.drain,
+            timeout=args.timeout,
+            dry_run=args.dry_run,
+            ledger=ledger_ref_of(stack.config.namespaces.device_plugin),
+            kubeconfig=getattr(args, "kubeconfig", None),
+            context=getattr(args, "context", None),
+        )
+        movehost.move(kube, move)
+    if args.dry_run:
+        say("--dry-run: nothing was changed")
+        return 0
+    say(
+        f"every host of cohort {args.cohort} serves cohort {args.merge_into}; remove cohort {args.cohort} from "
+        f"{stack.relative} and run `pulumi up`"
+    )
+    return 0

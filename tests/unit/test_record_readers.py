@@ -1,0 +1,119 @@
+"""One refusal for a record that cannot be read, in every reader: the preflight, inspect, move-host and migrate.
+
+A broken or hostile ledger or migration record is never a traceback and never a plan: each reader stops with one
+line naming the ConfigMap and what to do, and changes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.ledger import LedgerError
+from components.live import LiveReadError, read_records
+from components.migration import Migration
+from eks_hybrid_gpu import migrate, movehost
+from eks_hybrid_gpu.inspection import gather
+from eks_hybrid_gpu.kubeclient import run_reporting
+from tests.unit.test_migrate import LEDGER, NS, RECORD, FakeKube, _args, cluster
+
+pytestmark = pytest.mark.unit
+
+NESTED = "[" * 200 + "]" * 200
+HOSTILE_LEDGERS = {
+    "bad JSON": '{"cohorts": ',
+    "not an object": '["plugin"]',
+    "no cohorts": '{"operatorMode": null}',
+    "wrong types": '{"cohorts": {"plugin": {"owner": 7, "nodeSelector": "a=b"}}}',
+    "deep nesting": '{"cohorts": ' + NESTED + "}",
+    "shell metacharacters": '{"cohorts": {"$(reboot)": {"owner": "dra", "nodeSelector": {"k": "`id`"}}}}',
+}
+HOSTILE_MIGRATIONS = {
+    "bad JSON": '{"phase": ',
+    "unknown phase": json.dumps(
+        {"cohort": "plugin", "from": "device-plugin", "to": "dra", "phase": "rm -rf /", "nodeSelector": {}}
+    ),
+    "wrong types": json.dumps(
+        {"cohort": "plugin", "from": "device-plugin", "to": "dra", "phase": "remove", "nodeSelector": "a=b"}
+    ),
+    "no target": json.dumps({"cohort": "plugin", "from": "device-plugin", "phase": "remove", "nodeSelector": {}}),
+    "deep nesting": '{"cohort": ' + NESTED + "}",
+}
+
+
+def _with(kube: FakeKube, path: str, key: str, text: str) -> FakeKube:
+    name = path.rsplit("/", 1)[1]
+    kube.objects[path] = {"metadata": {"name": name, "namespace": NS}, "data": {key: text}}
+    return kube
+
+
+class Reader:
+    """The preflight's reader over the same objects (`components.live.Reader.get`)."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube = kube
+
+    def get(self, path: str, what: str, **_: str) -> dict[str, Any] | None:
+        return self.kube.get_or_none(path)
+
+
+def _preflight(kube: FakeKube) -> None:
+    """What the program does with the records: read both, then check the migration record."""
+    read_records(Reader(kube), NS).checked_migration()  # type: ignore[arg-type]
+
+
+def _movehost(kube: FakeKube) -> None:
+    args = argparse.Namespace(node="gpu-1", to="plugin", ledger=f"{NS}/gpu-allocation-ledger", dry_run=True)
+    movehost.move(kube, args)  # type: ignore[arg-type]
+
+
+def _readers(project: Path) -> dict[str, Any]:
+    return {
+        "preflight": _preflight,
+        "inspect": lambda kube: gather(kube, "ai-workloads", f"{NS}/gpu-allocation-ledger"),
+        "move-host": _movehost,
+        "migrate": lambda kube: migrate.plan(
+            kube, migrate.read_stack_file("t", project), migrate.ClusterRecords(kube, NS), _args(project, "--dry-run")
+        ),
+    }
+
+
+@pytest.mark.parametrize("reader", ["preflight", "inspect", "move-host", "migrate"])
+@pytest.mark.parametrize(("record", "path", "key", "text"), [
+    *[(f"ledger: {k}", LEDGER, "ownership.json", v) for k, v in HOSTILE_LEDGERS.items()],
+    *[(f"migration: {k}", RECORD, "migration.json", v) for k, v in HOSTILE_MIGRATIONS.items()],
+])  # fmt: skip
+def test_every_reader_refuses_a_broken_record_in_one_line_naming_it(
+    project: Path, reader: str, record: str, path: str, key: str, text: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kube = _with(cluster(), path, key, text)
+    read = _readers(project)[reader]
+    writes = list(kube.writes)
+
+    code = run_reporting(reader, lambda: read(kube) or 0, (LedgerError, LiveReadError, movehost.MoveRefused))
+
+    line = capsys.readouterr().err
+    assert code == 1, record
+    assert line.count("\n") == 1, line
+    assert f"ConfigMap {NS}/{path.rsplit('/', 1)[1]}" in line, line
+    assert "Traceback" not in line
+    assert kube.writes == writes
+
+
+def test_move_host_refuses_a_host_moving_into_or_out_of_a_cohort_mid_migration() -> None:
+    migration = Migration("dra", "device-plugin", "dra", "wait-unpublished", {})
+    with pytest.raises(movehost.MoveRefused) as into:
+        movehost.refuse_mid_migration(migration, "dra", "plugin", "gpu-9")
+    assert str(into.value) == (
+        "cohort dra is mid-migration (cohort dra from device-plugin to dra, phase wait-unpublished), so node gpu-9 "
+        "cannot move into it now; finish it with `eks-hybrid-gpu migrate --stack STACK --cohort dra --to dra`, then "
+        "run this move again"
+    )
+    with pytest.raises(movehost.MoveRefused, match="cannot move out of it now"):
+        movehost.refuse_mid_migration(migration, "plugin", "dra", "gpu-9")
+    movehost.refuse_mid_migration(migration, "plugin", "other", "gpu-9")  # neither cohort: the move may go on
+    movehost.refuse_mid_migration(None, "dra", "plugin", "gpu-9")
