@@ -26,7 +26,7 @@ from ..ledger import Ledger
 from ..operator_crs import cr_flag, cr_mode
 from ..props import UNKNOWN, config_mapping, dig, one_of, show, string_map
 from ..shapes import selector_confines
-from ..stack_view import StackView, not_applicable_unless_unreadable
+from ..stack_view import INSTALL_KINDS, StackView, not_applicable_unless_unreadable
 from .cohorts import PluginCohort, ledger_sharing, plugin_cohorts, reads_sharing, workload_requests
 
 
@@ -112,7 +112,7 @@ def _check_plugin_strategies(cohorts: list[PluginCohort], report: ReportViolatio
 
 def mig_strategy_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Check MIG requests against the plugin strategy and the GPU's profile table."""
-    view = StackView.from_args(args)
+    view = StackView.from_args(args, INSTALL_KINDS)
     config = args.get_config()
     models = config_mapping(config, "gpuModels")
     default_model = config.get("defaultGpuModel")

@@ -41,7 +41,7 @@ from ..plugin_configs import (
 )
 from ..props import UNKNOWN, as_dict, as_list, show
 from ..resource import CONFIG_MAP_TYPE, Resource
-from ..stack_view import StackView, not_applicable_unless_unreadable
+from ..stack_view import INSTALL_KINDS, StackView, not_applicable_unless_unreadable
 from .cohorts import PluginCohort, plugin_cohorts, reads_sharing, workload_requests
 
 
@@ -249,7 +249,7 @@ def _check_request(
 
 def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Check time-slicing configs are attached and workloads ask for shared names."""
-    view = StackView.from_args(args)
+    view = StackView.from_args(args, INSTALL_KINDS)
     config = args.get_config()
     require_fail = config.get("requireFailRequestsGreaterThanOne", True) is not False
     ledger = view.ledger()
@@ -270,13 +270,15 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
         if configs and isinstance(sharing, SharingConfig):
             slicings.append(_Slicing(cohort.title, configs, sharing.default_key, cohort.confines))
     slicings += _operator_slicings(view, cohorts, require_fail, report_violation)
+    selections: dict[str, frozenset[str | None] | None] = {}
     for resource, selector, container, name, value in workload_requests(view):
-        pod = resource.pod_spec
-        selected = selected_configs(pod) if isinstance(pod, dict) else None
         for slicing in slicings:
             if not slicing.confines(resource, selector):
                 continue
-            _check_request(slicing, resource, selected, container.name, name, value, report_violation)
+            if resource.urn not in selections:
+                pod = resource.pod_spec
+                selections[resource.urn] = selected_configs(pod) if isinstance(pod, dict) else None
+            _check_request(slicing, resource, selections[resource.urn], container.name, name, value, report_violation)
     report_findings(view.problems(reads_sharing), report_violation)
 
 
