@@ -115,6 +115,7 @@ def test_the_local_stack_passes_the_whole_pack() -> None:
         "chart-version-pinned": 26,
         "compute-domain-crds-one-owner": 1,
         "dra-api-current": 11,
+        "dra-extended-resource-name-unique": 1,
         "dra-feature-gates-allowlisted": 2,
         "dra-webhook-needs-tls": 0,
         "driver-ownership-consistent": 0,
@@ -130,11 +131,13 @@ def test_the_local_stack_passes_the_whole_pack() -> None:
         "operator-cr-exclusive": 0,
         "operator-device-plugin-disabled": 1,
         "operator-hooks-kept": 0,
+        "operator-operand-tolerations-reviewed": 0,
         "ownership-ledger-consistent": 1,
         "shared-gpu-resource-name": 1,
         "single-allocation-owner": 1,
         "smoke-job-hardened": 2,
         "smoke-job-run-approved": 0,
+        "smoke-job-token-unmounted": 1,
         "time-slicing-config-attached": 1,
     }
 

@@ -182,6 +182,19 @@ class Installation:
             return f"the {suffix.lstrip('.') or 'settings'} of {self.describe}"
         return program_path
 
+    @property
+    def publishes_gpus(self) -> Any:
+        """Whether this install publishes GPUs to the kubelet: True/False, or UNKNOWN during preview.
+
+        A DRA chart with ``resources.gpus.enabled`` false (``{{ if .Values.resources.gpus.enabled }}`` in
+        dra-driver-nvidia-gpu ``templates/kubeletplugin.yaml`` and ``deviceclass-gpu.yaml``, Helm truthiness, chart
+        default true) renders no ``gpus`` container and no GPU DeviceClass: ComputeDomains only, no GPU owner. A
+        rendered install without a GPU-publishing DaemonSet is recognised by :func:`..vocab.allocators.pod_owner`.
+        """
+        if self.owner != DRA or not self.inputs_visible:
+            return True
+        return helm_flag(self.values, DRA, "resources.gpus.enabled")
+
     # ---- device plugin
 
     def mig_strategy(self) -> Setting:

@@ -1,13 +1,14 @@
-"""The GPU Operator's custom resources as the rules read them: which mode a CR is, and its operand switches."""
+"""The GPU Operator's custom resources as the rules read them: which mode a CR is, and its operand switches.
+
+A layer above :mod:`.resource` (it reads a :class:`.resource.Resource`); ``resource`` never imports it.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .props import UNKNOWN, dig
-
-if TYPE_CHECKING:
-    from .resource import Resource
+from .resource import Resource
 
 
 def cr_flag(resource: Resource, component: str) -> Any:
@@ -25,11 +26,5 @@ def cr_flag(resource: Resource, component: str) -> Any:
 
 
 def cr_mode(resource: Resource) -> str | None:
-    """``cluster-policy``/``gpu-cluster`` for a rendered Operator CR object."""
-    if not resource.api_group_version.startswith("nvidia.com/"):
-        return None
-    if resource.kind == "ClusterPolicy":
-        return "cluster-policy"
-    if resource.kind == "GPUCluster":
-        return "gpu-cluster"
-    return None
+    """``cluster-policy``/``gpu-cluster`` for a rendered Operator CR object (:attr:`Resource.operator_cr_mode`)."""
+    return resource.operator_cr_mode

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..vocab.parsing import load_yaml
+from ..vocab.selectors import label_values
 from .installations import Installation, is_plugin_container
 from .props import UNKNOWN, as_dict, as_list, contains_unknown, dig, show
 from .readers import helm_truthy
 from .resource import CONFIG_MAP_TYPE, Resource
-from .shapes import containers
+from .shapes import containers, pod_placement
 from .stack_view import StackView
 
 
@@ -238,8 +239,53 @@ def time_slicing_settings(document: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
+@dataclass(frozen=True)
+class Replicated:
+    """The replicated-resource block a config's plugin applies: which strategy, its block, its effective strictness."""
+
+    strategy: str
+    """``timeSlicing`` or ``mps`` (the key under ``sharing``)."""
+    settings: dict[str, Any]
+    fail_requests_greater_than_one: Any
+    """As the plugin reads it: MPS defaults an unset value to true; time-slicing leaves it off."""
+
+    @property
+    def title(self) -> str:
+        """How messages name the strategy."""
+        return "MPS" if self.strategy == "mps" else "time-slicing"
+
+
+def replicated_settings(document: Any) -> Replicated | None:
+    """The sharing block the plugin applies for one config document, read as plugin 0.20.0 reads it.
+
+    ``Sharing.ReplicatedResources()`` (k8s-device-plugin ``api/config/v1/sharing.go`` at v0.20.0) returns
+    ``sharing.mps`` whenever it is set and ``sharing.timeSlicing`` otherwise; both are the same
+    ``ReplicatedResources`` type, so ``renameByDefault`` renames under MPS too. ``api/config/v1/config.go`` sets an
+    unset MPS ``failRequestsGreaterThanOne`` to true ("preserve the historical MPS behavior").
+    """
+    mps = dig(document, "sharing", "mps")
+    if isinstance(mps, dict):
+        fail = mps.get("failRequestsGreaterThanOne")
+        return Replicated("mps", mps, True if fail is None else fail)
+    time_slicing = time_slicing_settings(document)
+    if time_slicing:
+        return Replicated("timeSlicing", time_slicing, time_slicing.get("failRequestsGreaterThanOne"))
+    return None
+
+
 PLUGIN_CONFIG_LABEL: Final = "nvidia.com/device-plugin.config"
 """The node label that selects one of the plugin's named configs (k8s-device-plugin "Multiple Config File")."""
+
+
+def selected_configs(pod: dict[str, Any]) -> frozenset[str | None] | None:
+    """The ``nvidia.com/device-plugin.config`` values the nodes a pod can land on carry; None in it: unlabelled.
+
+    The scheduler places a pod only on nodes that match its nodeSelector *and* one term of its required node affinity
+    (kube-scheduler NodeAffinity filter), so ``In`` in every term binds the pod to those configs as a nodeSelector
+    does. None (any config) while the placement is unknown or a term leaves the label open.
+    """
+    placement = pod_placement(pod)
+    return None if placement is None else label_values(placement, PLUGIN_CONFIG_LABEL)
 
 
 def operator_config(view: StackView, operator: Installation | None, policy: Resource | None) -> Any:

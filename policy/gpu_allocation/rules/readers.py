@@ -47,7 +47,7 @@ CHART_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
         "operator.upgradeCRD": True,
     },
     DEVICE_PLUGIN: {"gfd.enabled": False},
-    DRA: {"webhook.enabled": False},
+    DRA: {"webhook.enabled": False, "resources.gpus.enabled": True, "resources.computeDomains.enabled": True},
 }
 """The charts' own defaults for the flags the rules read (values.yaml of gpu-operator v26.7.0,
 nvidia-device-plugin 0.20.0 and dra-driver-nvidia-gpu 0.4.1/0.5.0)."""

@@ -22,7 +22,6 @@ from ..vocab.owners import owner_of_app_label, owner_of_chart
 from ..vocab.parsing import load_json
 from .charts import CHART_TYPES, HELM_CHART_LABEL, HELM_TYPES, NFD_NAME, chart_inputs_hidden
 from .findings import Finding, cannot_judge
-from .operator_crs import cr_mode
 from .props import UNKNOWN, as_dict, dig, readable, string_map
 from .readers import effective_env
 from .shapes import APP_NAME_LABEL, POD_SPEC_PATHS, Container, pod_type_problems, requests_gpu
@@ -30,6 +29,8 @@ from .shapes import APP_NAME_LABEL, POD_SPEC_PATHS, Container, pod_type_problems
 CONFIG_MAP_TYPE: Final = "kubernetes:core/v1:ConfigMap"
 SMOKE_NAME: Final = re.compile(r"(^|[-_.])(smoke|validation|validate)([-_.]|$)", re.ASCII)
 """A Job name that says it is a smoke or validation Job (the guide's ``hybrid-gpu-<cohort>-smoke``)."""
+OPERATOR_CR_MODES: Final = {"ClusterPolicy": "cluster-policy", "GPUCluster": "gpu-cluster"}
+"""The GPU Operator's two CR kinds and the mode each one is."""
 
 
 @dataclass
@@ -180,7 +181,7 @@ class Resource:
         A workload is judged by what its pod template runs; a ``ClusterPolicy``/``GPUCluster`` is the GPU
         Operator. Stamps, parents and the ledger play no part.
         """
-        if cr_mode(self) is not None:
+        if self.operator_cr_mode is not None:
             return GPU_OPERATOR, "operator"
         pod = self.pod_spec
         if not isinstance(pod, dict):
@@ -188,6 +189,17 @@ class Resource:
         path = POD_SPEC_PATHS[self.kind][:-1]
         template_labels = as_dict(dig(self.props, *path, "metadata", "labels")) if path else self.labels
         return allocators.pod_owner(pod, template_labels if isinstance(template_labels, dict) else {})
+
+    @property
+    def operator_cr_mode(self) -> str | None:
+        """``cluster-policy``/``gpu-cluster`` for a GPU Operator CR object (``nvidia.com/*`` ClusterPolicy/GPUCluster).
+
+        Here, not in :mod:`.operator_crs`, so the layers stay one-way: ``operator_crs`` reads a :class:`Resource`,
+        and this module imports nothing above it.
+        """
+        if not self.api_group_version.startswith("nvidia.com/"):
+            return None
+        return OPERATOR_CR_MODES.get(self.kind)
 
     def belongs_to(self, owner: str) -> bool:
         """Tell whether this object is part of ``owner``'s install, whoever installed it: the one recognition predicate.

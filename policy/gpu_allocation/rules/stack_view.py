@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
@@ -149,6 +149,12 @@ class StackView:
     def problems(self, reads: Callable[[Resource], bool] | None = None) -> list[Finding]:
         """What the checks so far could not read, on the objects ``reads`` selects (all read objects by default)."""
         return [f for r in self.resources if r.problems and (reads is None or reads(r)) for f in r.problems.values()]
+
+
+INSTALL_KINDS: Final = frozenset({*POD_SPEC_PATHS, "ConfigMap", "ClusterPolicy", "GPUCluster"})
+"""The kinds the install model reads besides Helm resources: workloads (allocators, and the chart labels that name a
+Chart v4's owner), ConfigMaps (plugin configs, the ledger) and the Operator's CRs. A check that needs no CRD (the
+largest objects of a GPU stack) passes these to :meth:`StackView.from_args` and pays for no more."""
 
 
 def reads_gpu_objects(resource: Resource) -> bool:

@@ -89,6 +89,11 @@ def pod_owner(pod_spec: Mapping[str, Any], pod_labels: Mapping[str, Any] | None 
     for kind in OWNER_KINDS.values():
         marker = kind.allocator_component
         if marker and any(labels.get(key) == marker for key in kind.component_labels):
+            # The DRA chart keeps the kubelet-plugin label when resources.gpus.enabled=false and renders only its
+            # compute-domains container (templates/kubeletplugin.yaml): that pod publishes ComputeDomain channels,
+            # no GPU. Only the owner's own containers being all companions says so; anything else stays an allocator.
+            if (kind.owner, "companion") in found and (kind.owner, "allocator") not in found:
+                continue
             found.append((kind.owner, "allocator"))
     for role in ("allocator", "operator", "companion"):
         for owner in found:

@@ -38,10 +38,13 @@ _IMAGE_DOMAIN: Final = rf"{_DOMAIN_PART}(?:\.{_DOMAIN_PART})*(?::[0-9]{{1,5}})?"
 _IMAGE_PATH: Final = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 DIGEST_IMAGE: Final = re.compile(
     rf"(?P<name>{_IMAGE_DOMAIN}/{_IMAGE_PATH}(?:/{_IMAGE_PATH})*|{_IMAGE_PATH}(?:/{_IMAGE_PATH})*)"
-    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@sha256:[0-9a-f]{64}",
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?@(?:sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})",
     re.ASCII,
 )
-"""An image reference pinned by digest: name[:tag]@sha256:<64 lower-case hex digits>."""
+"""An image reference pinned by digest: name[:tag]@sha256:<64 hex> or @sha512:<128 hex>, lower-case.
+
+The two algorithms the OCI image spec registers (opencontainers/image-spec ``descriptor.md``, "Registered
+algorithms"); containerd and the registries resolve either, so either pins the image."""
 OCI_CHART: Final = re.compile(rf"oci://{_IMAGE_DOMAIN}(?:/{_IMAGE_PATH})+", re.ASCII)
 """An OCI chart reference: oci://host[:port]/path/chart."""
 HELM_REPO_URL: Final = re.compile(
@@ -128,7 +131,7 @@ def is_exact_version(value: object) -> bool:
 
 
 def is_digest_image(value: object) -> bool:
-    """An image reference pinned by @sha256 digest, its name at most 255 characters."""
+    """An image reference pinned by a registered OCI digest (sha256, sha512), its name at most 255 characters."""
     if not isinstance(value, str):
         return False
     match = DIGEST_IMAGE.fullmatch(value)

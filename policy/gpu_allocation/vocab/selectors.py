@@ -138,3 +138,31 @@ def conjunction_satisfiable(requirements: Sequence[Requirement]) -> bool:
 def placements_overlap(first: Placement, second: Placement) -> bool:
     """Tell whether one node can satisfy both placements (nodeSelector and required node affinity of each)."""
     return any(conjunction_satisfiable(a + b) for a in first.alternatives() for b in second.alternatives())
+
+
+def label_values(placement: Placement, key: str) -> frozenset[str | None] | None:
+    """The values of one label key a node meeting the placement can carry (None in the set: the label is absent).
+
+    None when some satisfiable term leaves the key open (no ``In`` or ``DoesNotExist`` on it): any value.
+    """
+    found: set[str | None] = set()
+    for requirements in placement.alternatives():
+        if not conjunction_satisfiable(requirements):
+            continue
+        allowed: set[str] | None = None
+        excluded: set[str] = set()
+        absent = False
+        for _, operator, values in (r for r in requirements if r[0] == key):
+            if operator == "In":
+                allowed = set(values) if allowed is None else allowed & set(values)
+            elif operator == "NotIn":
+                excluded |= set(values)
+            elif operator == "DoesNotExist":
+                absent = True
+        if allowed is not None:
+            found |= allowed - excluded
+        elif absent:
+            found.add(None)
+        else:
+            return None
+    return frozenset(found)

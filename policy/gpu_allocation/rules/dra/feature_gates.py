@@ -25,7 +25,7 @@ from ..fail_closed import fail_closed, reads_pods_and_helm
 from ..findings import report_findings
 from ..operator_crs import cr_mode
 from ..props import UNKNOWN, as_dict, config_strings, dig, string_list
-from ..readers import effective_env
+from ..readers import effective_env, helm_flag
 from ..resource import Resource
 from ..shapes import containers
 from .driver_gates import gate_findings, gate_text, parse_feature_gates, parse_go_bool
@@ -61,6 +61,89 @@ def _value_gates(gates: Any, *, printed: bool) -> list[tuple[str, Any, bool | No
     return result
 
 
+GATES_ENV: Final = "FEATURE_GATES"
+
+DRA_ENV_LISTS: Final = (
+    (("kubeletPlugin", "containers", "gpus", "env"), "resources.gpus.enabled"),
+    (("kubeletPlugin", "containers", "computeDomains", "env"), "resources.computeDomains.enabled"),
+    (("controller", "containers", "computeDomain", "env"), "resources.computeDomains.enabled"),
+)
+"""The DRA chart's env lists and the switch that renders their container.
+
+dra-driver-nvidia-gpu ``templates/kubeletplugin.yaml`` and ``controller.yaml`` (0.4.1, 0.5.0) copy each list with
+``toYaml`` after the chart's own ``FEATURE_GATES`` (which is rendered only when ``featureGates`` is not empty)."""
+
+OPERATOR_ENV_LISTS: Final = (
+    ("gpus", "kubeletPlugin", "env"),
+    ("computeDomains", "kubeletPlugin", "env"),
+    ("computeDomains", "controller", "env"),
+)
+"""The Operator's DRA env lists under ``draDriver`` (values) / ``spec.draDriver`` (GPUCluster).
+
+NVIDIA/gpu-operator ``manifests/state-dra-driver/0500_daemonset.yaml`` and ``0600_controller-deployment.yaml``
+append each entry as ``name``/``value`` (``{{ .Value | quote }}``: a ``valueFrom`` becomes ``""``) after the
+Operator's own ``FEATURE_GATES``."""
+
+
+def _env_list_gates(
+    resource: Resource,
+    env: Any,
+    field: str,
+    *,
+    verbatim: bool,
+) -> Any:
+    """The gates an env list sets through ``FEATURE_GATES``: [(name, value, enabled)], None when it sets none.
+
+    The list comes after the chart's or Operator's own ``FEATURE_GATES``, and the kubelet keeps the last entry of a
+    name (``makeEnvironmentVariables``, kubernetes ``pkg/kubelet/kubelet_pods.go``), so the list's last
+    ``FEATURE_GATES`` is what the driver parses. ``verbatim``: the entry is copied as written (the DRA chart's
+    ``toYaml``), so a ``valueFrom`` cannot be read here (fail closed); else only its ``value`` is printed.
+    """
+    if env is None or env is UNKNOWN:
+        return None
+    if not isinstance(env, list):
+        resource.cannot_read(field, "is not a list of env entries")
+        return None
+    entries = [e for e in env if isinstance(e, dict) and e.get("name") == GATES_ENV]
+    if not entries:
+        return None
+    entry = entries[-1]
+    value = entry.get("value")
+    if value is UNKNOWN:
+        return None
+    if verbatim and entry.get("valueFrom") is not None:
+        resource.cannot_read(f"{field} {GATES_ENV}", "comes from valueFrom, which this check cannot read")
+        return None
+    if value is None:
+        value = ""
+    if not isinstance(value, str):
+        resource.cannot_read(f"{field} {GATES_ENV}", "is not a string (an env value is text)")
+        return None
+    return [(n, v, parse_go_bool(v)) for n, v in parse_feature_gates(value)]
+
+
+def _env_sources(resource: Resource, base: Any, prefix: str, version: Any, reader: str) -> list[Any]:
+    """(field, gates, version, fix, reader) for every env list of a DRA Release, Operator values or GPUCluster.
+
+    The fix names the env entry itself: that list, not ``featureGates``, is what sets the gate.
+    """
+    sources = []
+    lists: list[tuple[tuple[str, ...], Any]]
+    if reader == DRA:
+        lists = [(path, helm_flag(base, DRA, switch)) for path, switch in DRA_ENV_LISTS]
+    else:
+        lists = [(path, True) for path in OPERATOR_ENV_LISTS]
+    for path, rendered in lists:
+        if rendered is False:
+            continue
+        field = f"{prefix}{'.'.join(path)}"
+        gates = _env_list_gates(resource, dig(base, *path), field, verbatim=reader == DRA)
+        if gates is not None:
+            where = f"{field} {GATES_ENV}"
+            sources.append((where, gates, version, f"the {GATES_ENV} entry of {field}", DRA))
+    return sources
+
+
 def _gate_sources(resource: Resource) -> Any:
     """(field, gates, version, fix) for this resource; UNKNOWN during preview; None if n/a.
 
@@ -81,7 +164,12 @@ def _gate_sources(resource: Resource) -> Any:
         version = _dra_version(resource) if owner == DRA else dig(resource.values, "draDriver", "version")
         if owner == GPU_OPERATOR and version is None:
             version = OPERATOR_DRA_VERSION
-        return [(field, _value_gates(gates, printed=owner == DRA), version, f"{PROJECT}:dra.featureGates", owner)]
+        fix = f"{PROJECT}:dra.featureGates"
+        found = [(field, _value_gates(gates, printed=owner == DRA), version, fix, owner)]
+        if owner == DRA:
+            return found + _env_sources(resource, resource.values, "values ", version, DRA)
+        operator = dig(resource.values, "draDriver")
+        return found + _env_sources(resource, operator, "values draDriver.", version, GPU_OPERATOR)
     if cr_mode(resource) == "gpu-cluster":
         gates = dig(resource.props, "spec", "draDriver", "featureGates")
         if gates is UNKNOWN:
@@ -92,7 +180,9 @@ def _gate_sources(resource: Resource) -> Any:
             return []
         version = dig(resource.props, "spec", "draDriver", "version") or OPERATOR_DRA_VERSION
         fix = f"{field} of {resource.describe}"
-        return [(field, _value_gates(gates, printed=False), version, fix, GPU_OPERATOR)]
+        found = [(field, _value_gates(gates, printed=False), version, fix, GPU_OPERATOR)]
+        driver = dig(resource.props, "spec", "draDriver")
+        return found + _env_sources(resource, driver, "spec.draDriver.", version, GPU_OPERATOR)
     pod = resource.pod_spec
     if not isinstance(pod, dict) or not resource.belongs_to(DRA):
         return None

@@ -25,7 +25,7 @@ from ..findings import report_findings
 from ..installations import Installation
 from ..ledger import Ledger
 from ..props import UNKNOWN, config_strings, show, string_list
-from ..stack_view import StackView, not_applicable_unless_unreadable, reads_gpu_objects
+from ..stack_view import INSTALL_KINDS, StackView, not_applicable_unless_unreadable, reads_gpu_objects
 
 _VERIFIED_KEY: Final = "hostDriverVerified"
 _VERIFIED_COHORTS: Final = {"verifiedCohorts": string_list([], "Operator cohorts whose host driver was verified.")}
@@ -65,7 +65,7 @@ def _driver_managed(operator: Installation) -> bool:
 
 def driver_ownership_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse an unverified host driver, and DRA root / next to an Operator driver."""
-    view = StackView.from_args(args)
+    view = StackView.from_args(args, INSTALL_KINDS)
     operators = view.by_owner(GPU_OPERATOR)
     dra_installs = view.by_owner(DRA)
     if not operators:
@@ -137,7 +137,7 @@ DRIVER_OWNERSHIP_CONSISTENT = StackValidationPolicy(
 
 def driver_verification_declared_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Ask for a review when driver.enabled=false and verification is not declared."""
-    view = StackView.from_args(args)
+    view = StackView.from_args(args, INSTALL_KINDS)
     operators = [o for o in view.by_owner(GPU_OPERATOR) if _driver_disabled(o)]
     if not operators:
         not_applicable_unless_unreadable(args, view, "no GPU Operator with driver.enabled=false", report_violation)

@@ -109,7 +109,7 @@ def cohort_units(view: StackView, ledger: Ledger | None) -> dict[str, Unit]:
                 current.selectors.append((Placement.of(selector), f"{ledger.resource.describe} (cohort '{name}')"))
 
     for install in view.installations():
-        if install.owner == GPU_OPERATOR:
+        if install.owner == GPU_OPERATOR or install.publishes_gpus is False:
             continue
         setting = install.placement_setting
         placement = setting.value

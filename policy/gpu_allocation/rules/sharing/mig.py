@@ -23,9 +23,10 @@ from ...vocab.labels import GPU_OPERATOR, PROJECT
 from ...vocab.mig import RESOURCE_PREFIX, normalize_profile, tabulated_profiles
 from ..findings import report_findings
 from ..ledger import Ledger
-from ..props import UNKNOWN, config_mapping, one_of, show, string_map
+from ..operator_crs import cr_flag, cr_mode
+from ..props import UNKNOWN, config_mapping, dig, one_of, show, string_map
 from ..shapes import selector_confines
-from ..stack_view import StackView, not_applicable_unless_unreadable
+from ..stack_view import INSTALL_KINDS, StackView, not_applicable_unless_unreadable
 from .cohorts import PluginCohort, ledger_sharing, plugin_cohorts, reads_sharing, workload_requests
 
 
@@ -49,6 +50,36 @@ def _operator_cohorts(view: StackView, ledger: Ledger | None) -> list[tuple[str,
         mixed = strategy == "mixed" or sharing == "mig-mixed"
         result.append((name, string_map(entry.get("nodeSelector")), mixed, model))
     return result
+
+
+def _operator_mixed(view: StackView) -> bool:
+    """Some GPU Operator of the stack runs its device plugin with the mixed strategy (UNKNOWN counts as may).
+
+    The chart prints ``mig.strategy`` into the ClusterPolicy (``{{ if .Values.mig.strategy }}strategy: …`` in
+    gpu-operator ``templates/clusterpolicy.yaml``, chart default ``single``) and the Operator hands
+    ``spec.mig.strategy`` to its device plugin as ``MIG_STRATEGY``; read from the Release values, the rendered
+    ClusterPolicy, or a ClusterPolicy object of its own. No ledger is needed: any stack can hold an Operator.
+    """
+    for operator in view.by_owner(GPU_OPERATOR):
+        mode = operator.mode
+        if not (mode is UNKNOWN or one_of(mode, ("cluster-policy", "both"))):
+            continue
+        if operator.operand_enabled("devicePlugin") is False:
+            continue
+        strategy = operator.setting("mig", "strategy")
+        if strategy == "mixed" or strategy is UNKNOWN:
+            return True
+    return any(
+        cr_mode(r) == "cluster-policy"
+        and view.installation_of(r) is None
+        and cr_flag(r, "devicePlugin") is not False
+        and _mixed_or_unknown(dig(r.props, "spec", "mig", "strategy"))
+        for r in view.resources
+    )
+
+
+def _mixed_or_unknown(value: Any) -> bool:
+    return value == "mixed" or value is UNKNOWN
 
 
 def _check_plugin_strategies(cohorts: list[PluginCohort], report: ReportViolation) -> None:
@@ -81,7 +112,7 @@ def _check_plugin_strategies(cohorts: list[PluginCohort], report: ReportViolatio
 
 def mig_strategy_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Check MIG requests against the plugin strategy and the GPU's profile table."""
-    view = StackView.from_args(args)
+    view = StackView.from_args(args, INSTALL_KINDS)
     config = args.get_config()
     models = config_mapping(config, "gpuModels")
     default_model = config.get("defaultGpuModel")
@@ -96,7 +127,11 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
         return
     _check_plugin_strategies(cohorts, report_violation)
     # An unknown strategy (preview) may be mixed: it never causes a refusal.
-    any_mixed = any(_maybe_mixed(c) for c in cohorts) or any(mixed for _, _, mixed, _ in operator_cohorts)
+    any_mixed = (
+        any(_maybe_mixed(c) for c in cohorts)
+        or any(mixed for _, _, mixed, _ in operator_cohorts)
+        or _operator_mixed(view)
+    )
     for resource, selector, container, name, _ in requests:
         subject = f"{resource.describe}: container '{container.name}' requests {name}"
         path = resource.manifest_path

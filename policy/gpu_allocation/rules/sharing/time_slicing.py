@@ -32,22 +32,25 @@ from ..operator_crs import cr_flag, cr_mode
 from ..plugin_configs import (
     CONFIG_VOLUME,
     PLUGIN_CONFIG_LABEL,
+    Replicated,
     SharingConfig,
     operator_config,
+    replicated_settings,
+    selected_configs,
     sharing_config,
-    time_slicing_settings,
 )
 from ..props import UNKNOWN, as_dict, as_list, show
 from ..resource import CONFIG_MAP_TYPE, Resource
-from ..stack_view import StackView, not_applicable_unless_unreadable
+from ..stack_view import INSTALL_KINDS, StackView, not_applicable_unless_unreadable
 from .cohorts import PluginCohort, plugin_cohorts, reads_sharing, workload_requests
 
 
 def _advertised(time_slicing: dict[str, Any]) -> dict[str, str]:
-    """Original resource name -> advertised name under a time-slicing config, as plugin 0.20.0 applies it.
+    """Original resource name -> advertised name under a time-slicing or MPS config, as plugin 0.20.0 applies it.
 
     Only ``renameByDefault: true`` renames (to ``<name>.shared``); 0.20.0 ignores a per-resource ``rename``
-    (``api/config/v1`` at v0.20.0), so honouring it would judge a name the plugin never advertises.
+    (``disableResoureRenaming`` in ``api/config/v1/replicas.go`` at v0.20.0, for ``timeSlicing`` and ``mps``
+    alike), so honouring it would judge a name the plugin never advertises.
     """
     if time_slicing.get("renameByDefault") is not True:
         return {}
@@ -64,35 +67,40 @@ class _Slicing:
     """What each named config of one plugin advertises, and which config a node gets (the plugin's selection)."""
 
     title: str
-    configs: dict[str, tuple[dict[str, str], bool]]
-    """Config name -> (renames, failRequestsGreaterThanOne) for every config of the plugin."""
+    configs: dict[str, tuple[dict[str, str], bool, str]]
+    """Config name -> (renames, failRequestsGreaterThanOne, strategy title) for every config of the plugin."""
     default_key: str | None
     """The config of nodes without the nvidia.com/device-plugin.config label (config.default)."""
     confines: Any
     """``confines(workload, nodeSelector) -> bool``: the workload only runs where this plugin runs."""
 
-    def possible(self, node_selector: dict[str, Any]) -> list[tuple[str, dict[str, str], bool]]:
-        """The configs of the nodes a workload can land on: the one its node label names, else every one."""
-        label = node_selector.get(PLUGIN_CONFIG_LABEL)
-        if isinstance(label, str):
-            renames, fail = self.configs.get(label, ({}, False))
-            return [(label, renames, fail)]
-        keys = {self.default_key or "", *self.configs}
-        return [(key, *self.configs.get(key, ({}, False))) for key in sorted(keys)]
+    def possible(self, selected: frozenset[str | None] | None) -> list[tuple[str, dict[str, str], bool, str]]:
+        """The configs of the nodes a workload can land on: the ones its node selection admits, else every one.
+
+        ``selected`` holds the ``nvidia.com/device-plugin.config`` values its nodes can carry (None: unlabelled
+        nodes, which get the default); the config-manager (``updateConfigName``, k8s-device-plugin
+        ``cmd/config-manager/main.go``) applies the labelled value, else ``DEFAULT_CONFIG``, else its fallbacks.
+        """
+        keys = (
+            {self.default_key or "", *self.configs}
+            if selected is None
+            else {(self.default_key or "") if value is None else value for value in selected}
+        )
+        return [(key, *self.configs.get(key, ({}, False, "time-slicing"))) for key in sorted(keys)]
 
 
 def _check_documents(
     sharing: SharingConfig, path: str, urn: str | None, require_fail: bool, report: ReportViolation
-) -> dict[str, dict[str, Any]]:
-    """Report configs that cannot be read and time-slicing without failRequestsGreaterThanOne; the sliced ones."""
+) -> dict[str, Replicated]:
+    """Report configs that cannot be read and sharing without failRequestsGreaterThanOne; the shared ones."""
     for error in sharing.errors:
         report(f"{sharing.where}: {error}, {CANNOT_JUDGE}. Fix {path}.", urn)
-    sliced = {k: t for k, d in sharing.documents.items() if (t := time_slicing_settings(d))}
-    for key, time_slicing in sorted(sliced.items()):
-        fail = time_slicing.get("failRequestsGreaterThanOne")
+    sliced = {k: t for k, d in sharing.documents.items() if (t := replicated_settings(d))}
+    for key, replicated in sorted(sliced.items()):
+        fail = replicated.fail_requests_greater_than_one
         if require_fail and fail is not True and fail is not UNKNOWN:
             report(
-                f"{sharing.where}.{key}: sharing.timeSlicing."
+                f"{sharing.where}.{key}: sharing.{replicated.strategy}."
                 f"failRequestsGreaterThanOne is {show(fail)}. Without it a pod asking "
                 "for several shared replicas is admitted although replicas give no "
                 f"proportional compute or memory. Keep it true ({path}).",
@@ -101,11 +109,15 @@ def _check_documents(
     return sliced
 
 
-def _slices(sharing: SharingConfig, sliced: dict[str, dict[str, Any]]) -> dict[str, tuple[dict[str, str], bool]]:
+def _slices(sharing: SharingConfig, sliced: dict[str, Replicated]) -> dict[str, tuple[dict[str, str], bool, str]]:
     return {
-        key: (_advertised(sliced[key]), sliced[key].get("failRequestsGreaterThanOne") is True)
+        key: (
+            _advertised(sliced[key].settings),
+            sliced[key].fail_requests_greater_than_one is True,
+            sliced[key].title,
+        )
         if key in sliced
-        else ({}, False)
+        else ({}, False, "time-slicing")
         for key in sharing.documents
     }
 
@@ -145,8 +157,8 @@ def _check_plugin_sharing(
     sharing: Any,
     require_fail: bool,
     report: ReportViolation,
-) -> dict[str, tuple[dict[str, str], bool]] | None:
-    """Check one plugin's time-slicing configs; return (renames, fails >1 requests) per named config."""
+) -> dict[str, tuple[dict[str, str], bool, str]] | None:
+    """Check one plugin's time-slicing/MPS configs; return (renames, fails >1 requests, strategy) per config."""
     if sharing is UNKNOWN:
         return None
     install = cohort.install
@@ -194,37 +206,41 @@ def _check_plugin_sharing(
 def _check_request(
     slicing: _Slicing,
     resource: Resource,
-    selector: dict[str, Any],
+    selected: frozenset[str | None] | None,
     container: str,
     name: str,
     value: Any,
     report: ReportViolation,
 ) -> None:
     """Judge one request against the configs of the nodes the workload can land on (all of them must agree)."""
-    possible = slicing.possible(selector)
+    possible = slicing.possible(selected)
     path = resource.manifest_path
-    if isinstance(selector.get(PLUGIN_CONFIG_LABEL), str):
+    labelled = selected is not None and None not in selected
+    if labelled and len(possible) == 1:
         where = f"config '{possible[0][0]}' (its {PLUGIN_CONFIG_LABEL} node label) advertises"
+    elif labelled:
+        where = f"configs {', '.join(k for k, *_ in possible)} (the {PLUGIN_CONFIG_LABEL} values it admits) advertise"
     elif len(possible) == 1:
         where = "config advertises"
     else:
-        where = f"configs {', '.join(k or '<none>' for k, _, _ in possible)} (every one its nodes can get) advertise"
-    if possible and all(name in renames for _, renames, _ in possible):
+        where = f"configs {', '.join(k or '<none>' for k, *_ in possible)} (every one its nodes can get) advertise"
+    strategy = "/".join(sorted({title for *_, title in possible}))
+    if possible and all(name in renames for _, renames, _, _ in possible):
         advertised = possible[0][1][name]
         report(
             f"{resource.describe}: container '{container}' requests "
-            f"{name} but it only runs on {slicing.title}, whose time-slicing "
+            f"{name} but it only runs on {slicing.title}, whose {strategy} "
             f"{where} {advertised} instead (renameByDefault: "
             f"true), so the pod stays Pending. Ask for {advertised} ({path}); "
             "a shared replica is not an exclusive GPU.",
             resource.urn,
         )
     quantity = parse_quantity(value)
-    failing = [key for key, renames, fail in possible if fail and name in renames.values()]
+    failing = [key for key, renames, fail, _ in possible if fail and name in renames.values()]
     if quantity is not None and quantity > 1 and failing and len(failing) == len(possible):
         report(
             f"{resource.describe}: container '{container}' requests "
-            f"{show(value)} {name} on {slicing.title}, whose time-slicing config "
+            f"{show(value)} {name} on {slicing.title}, whose {strategy} config "
             "sets failRequestsGreaterThanOne: true, so the allocation fails. "
             f"Request 1 replica ({path}).",
             resource.urn,
@@ -233,7 +249,7 @@ def _check_request(
 
 def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Check time-slicing configs are attached and workloads ask for shared names."""
-    view = StackView.from_args(args)
+    view = StackView.from_args(args, INSTALL_KINDS)
     config = args.get_config()
     require_fail = config.get("requireFailRequestsGreaterThanOne", True) is not False
     ledger = view.ledger()
@@ -254,11 +270,15 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
         if configs and isinstance(sharing, SharingConfig):
             slicings.append(_Slicing(cohort.title, configs, sharing.default_key, cohort.confines))
     slicings += _operator_slicings(view, cohorts, require_fail, report_violation)
+    selections: dict[str, frozenset[str | None] | None] = {}
     for resource, selector, container, name, value in workload_requests(view):
         for slicing in slicings:
             if not slicing.confines(resource, selector):
                 continue
-            _check_request(slicing, resource, selector, container.name, name, value, report_violation)
+            if resource.urn not in selections:
+                pod = resource.pod_spec
+                selections[resource.urn] = selected_configs(pod) if isinstance(pod, dict) else None
+            _check_request(slicing, resource, selections[resource.urn], container.name, name, value, report_violation)
     report_findings(view.problems(reads_sharing), report_violation)
 
 

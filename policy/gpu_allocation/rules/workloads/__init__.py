@@ -10,6 +10,7 @@ from typing import Final
 
 from .dual_allocation import NO_DUAL_ALLOCATION
 from .request_shape import GPU_REQUEST_SHAPE
+from .smoke_job_token import SMOKE_JOB_TOKEN_UNMOUNTED
 from .smoke_jobs import SMOKE_JOB_HARDENED, SMOKE_JOB_RUN_APPROVED
 from .visible_devices import NO_VISIBLE_DEVICES_OVERRIDE
 
@@ -20,11 +21,13 @@ __all__ = [
     "POLICIES",
     "SMOKE_JOB_HARDENED",
     "SMOKE_JOB_RUN_APPROVED",
+    "SMOKE_JOB_TOKEN_UNMOUNTED",
 ]
 
 POLICIES: Final = (
     SMOKE_JOB_HARDENED,
     SMOKE_JOB_RUN_APPROVED,
+    SMOKE_JOB_TOKEN_UNMOUNTED,
     GPU_REQUEST_SHAPE,
     NO_VISIBLE_DEVICES_OVERRIDE,
     NO_DUAL_ALLOCATION,

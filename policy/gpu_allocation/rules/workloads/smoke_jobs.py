@@ -132,9 +132,36 @@ def _effective(container: Container, pod_context: dict[str, Any], key: str) -> A
     return pod_context.get(key) if value is None else value
 
 
+def service_account_name(pod: dict[str, Any]) -> Any:
+    """The pod's ServiceAccount as the API server sets it (UNKNOWN during preview).
+
+    ``serviceAccountName``, else the deprecated ``serviceAccount``, else ``default``.
+    """
+    for key in ("serviceAccountName", "serviceAccount"):
+        value = pod.get(key)
+        if value is UNKNOWN or (isinstance(value, str) and value):
+            return value
+    return "default"
+
+
+def token_left_to_service_account(pod: dict[str, Any]) -> bool:
+    """The pod leaves ``automountServiceAccountToken`` unset and names its own ServiceAccount: that one decides.
+
+    The ServiceAccount admission plugin mounts a token unless the pod says false, or the pod says nothing and its
+    ServiceAccount says false (``shouldAutomount``, kubernetes ``plugin/pkg/admission/serviceaccount/admission.go``).
+    A resource policy cannot see the ServiceAccount: smoke-job-token-unmounted judges these pods with the stack.
+    The ``default`` ServiceAccount is the namespace's own (the controller creates it, mounting tokens), so a pod on it
+    is still judged here.
+    """
+    if pod.get("automountServiceAccountToken") is not None:
+        return False
+    name = service_account_name(pod)
+    return name is UNKNOWN or name != "default"
+
+
 def _smoke_job_pod_findings(pod: dict[str, Any]) -> Iterator[JobFinding]:
     automount = pod.get("automountServiceAccountToken")
-    if automount is not UNKNOWN and automount is not False:
+    if automount is not UNKNOWN and automount is not False and not token_left_to_service_account(pod):
         yield JobFinding(
             "automountServiceAccountToken",
             f"automountServiceAccountToken is {show(automount)}, so the GPU check gets an API token it does not need",

@@ -22,7 +22,7 @@ from ...vocab.labels import PROJECT
 from ..fail_closed import reads_pods
 from ..findings import CANNOT_JUDGE, report_findings
 from ..props import UNKNOWN, as_dict, config_strings, show, string_list
-from ..readers import EnvLookup, effective_env
+from ..readers import EnvEntry, EnvLookup, effective_env
 from ..resource import Resource
 from ..shapes import POD_SPEC_PATHS, Container, containers, is_device_plugin_gpu, pod_claims
 from ..stack_view import StackView, not_applicable_unless_unreadable
@@ -45,6 +45,22 @@ def gpu_consumers(pod: dict[str, Any]) -> list[tuple[Container, str]]:
     return result
 
 
+NO_DEVICES: Final = "void"
+"""``NVIDIA_VISIBLE_DEVICES=void``: the NVIDIA container runtime injects no GPU (nvidia-container-toolkit)."""
+
+
+def _opts_out(container: Container, entry: EnvEntry) -> bool:
+    """A container of a DRA pod that lists no claim, asking the runtime for no GPU: no override of an allocation.
+
+    The kubelet hands a container the CDI devices of the claims *it* lists in ``resources.claims`` and nothing else
+    (``Manager.GetResources``, kubernetes ``pkg/kubelet/cm/dra/manager.go``), so such a sidecar gets no DRA device;
+    ``void`` keeps a CUDA image's own ``NVIDIA_VISIBLE_DEVICES=all`` from exposing the node's GPUs to it.
+    """
+    if container.claims or any(is_device_plugin_gpu(n) for n in container.resource_names()):
+        return False
+    return entry.name == "NVIDIA_VISIBLE_DEVICES" and entry.source == "env" and entry.value == NO_DEVICES
+
+
 def visible_devices_problems(pod: dict[str, Any], forbidden: Sequence[str], lookup: EnvLookup) -> list[str]:
     """Overrides of the visible devices in containers that get GPUs, through env, valueFrom or envFrom.
 
@@ -56,7 +72,7 @@ def visible_devices_problems(pod: dict[str, Any], forbidden: Sequence[str], look
         env = effective_env(container.spec, lookup)
         for name in forbidden:
             entry = env.entries.get(name)
-            if entry is None:
+            if entry is None or _opts_out(container, entry):
                 continue
             shown = f"{name}={show(entry.value)}" if entry.source == "env" else f"{name} ({entry.source})"
             fix = f"Remove {name} from the env" + ("" if entry.source == "env" else f" and from {entry.source}")
