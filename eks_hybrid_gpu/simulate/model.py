@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Literal
@@ -53,6 +54,8 @@ DEFAULT_KUBELET_VERSION = "v1.34.4-eks-3025e55"
 DEFAULT_CONTAINER_RUNTIME = "containerd://2.0.5"
 """containerd 2.x: CDI on by default, which the DRA path needs."""
 AUTO_NODE_NAME = "sim-auto-l4-0"
+_NVML_DRIVER = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?", re.ASCII)
+_CUDA_VERSION = re.compile(r"[0-9]{1,3}\.[0-9]{1,2}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -210,14 +213,12 @@ class SimNode(_Strict):
     driver_version: str = Field(
         default=DEFAULT_DRIVER_VERSION,
         alias="driverVersion",
-        pattern=r"^[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?$",
         description="NVML's driver version on the host (e.g. 580.159.04); the DRA driver publishes it as the version "
         "attribute driverVersion (580.159.4).",
     )
     cuda_driver_version: str = Field(
         default=DEFAULT_CUDA_DRIVER_VERSION,
         alias="cudaDriverVersion",
-        pattern=r"^[0-9]{1,3}\.[0-9]{1,2}$",
         description="The CUDA driver API version that driver reports (MAJOR.MINOR, e.g. 13.0); published as the "
         "version attribute cudaDriverVersion (13.0.0).",
     )
@@ -243,6 +244,25 @@ class SimNode(_Strict):
                 f"build suffix, at most {MAX_REPORTED} characters, e.g. {DEFAULT_CONTAINER_RUNTIME}, "
                 "containerd://1.7.27 or cri-o://1.30.1"
             )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("driver_version")
+    @classmethod
+    def _nvml_driver_version(cls, value: str) -> str:
+        if not _NVML_DRIVER.fullmatch(value):
+            msg = (
+                f"{show(value)} is not an NVML driver version: write MAJOR.MINOR[.PATCH] as nvidia-smi prints it, "
+                "e.g. 580.159.04"
+            )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("cuda_driver_version")
+    @classmethod
+    def _cuda_version(cls, value: str) -> str:
+        if not _CUDA_VERSION.fullmatch(value):
+            msg = f"{show(value)} is not a CUDA driver version: write MAJOR.MINOR as nvidia-smi prints it, e.g. 13.0"
             raise ValueError(msg)
         return value
 

@@ -105,3 +105,25 @@ def test_other_models_publish_nvml_mebibytes(model: str, memory: str) -> None:
 
     assert found is not None
     assert found["spec"]["devices"][0]["capacity"] == {"memory": {"value": memory}}
+
+
+@pytest.mark.parametrize(
+    ("entry", "problem"),
+    [
+        (
+            "driverVersion: 'r580'",
+            "nodes.0.driverVersion: 'r580' is not an NVML driver version: write MAJOR.MINOR[.PATCH] as nvidia-smi "
+            "prints it, e.g. 580.159.04",
+        ),
+        (
+            "cudaDriverVersion: '13'",
+            "nodes.0.cudaDriverVersion: '13' is not a CUDA driver version: write MAJOR.MINOR as nvidia-smi prints it, "
+            "e.g. 13.0",
+        ),
+    ],
+)
+def test_a_bad_host_driver_version_is_refused_with_its_path(entry: str, problem: str) -> None:
+    with pytest.raises(simulate.SimulationError) as refused:
+        simulate.load(f"nodes: [{{name: n0, gpus: [{{model: H200}}], {entry}}}]")
+
+    assert str(refused.value).splitlines()[1:] == [f"  - {problem}"]
