@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from components import versions
 from policy.gpu_allocation.vocab import grammar
-from policy.gpu_allocation.vocab.cel import fragment_problem
+from policy.gpu_allocation.vocab.cel import CelAttributeError, CelFragmentError, check_fragment
 from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
     DEFAULT_COHORT_LABEL_KEY,
@@ -464,13 +464,18 @@ class DraConfig(_Strict):
     def _one_condition(cls, value: str | None) -> str | None:
         if value is None:
             return value
-        reason = fragment_problem(value)
-        if reason is not None:
+        try:
+            check_fragment(value)
+        except CelAttributeError as error:
+            # Parses, but a real node's devices would never match it: name what the driver does publish.
+            msg = f"{error}; select on what the driver publishes, as a real node's ResourceSlice shows it"
+            raise ValueError(msg) from None
+        except CelFragmentError as error:
             msg = (
-                f"is not one CEL condition on its own: {reason}; write comparisons of device.driver, "
+                f"is not one CEL condition on its own: {error}; write comparisons of device.driver, "
                 "device.attributes[...] or device.capacity[...] joined by && or || with balanced parentheses"
             )
-            raise ValueError(msg)
+            raise ValueError(msg) from None
         return value
 
 

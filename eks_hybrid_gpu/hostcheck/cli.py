@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TextIO, cast
 
-from eks_hybrid_gpu.hostcheck import collect, floors, labels, report
+from eks_hybrid_gpu.hostcheck import collect, consumer_checks, floors, labels, report
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, GPU_OPERATOR
 
 DESCRIPTION = (
@@ -16,6 +16,14 @@ DESCRIPTION = (
     "and print its inventory and node labels. The floors are compatibility floors, not "
     "recommendations. Exit 0 pass, 1 a floor not met, 2 cannot inspect."
 )
+
+
+def _driver_root(value: str) -> str:
+    """An absolute folder without `..`: the DRA driver joins it with its search folders."""
+    if not value.startswith("/") or ".." in value.split("/") or "\x00" in value:
+        msg = f"{value!r} is not an absolute folder; give the chart's nvidiaDriverRoot, e.g. / or /run/nvidia/driver"
+        raise argparse.ArgumentTypeError(msg)
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -43,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--containerd", default="containerd")
     parser.add_argument("--containerd-config", default="/etc/containerd/config.toml")
     parser.add_argument(
+        "--nvidia-driver-root",
+        default="/",
+        type=_driver_root,
+        help="the DRA chart's nvidiaDriverRoot (default /): where the DRA owners' driver looks for libnvidia-ml.so.1",
+    )
+    parser.add_argument(
         "--cdi-dir",
         action="append",
         dest="cdi_dirs",
@@ -67,7 +81,7 @@ def check(
         owner,
         mig,
         facts,
-        tuple(floors.evaluate(facts, owner, mig)),
+        tuple(consumer_checks.extend(floors.evaluate(facts, owner, mig), facts, owner)),
         None,
         labels.node_labels(facts.gpu.gpus, cohort_key, value),
     )
@@ -94,6 +108,7 @@ def run(args: argparse.Namespace, sources: collect.Sources | None = None, stdout
         containerd_config=args.containerd_config,
         cdi_dirs=tuple(args.cdi_dirs) if args.cdi_dirs else None,
         hostname=base.hostname,
+        nvidia_driver_root=args.nvidia_driver_root,
     )
     outcome = check(
         sources,

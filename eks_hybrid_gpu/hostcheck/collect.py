@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from eks_hybrid_gpu.hostcheck import containerd, parse
+from eks_hybrid_gpu.hostcheck import consumers, containerd, parse
 
 COMMAND_TIMEOUT_SECONDS: Final = 60
 CONFIG_DIRS_FOR_DROPINS: Final[tuple[str, ...]] = ("/etc/containerd/conf.d", "/etc/containerd/config.d")
@@ -67,6 +67,8 @@ class Sources:
     cdi_dirs: tuple[str, ...] | None = None
     """None: the directories containerd is configured with, else /etc/cdi and /var/run/cdi."""
     hostname: Callable[[], str] = socket.gethostname
+    nvidia_driver_root: str = "/"
+    """The DRA chart's nvidiaDriverRoot: where the DRA driver looks for the driver's libraries and nvidia-smi."""
 
     def host_path(self, path: str) -> Path:
         """Map an absolute host path under the root."""
@@ -103,6 +105,8 @@ class HostFacts:
     toolkit_error: str | None
     containerd: containerd.ContainerdFacts
     cdi_dirs: tuple[CdiDir, ...] = field(default=())
+    consumers: consumers.ConsumerFacts | None = None
+    """The files the handler and the DRA driver open, found where they look (None when not read)."""
 
 
 def not_found(executable: str) -> str:
@@ -235,4 +239,5 @@ def collect(sources: Sources) -> HostFacts:
         toolkit_error=toolkit_error,
         containerd=runtime,
         cdi_dirs=read_cdi_dirs(sources, runtime.cdi_spec_dirs),
+        consumers=consumers.read(sources.host_path, sources.nvidia_driver_root, runtime.runtime_binary),
     )

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, Final
 
+from eks_hybrid_gpu.hostcheck import cdi_versions
+
 CRI_TABLES: Final[tuple[tuple[str, ...], ...]] = (
     ("plugins", "io.containerd.cri.v1.runtime"),
     ("plugins", "io.containerd.grpc.v1.cri"),
@@ -101,7 +103,7 @@ def analyse(
     raw_version = merged.get("version", 1 if files_read else None)
     config_version = raw_version if isinstance(raw_version, int) else None
     runtime, binary, default_runtime = _runtime_handler(merged)
-    cdi_enabled, cdi_source, spec_dirs = _cdi(merged, containerd_version, config_version)
+    cdi_enabled, cdi_source, spec_dirs = cdi_versions.decide(merged, containerd_version, config_version)
     return ContainerdFacts(
         config_path=main.path,
         config_found=main.text is not None,
@@ -128,27 +130,3 @@ def _runtime_handler(merged: dict[str, Any]) -> tuple[bool, str | None, str | No
             binary = _dig(handler, ("options", "BinaryName"))
             return True, str(binary) if binary else None, str(default) if default else None
     return False, None, None
-
-
-def _cdi(
-    merged: dict[str, Any], containerd_version: str | None, config_version: int | None
-) -> tuple[bool | None, str, tuple[str, ...]]:
-    for table in CRI_TABLES:
-        cri = _dig(merged, table)
-        if isinstance(cri, dict) and "enable_cdi" in cri:
-            dirs = cri.get("cdi_spec_dirs") or list(DEFAULT_CDI_SPEC_DIRS)
-            where = ".".join(f'"{part}"' if "." in part else part for part in table)
-            return bool(cri["enable_cdi"]), f"enable_cdi in [{where}]", tuple(str(d) for d in dirs)
-    dirs = DEFAULT_CDI_SPEC_DIRS
-    for table in CRI_TABLES:
-        configured = _dig(merged, (*table, "cdi_spec_dirs"))
-        if isinstance(configured, list):
-            dirs = tuple(str(d) for d in configured)
-    if containerd_version is not None:
-        major = int(containerd_version.split(".", 1)[0])
-        if major >= 2:
-            return True, f"containerd {containerd_version} enables CDI by default", dirs
-        return False, f"containerd {containerd_version} leaves CDI off unless enable_cdi = true", dirs
-    if config_version == 3:
-        return True, "a version 3 config means containerd 2.x, which enables CDI by default", dirs
-    return None, "enable_cdi is not set and the containerd version is unknown", dirs

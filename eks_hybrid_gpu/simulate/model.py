@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import dataclass
 from typing import Literal
@@ -53,6 +54,8 @@ DEFAULT_KUBELET_VERSION = "v1.34.4-eks-3025e55"
 DEFAULT_CONTAINER_RUNTIME = "containerd://2.0.5"
 """containerd 2.x: CDI on by default, which the DRA path needs."""
 AUTO_NODE_NAME = "sim-auto-l4-0"
+_NVML_DRIVER = re.compile(r"[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,4})?", re.ASCII)
+_CUDA_VERSION = re.compile(r"[0-9]{1,3}\.[0-9]{1,2}", re.ASCII)
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,13 @@ class GpuModel:
 
     product_name: str
     """NVML name; the DRA `productName` attribute. GFD's label is derived from it."""
-    memory: str
-    """Advertised memory, the DRA `memory` capacity."""
     memory_mib: int
-    """nvidia.com/gpu.memory as GFD writes it (MiB, from NVML)."""
+    """NVML's total memory in MiB: `nvidia.com/gpu.memory` as GFD writes it, and the DRA `memory` capacity, which
+    the driver publishes as NVML's bytes in a binary quantity (143771Mi on the H200, never "141Gi")."""
     architecture: str
+    """NVML's architecture name, the DRA `architecture` attribute."""
+    compute_capability: str
+    """CUDA compute capability MAJOR.MINOR; the driver publishes it as the version `cudaComputeCapability`."""
     mig_table: str | None
     """Key of policy.gpu_allocation.vocab.gpu_models.MIG_PROFILES, None where the model has no MIG."""
 
@@ -74,15 +79,41 @@ class GpuModel:
         """nvidia.com/gpu.product: the NVML name as a label value, like GFD and `hostcheck` make it."""
         return label_value(self.product_name)
 
+    @property
+    def memory(self) -> str:
+        """The DRA `memory` capacity as the driver writes it: NVML's MiB as a binary quantity."""
+        return f"{self.memory_mib}Mi"
+
 
 GPU_MODELS: dict[str, GpuModel] = {
-    "H200": GpuModel("NVIDIA H200", "141Gi", 143771, "Hopper", "H200-141GB"),
-    "H100": GpuModel("NVIDIA H100 80GB HBM3", "80Gi", 81559, "Hopper", "H100-80GB"),
-    "A100-40GB": GpuModel("NVIDIA A100-SXM4-40GB", "40Gi", 40960, "Ampere", "A100-40GB"),
-    "A10G": GpuModel("NVIDIA A10G", "24Gi", 23028, "Ampere", None),
-    "L4": GpuModel("NVIDIA L4", "24Gi", 23034, "Ada Lovelace", None),
+    "H200": GpuModel("NVIDIA H200", 143771, "Hopper", "9.0", "H200-141GB"),
+    "H100": GpuModel("NVIDIA H100 80GB HBM3", 81559, "Hopper", "9.0", "H100-80GB"),
+    "A100-40GB": GpuModel("NVIDIA A100-SXM4-40GB", 40960, "Ampere", "8.0", "A100-40GB"),
+    "A10G": GpuModel("NVIDIA A10G", 23028, "Ampere", "8.6", None),
+    "L4": GpuModel("NVIDIA L4", 23034, "Ada Lovelace", "8.9", None),
 }
-"""Illustrative values for the simulation, not measurements; the H200 row matches tests/fixtures/h200."""
+"""The simulated models, each figure with its source:
+
+| model | NVML MiB | source of the memory figure | compute cap. |
+|---|---|---|---|
+| H200 | 143771 | the real DRA driver's slice (tests/fixtures/dra), nvidia-smi on the lent H200 | 9.0, recorded |
+| H100 80GB HBM3 | 81559 | NVML via nvidia-smi, Modal's table [1] | 9.0 [2] |
+| A100-SXM4-40GB | 40960 | the same table, "A100 40GB" | 8.0 [2] |
+| A10G | 23028 | the same table, "A10" (the A10G's datacenter twin, 24 GB GDDR6 both) | 8.6 [2] |
+| L4 | 23034 | the same table, "L4" | 8.9 [2] |
+
+[1] https://thundergolfer.com/blog/nvidia-gpu-memory-capacity (NVML totals as nvidia-smi reports them; its H200
+row is the lent H200's 143771). [2] NVIDIA's CUDA GPUs table, https://developer.nvidia.com/cuda-gpus.
+NVIDIA's datasheets give memory in round GB (141, 80, 40, 24, 24), which is not what NVML or the driver publishes;
+the architecture is NVML's family name. Nothing here is measured by the simulation."""
+
+DEFAULT_DRIVER_VERSION = "580.159.04"
+"""NVML's driver version on a simulated host unless its fleet entry says otherwise: the lent H200's driver."""
+DEFAULT_CUDA_DRIVER_VERSION = "13.0"
+"""The CUDA driver API version that driver reports (NVML's SystemGetCudaDriverVersion, 13000 -> 13.0)."""
+DEFAULT_ADDRESSING_MODE = "None"
+"""NVML's addressing mode as the real driver published it on the H200 ("None": HMM/ATS supported but inactive).
+Recorded on the H200 only; the simulation assumes it for every model."""
 
 
 class _Strict(BaseModel):
@@ -179,6 +210,18 @@ class SimNode(_Strict):
         alias="containerRuntimeVersion",
         description="status.nodeInfo.containerRuntimeVersion: NAME://VERSION, e.g. containerd://1.7.27.",
     )
+    driver_version: str = Field(
+        default=DEFAULT_DRIVER_VERSION,
+        alias="driverVersion",
+        description="NVML's driver version on the host (e.g. 580.159.04); the DRA driver publishes it as the version "
+        "attribute driverVersion (580.159.4).",
+    )
+    cuda_driver_version: str = Field(
+        default=DEFAULT_CUDA_DRIVER_VERSION,
+        alias="cudaDriverVersion",
+        description="The CUDA driver API version that driver reports (MAJOR.MINOR, e.g. 13.0); published as the "
+        "version attribute cudaDriverVersion (13.0.0).",
+    )
 
     @field_validator("kubelet_version")
     @classmethod
@@ -201,6 +244,25 @@ class SimNode(_Strict):
                 f"build suffix, at most {MAX_REPORTED} characters, e.g. {DEFAULT_CONTAINER_RUNTIME}, "
                 "containerd://1.7.27 or cri-o://1.30.1"
             )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("driver_version")
+    @classmethod
+    def _nvml_driver_version(cls, value: str) -> str:
+        if not _NVML_DRIVER.fullmatch(value):
+            msg = (
+                f"{show(value)} is not an NVML driver version: write MAJOR.MINOR[.PATCH] as nvidia-smi prints it, "
+                "e.g. 580.159.04"
+            )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("cuda_driver_version")
+    @classmethod
+    def _cuda_version(cls, value: str) -> str:
+        if not _CUDA_VERSION.fullmatch(value):
+            msg = f"{show(value)} is not a CUDA driver version: write MAJOR.MINOR as nvidia-smi prints it, e.g. 13.0"
             raise ValueError(msg)
         return value
 
@@ -265,17 +327,17 @@ nodes:
     hostAllocator: device-plugin
     gpus: [{model: A10G}]
     timeSlicingReplicas: 4
-  - name: sim-dra-h200-0             # DRA: one full H200 (141Gi), one H200 in MIG mode
+  - name: sim-dra-h200-0             # DRA: one full H200 (143771Mi), one H200 in MIG mode
     cohort: dra
     hostAllocator: dra
     gpus:
       - {model: H200}
       - {model: H200, mig: [3g.71gb, 1g.18gb, 1g.18gb]}
-  - name: sim-dra-h100-0             # DRA: one H100 (80Gi)
+  - name: sim-dra-h100-0             # DRA: one H100 (81559Mi)
     cohort: dra
     hostAllocator: dra
     gpus: [{model: H100}]
-  - name: sim-dra-a10g-0             # DRA: two A10G (24Gi): below hybrid-large-gpu's 40Gi floor
+  - name: sim-dra-a10g-0             # DRA: two A10G (23028Mi): below hybrid-large-gpu's 40Gi floor
     cohort: dra
     hostAllocator: dra
     gpus: [{model: A10G, count: 2}]

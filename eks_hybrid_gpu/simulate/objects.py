@@ -10,14 +10,17 @@ from typing import Any, Literal
 
 from components.dra_objects import DRIVER
 from eks_hybrid_gpu.simulate.model import (
+    DEFAULT_ADDRESSING_MODE,
     HOST_ANNOTATION,
     KUBELET_MESSAGE,
     KWOK_ANNOTATION,
     SIMULATED_LABEL,
     UUID_NAMESPACE,
     GpuGroup,
+    GpuModel,
     SimNode,
 )
+from policy.gpu_allocation.vocab.dra_attributes import STANDARD_DOMAIN, nvml_semver, slice_key
 from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
     MPS_CAPABLE_LABEL,
@@ -177,47 +180,78 @@ def node_status(node: SimNode, now: datetime) -> dict[str, Any]:
 
 
 def _mig_memory(profile: str) -> str:
-    """A profile's nominal memory as a quantity (3g.71gb -> 71Gi); nominal, not a usable-memory guarantee."""
+    """A profile's nominal memory as a quantity (3g.71gb -> 71Gi).
+
+    Nominal: the GB in the profile's name (NVIDIA's MIG User Guide, "Supported MIG Profiles"). The real driver
+    publishes NVML's memorySizeMB in bytes, which is below the nominal figure (nvidia-smi lists 1g.10gb on an
+    H100 as 9.75 GiB); no per-profile NVML figure has been recorded here, so no selector should lean on it.
+    """
     return f"{profile.split('.')[1].removesuffix('+me').removesuffix('gb')}Gi"
 
 
+def pci_attributes(index: int) -> dict[str, dict[str, str]]:
+    """`resource.kubernetes.io` pciBusID and pcieRoot, in the driver's format, one PCIe root per GPU.
+
+    Synthetic: the real driver reads them from NVML and sysfs (`0000:00:06.0` under `pci0000:00` on the lent
+    H200, a VM); the simulation only keeps the format and gives each GPU its own root and bus.
+    """
+    bus = (index % 63) * 4 + 0x10
+    return {
+        slice_key(STANDARD_DOMAIN, "pciBusID"): {"string": f"0000:{bus + 1:02x}:00.0"},
+        slice_key(STANDARD_DOMAIN, "pcieRoot"): {"string": f"pci0000:{bus:02x}"},
+    }
+
+
+def _common_attributes(node: SimNode, gpu: GpuModel, index: int) -> dict[str, dict[str, str]]:
+    """What the driver publishes on every device of one physical GPU (v0.4.1 deviceinfo.go and mig.go)."""
+    return {
+        "addressingMode": {"string": DEFAULT_ADDRESSING_MODE},
+        "architecture": {"string": gpu.architecture},
+        "brand": {"string": "Nvidia"},
+        "cudaComputeCapability": {"version": nvml_semver(gpu.compute_capability)},
+        "cudaDriverVersion": {"version": nvml_semver(node.cuda_driver_version)},
+        "driverVersion": {"version": nvml_semver(node.driver_version)},
+        "productName": {"string": gpu.product_name},
+        **pci_attributes(index),
+    }
+
+
 def slice_devices(node: SimNode) -> list[dict[str, Any]]:
-    """Devices as the NVIDIA DRA driver publishes them: type gpu or mig, productName, uuid, memory capacity."""
+    """Devices as the NVIDIA DRA driver v0.4.1 publishes them: its attribute names and types, NVML's memory in Mi.
+
+    A full GPU carries exactly the recorded H200 device's attributes
+    (policy.gpu_allocation.vocab.dra_attributes.FULL_GPU_ATTRIBUTES); a MIG instance its parent's plus
+    parentUUID and profile. The driver also publishes a MIG instance's engines and memory slices as capacities;
+    the simulation publishes its memory only.
+    """
     devices: list[dict[str, Any]] = []
     for index, group in _gpu_indices(node):
         gpu = group.gpu
         parent_uuid = device_uuid(node.name, index)
+        common = _common_attributes(node, gpu, index)
         if not group.mig:
+            attributes = {**common, "type": {"string": "gpu"}, "uuid": {"string": parent_uuid}}
             devices.append(
                 {
                     "name": f"gpu-{index}",
-                    "attributes": {
-                        "type": {"string": "gpu"},
-                        "productName": {"string": gpu.product_name},
-                        "uuid": {"string": parent_uuid},
-                        "index": {"int": index},
-                        "architecture": {"string": gpu.architecture},
-                        "brand": {"string": "Nvidia"},
-                    },
+                    "attributes": dict(sorted(attributes.items())),
                     "capacity": {"memory": {"value": gpu.memory}},
                 }
             )
             continue
         for instance, profile in enumerate(group.mig):
             slug = profile.replace(".", "").replace("+", "")
+            attributes = {
+                **common,
+                "type": {"string": "mig"},
+                "uuid": {"string": device_uuid(node.name, index, f"{profile}/{instance}")},
+                "parentUUID": {"string": parent_uuid},
+                "profile": {"string": profile},
+            }
             devices.append(
                 {
                     "name": f"gpu-{index}-mig-{slug}-{instance}",
-                    "attributes": {
-                        "type": {"string": "mig"},
-                        "productName": {"string": gpu.product_name},
-                        "uuid": {"string": device_uuid(node.name, index, f"{profile}/{instance}")},
-                        "parentUUID": {"string": parent_uuid},
-                        "parentIndex": {"int": index},
-                        "profile": {"string": profile},
-                        "architecture": {"string": gpu.architecture},
-                        "brand": {"string": "Nvidia"},
-                    },
+                    "attributes": dict(sorted(attributes.items())),
                     "capacity": {"memory": {"value": _mig_memory(profile)}},
                 }
             )

@@ -225,7 +225,7 @@ def test_inspect_json_reports_slices_claims_and_owners(
     assert h200["attributes"]["type"] == {"string": "gpu"}
     assert h200["attributes"]["productName"] == {"string": "NVIDIA H200"}
     assert h200["attributes"]["uuid"] == {"string": simulate.device_uuid("sim-dra-h200-0", 0)}
-    assert h200["capacity"] == {"memory": {"value": "141Gi"}}
+    assert h200["capacity"] == {"memory": {"value": "143771Mi"}}
     mig = slices["sim-dra-h200-0"]["devices"][1]
     assert (mig["attributes"]["type"], mig["capacity"]) == ({"string": "mig"}, {"memory": {"value": "71Gi"}})
     assert slices["sim-dra-h200-0"]["pool"] == "sim-dra-h200-0"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from components.preflight import check_nodes
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
 from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
+from policy.gpu_allocation.vocab import grammar
 from tests.integration.helpers import refused_up, work_dir_with_stack
 from tests.support.waiting import wait_for
 
@@ -171,9 +173,10 @@ def test_a_cohort_selecting_the_auto_mode_node_is_refused(
 # ---------------------------------------------------------------- approved smoke Jobs
 
 
-def _quantity_gi(value: str) -> int:
-    assert value.endswith("Gi")
-    return int(value.removesuffix("Gi"))
+def _quantity_gi(value: str) -> Fraction:
+    amount = grammar.parse_quantity(value)
+    assert amount is not None, value
+    return amount / 2**30
 
 
 def test_approved_dra_smoke_job_gets_a_large_gpu_on_the_dra_cohort(

@@ -119,34 +119,72 @@ def test_h200_seed_query_with_units_parses_too() -> None:
     assert (gpu.model, gpu.driver_version, gpu.memory_mib, gpu.mig_mode) == ("NVIDIA H200", "580.159.04", 143771, None)
 
 
+H200_ROOT = ROOTS / "h200-lent"
+"""The lent H200's driver files where it keeps them: /usr/local/nvidia/lib64 and /usr/local/nvidia/bin."""
+H200_DRIVER_ROOT_DETAIL = (
+    "libnvidia-ml.so.1 is not in any folder the DRA driver searches under nvidiaDriverRoot / (/, /usr/lib64, "
+    "/usr/lib/x86_64-linux-gnu, /usr/lib/aarch64-linux-gnu, /lib64, /lib/x86_64-linux-gnu, /lib/aarch64-linux-gnu); "
+    "this host keeps it at /usr/local/nvidia/lib64/libnvidia-ml.so.1; nvidia-smi is not in any folder the DRA driver "
+    "searches under nvidiaDriverRoot / (/, /opt/bin, /usr/bin, /usr/sbin, /bin, /sbin); this host keeps it at "
+    '/usr/local/nvidia/bin/nvidia-smi; the driver stops at start-up ("failed to locate driver libraries" or '
+    '"failed to locate nvidia-smi") and publishes no ResourceSlice'
+)
+H200_DRIVER_ROOT_FIX = (
+    "link the driver's files into the folders the DRA driver searches, as on the lent H200: "
+    "`sudo ln -s /usr/local/nvidia/lib64/*.so* /usr/lib/x86_64-linux-gnu/; sudo ldconfig` (on arm64 into "
+    "/usr/lib/aarch64-linux-gnu) and `sudo ln -s /usr/local/nvidia/bin/nvidia-smi /usr/bin/`, then re-run this check"
+)
+
+
+def _with_driver_root(captured: str) -> str:
+    """The capture predates the driver-root check: add its row, its fix and one more failure, nothing else."""
+    lines = captured.splitlines(keepends=True)
+    at = next(i for i, line in enumerate(lines) if line.startswith("driver "))
+    lines.insert(at + 1, f"driver-root      FAIL    {H200_DRIVER_ROOT_DETAIL}\n")
+    at = lines.index("To fix:\n")
+    lines.insert(at + 1, f"  driver-root: {H200_DRIVER_ROOT_FIX}\n")
+    text = "".join(lines)
+    return text.replace("): 3 check(s) below the floors", "): 4 check(s) below the floors")
+
+
 @pytest.mark.unit
 @pytest.mark.parametrize(
     ("owner", "exit_code"),
     [("dra", 1), ("device-plugin", 1), ("gpu-operator-dra", 1), ("gpu-operator", 1)],
 )
-def test_h200_replay_reproduces_the_captured_table(owner: str, exit_code: int, tmp_path: Path) -> None:
-    """The bare H200 has a driver but no toolkit, containerd or CDI: the table captured there is reproduced."""
-    sources = collect.Sources(runner=h200_replay(), root=tmp_path, hostname=lambda: "vm")
+def test_h200_replay_reproduces_the_captured_table(owner: str, exit_code: int) -> None:
+    """The bare H200 has a driver but no toolkit, containerd or CDI: the table captured there is reproduced.
+
+    For the DRA owners the replay also says what the capture could not yet: the DRA driver would not find the
+    driver's files, which that machine keeps in /usr/local/nvidia (the real driver stopped there for that reason).
+    """
+    sources = collect.Sources(runner=h200_replay(), root=H200_ROOT, hostname=lambda: "vm")
     code, text = run(sources, "--owner", owner)
+    captured = (H200 / f"hostcheck-{owner}.txt").read_text()
     assert code == exit_code
-    assert text == (H200 / f"hostcheck-{owner}.txt").read_text()
+    assert text == (_with_driver_root(captured) if owner in {"dra", "gpu-operator-dra"} else captured)
 
 
 @pytest.mark.unit
-def test_h200_replay_reproduces_the_captured_inventory(tmp_path: Path) -> None:
-    sources = collect.Sources(runner=h200_replay(), root=tmp_path, hostname=lambda: "vm")
+def test_h200_replay_reproduces_the_captured_inventory() -> None:
+    sources = collect.Sources(runner=h200_replay(), root=H200_ROOT, hostname=lambda: "vm")
     code, text = run(sources, "--owner", "dra", "--json")
+    expected = json.loads((H200 / "inventory-dra.json").read_text())
+    expected["checks"].insert(
+        1, {"name": "driver-root", "status": "fail", "detail": H200_DRIVER_ROOT_DETAIL, "fix": H200_DRIVER_ROOT_FIX}
+    )
     assert code == 1
-    assert json.loads(text) == json.loads((H200 / "inventory-dra.json").read_text())
+    assert json.loads(text) == expected
 
 
 @pytest.mark.unit
-def test_h200_reports_exactly_what_the_bare_host_lacks(tmp_path: Path) -> None:
-    sources = collect.Sources(runner=h200_replay(), root=tmp_path, hostname=lambda: "vm")
+def test_h200_reports_exactly_what_the_bare_host_lacks() -> None:
+    sources = collect.Sources(runner=h200_replay(), root=H200_ROOT, hostname=lambda: "vm")
     code, checks = checks_of(sources, "--owner", "dra")
     assert code == 1
     assert {name: check["status"] for name, check in checks.items()} == {
         "driver": "pass",
+        "driver-root": "fail",
         "containerd": "fail",
         "toolkit": "fail",
         "runtime-handler": "info",
@@ -466,7 +504,7 @@ def test_every_failure_says_what_to_install_or_change() -> None:
     code, text = run(sources, "--owner", "dra", "--json")
     failed = [check for check in json.loads(text)["checks"] if check["status"] == "fail"]
     assert code == 1
-    assert {check["name"] for check in failed} == {"toolkit", "cdi-runtime", "mig"}
+    assert {check["name"] for check in failed} == {"toolkit", "cdi-runtime", "mig", "driver-root"}
     assert all(check["fix"] for check in failed)
 
 
@@ -510,7 +548,7 @@ def test_inventory_document_shape() -> None:
     assert document["host"]["containerToolkitVersion"] == "1.18.0"
     assert document["host"]["cdi"]["devices"] == [
         "nvidia.com/gpu=0",
-        "nvidia.com/gpu=GPU-2302a8ff-85e1-dfcd-bfa4-d7976427daca",
+        "nvidia.com/gpu=GPU-7e3c2a10-4d5b-4c6d-9e8f-0a1b2c3d4e5f",
         "nvidia.com/gpu=all",
     ]
 

@@ -136,7 +136,7 @@ def test_cdi_yaml_spec_devices() -> None:
     text = (ROOTS / "prepared-dra" / "etc" / "cdi" / "nvidia.yaml").read_text()
     assert parse.cdi_devices(text, "nvidia.yaml") == [
         "nvidia.com/gpu=0",
-        "nvidia.com/gpu=GPU-2302a8ff-85e1-dfcd-bfa4-d7976427daca",
+        "nvidia.com/gpu=GPU-7e3c2a10-4d5b-4c6d-9e8f-0a1b2c3d4e5f",
         "nvidia.com/gpu=all",
     ]
 

@@ -94,7 +94,7 @@ def snapshot(claims: list[dict[str, Any]] | None = None) -> inspection.Snapshot:
                     {
                         "name": "gpu-0",
                         "attributes": {"type": {"string": "gpu"}, "productName": {"string": "NVIDIA H200"}},
-                        "capacity": {"memory": {"value": "141Gi"}},
+                        "capacity": {"memory": {"value": "143771Mi"}},
                     }
                 ],
             },
@@ -143,7 +143,7 @@ def test_report_keeps_gpu_nodes_only_and_projects_like_the_seed() -> None:
                 {
                     "name": "gpu-0",
                     "attributes": {"type": {"string": "gpu"}, "productName": {"string": "NVIDIA H200"}},
-                    "capacity": {"memory": {"value": "141Gi"}},
+                    "capacity": {"memory": {"value": "143771Mi"}},
                 }
             ],
         }
@@ -238,8 +238,8 @@ def test_render_tables() -> None:
         "  none",
         "",
         "ResourceSlices of gpu.nvidia.com:",
-        "  node   device  type  productName  memory  uuid",
-        "  gpu-b  gpu-0   gpu   NVIDIA H200  141Gi   -",
+        "  node   device  type  productName  memory    uuid",
+        "  gpu-b  gpu-0   gpu   NVIDIA H200  143771Mi  -",
         "",
         "ResourceClaims in ai-workloads:",
         "  claim                     pod    allocation                         reserved for  state",

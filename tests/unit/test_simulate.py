@@ -114,7 +114,7 @@ def test_resource_slice_of_a_dra_host_with_a_mig_gpu() -> None:
         (d["name"], d["attributes"]["type"]["string"], d["attributes"].get("profile", {}).get("string"), d["capacity"])
         for d in spec["devices"]
     ] == [
-        ("gpu-0", "gpu", None, {"memory": {"value": "141Gi"}}),
+        ("gpu-0", "gpu", None, {"memory": {"value": "143771Mi"}}),
         ("gpu-1-mig-3g71gb-0", "mig", "3g.71gb", {"memory": {"value": "71Gi"}}),
         ("gpu-1-mig-1g18gb-1", "mig", "1g.18gb", {"memory": {"value": "18Gi"}}),
         ("gpu-1-mig-1g18gb-2", "mig", "1g.18gb", {"memory": {"value": "18Gi"}}),

@@ -122,8 +122,8 @@ def test_fragment_accepted(fragment: str) -> None:
             "compare it with ==, <, >, ... or a method",
         ),
         (
-            'device.attributes["a"].b.matches("a")',
-            "method matches at position 26 is not allowed: use one of compareTo, contains, endsWith, isGreaterThan, "
+            'device.attributes["gpu.nvidia.com"].uuid.matches("a")',
+            "method matches at position 42 is not allowed: use one of compareTo, contains, endsWith, isGreaterThan, "
             "isLessThan, startsWith",
         ),
         ("true \u2227 false", "character U+2227 at position 6 is not allowed in the fragment"),

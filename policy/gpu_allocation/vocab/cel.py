@@ -10,6 +10,12 @@ And it is type-checked as the API server's CEL compiler checks it, against the t
 publishes: a condition must be boolean (a bare string attribute, `device.driver` or a capacity is refused), `==`
 compares values of one type, `<`/`>` order numbers or strings only (versions and quantities compare through
 `compareTo`/`isGreaterThan`/`isLessThan`), and a method fits its receiver.
+
+Every attribute and capacity it names must be one the driver publishes on a full GPU (the class selects
+`type == "gpu"`): on a real node a missing attribute is a CEL error and the device is never selected, so
+`device.attributes["gpu.nvidia.com"].index == 0` would quietly select nothing. The table is
+:mod:`.dra_attributes`, held equal to the ResourceSlice the real driver published. `semver("...")` and
+`quantity("...")` literals must parse as the API server parses them (`semver("580.159.04")` does not).
 """
 
 from __future__ import annotations
@@ -17,6 +23,19 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Final
+
+from .dra_attributes import (
+    BOOL,
+    DRIVER_DOMAIN,
+    FULL_GPU_ATTRIBUTES,
+    FULL_GPU_CAPACITY,
+    INT,
+    MIG_ATTRIBUTES,
+    STRING,
+    VERSION,
+    cel_reference,
+)
+from .grammar import is_quantity
 
 MAX_LENGTH: Final = 1024
 MAX_DEPTH: Final = 32
@@ -34,39 +53,15 @@ _CONSTRUCTORS: Final = frozenset({"quantity", "semver"})
 _RELATIONS: Final = frozenset({"==", "!=", "<", "<=", ">", ">="})
 _ORDERED: Final = frozenset({"<", "<=", ">", ">="})
 
-BOOL: Final = "bool"
-INT: Final = "int"
 DOUBLE: Final = "double"
-STRING: Final = "string"
-VERSION: Final = "version"
 QUANTITY: Final = "quantity"
-DYN: Final = "dyn"
-"""CEL types of the fragment's values; ``dyn``: an attribute whose type the driver's table does not name."""
+"""CEL types of the fragment's values beside the attribute types (bool, int, string, version)."""
 
-DRIVER_ATTRIBUTES: Final[dict[str, dict[str, str]]] = {
-    "gpu.nvidia.com": {
-        "type": STRING,
-        "uuid": STRING,
-        "parentUUID": STRING,
-        "productName": STRING,
-        "brand": STRING,
-        "architecture": STRING,
-        "profile": STRING,
-        "pcieBusID": STRING,
-        "addressingMode": STRING,
-        "index": INT,
-        "minor": INT,
-        "parentIndex": INT,
-        "parentMinor": INT,
-        "migEnabled": BOOL,
-        "cudaComputeCapability": VERSION,
-        "driverVersion": VERSION,
-        "cudaDriverVersion": VERSION,
-    },
-    "resource.kubernetes.io": {"pcieRoot": STRING, "pciBusID": STRING, "numaNode": INT},
-}
-"""Attribute types of the devices the NVIDIA DRA driver publishes (its deviceinfo: StringValue, IntValue,
-BoolValue, VersionValue); every capacity is a quantity."""
+DRIVER_ATTRIBUTES: Final[dict[str, dict[str, str]]] = FULL_GPU_ATTRIBUTES
+"""Attribute types of a full GPU as the NVIDIA DRA driver publishes it, by domain (its deviceinfo: StringValue,
+VersionValue); every capacity is a quantity."""
+_SEMVER: Final = re.compile(r"(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})", re.ASCII)
+"""What Kubernetes' CEL `semver()` parses (strict SemVer 2.0 core; no leading zeros, three parts)."""
 
 _METHOD_TYPES: Final[dict[str, tuple[frozenset[str], str]]] = {
     "isGreaterThan": (frozenset({VERSION, QUANTITY}), BOOL),
@@ -88,6 +83,10 @@ class _Token:
 
 class CelFragmentError(ValueError):
     """The fragment is not one expression of the allowed subset; the message says why."""
+
+
+class CelAttributeError(CelFragmentError):
+    """The fragment parses but names an attribute, capacity or literal no real node would match."""
 
 
 def _tokens(text: str) -> list[_Token]:
@@ -175,7 +174,7 @@ class _Parser:
             right = self.value()
             self.relation(token, left, right, right_start)
             return
-        if left not in {BOOL, DYN} and start is not None:
+        if left != BOOL and start is not None:
             msg = (
                 f"'{start.text}' at position {start.at} is {_a(left)}, not a condition: the API server refuses a "
                 "selector that is not boolean; compare it with ==, <, >, ... or a method"
@@ -186,14 +185,13 @@ class _Parser:
     def relation(token: _Token, left: str, right: str, right_start: _Token | None) -> None:
         """Refuse a comparison the CEL compiler has no overload for."""
         numbers = {INT, DOUBLE}
-        if DYN in {left, right}:
-            return
         if token.text in _ORDERED:
             if left in {VERSION, QUANTITY} or right in {VERSION, QUANTITY}:
                 kind = left if left in {VERSION, QUANTITY} else right
+                literal = 'semver("MAJOR.MINOR.PATCH")' if kind == VERSION else 'quantity("40Gi")'
                 msg = (
                     f"'{token.text}' at position {token.at} orders {_a(kind)}: CEL has no such overload; use "
-                    f"compareTo(...) {token.text} 0, isGreaterThan(...) or isLessThan(...)"
+                    f"compareTo({literal}) {token.text} 0, isGreaterThan(...) or isLessThan(...)"
                 )
                 raise CelFragmentError(msg)
             if not ((left in numbers and right in numbers) or left == right == STRING):
@@ -205,10 +203,10 @@ class _Parser:
             return
         if left != right and not (left in numbers and right in numbers):
             where = f" ('{right_start.text}' at position {right_start.at})" if right_start is not None else ""
-            msg = (
-                f"'{token.text}' at position {token.at} compares {_a(left)} with {_a(right)}{where}: compare values of "
-                "one type"
-            )
+            fix = "compare values of one type"
+            if VERSION in {left, right}:
+                fix = 'a version compares through compareTo(semver("MAJOR.MINOR.PATCH")) == 0'
+            msg = f"'{token.text}' at position {token.at} compares {_a(left)} with {_a(right)}{where}: {fix}"
             raise CelFragmentError(msg)
 
     def value(self) -> str:
@@ -225,8 +223,9 @@ class _Parser:
             return BOOL
         if token.text in _CONSTRUCTORS:
             self.take("(")
-            self.take(kind="string")
+            literal = self.take(kind="string")
             self.take(")")
+            _check_literal(token, literal.text.strip('"'))
             return QUANTITY if token.text == "quantity" else VERSION
         if token.text != "device":
             msg = (
@@ -245,9 +244,10 @@ class _Parser:
             self.take(".")
             name = self.take(kind="ident").text
             if field.text == "capacity":
+                _check_capacity(token, domain, name)
                 kind = QUANTITY
             else:
-                kind = DRIVER_ATTRIBUTES.get(domain, {}).get(name, DYN)
+                kind = _attribute_type(token, domain, name)
         elif field.text != "driver":
             msg = (
                 f"device.{field.text} at position {field.at} is not a device field: use driver, attributes or capacity"
@@ -262,7 +262,7 @@ class _Parser:
                 msg = f"method {method.text} at position {method.at} is not allowed: use one of {allowed}"
                 raise CelFragmentError(msg)
             receivers, result = _METHOD_TYPES[method.text]
-            if kind not in receivers and kind != DYN:
+            if kind not in receivers:
                 msg = (
                     f"method {method.text} at position {method.at} is called on {_a(kind)}: it takes a "
                     f"{' or '.join(sorted(receivers))}"
@@ -270,12 +270,65 @@ class _Parser:
                 raise CelFragmentError(msg)
             self.take("(")
             argument = self.value()
-            if kind != DYN and argument not in {kind, DYN}:
+            if argument != kind:
                 msg = f"method {method.text} at position {method.at} compares {_a(kind)} with {_a(argument)}"
                 raise CelFragmentError(msg)
             self.take(")")
             return result
         return kind
+
+
+def _known_attributes() -> str:
+    """Every attribute a full GPU carries, as a selector names it."""
+    return ", ".join(
+        cel_reference(domain, name) for domain, names in DRIVER_ATTRIBUTES.items() for name in sorted(names)
+    )
+
+
+def _attribute_type(at: _Token, domain: str, name: str) -> str:
+    """The type of a published attribute; refuse one the driver does not publish on a full GPU, naming the real."""
+    kind = DRIVER_ATTRIBUTES.get(domain, {}).get(name)
+    if kind is not None:
+        return kind
+    shown = cel_reference(domain, name)
+    hint = ""
+    elsewhere = [d for d, names in DRIVER_ATTRIBUTES.items() if name in names and d != domain]
+    if elsewhere:
+        hint = f" (it is {cel_reference(elsewhere[0], name)})"
+    elif name in MIG_ATTRIBUTES.get(domain, {}):
+        hint = ' (only MIG devices carry it, and hybrid-large-gpu selects type == "gpu")'
+    msg = (
+        f"{shown} at position {at.at} is not an attribute the NVIDIA DRA driver publishes on a full GPU{hint}; a "
+        "missing attribute is a CEL error on a real node and the device is never selected. It publishes "
+        f"{_known_attributes()}"
+    )
+    raise CelAttributeError(msg)
+
+
+def _check_capacity(at: _Token, domain: str, name: str) -> None:
+    """Refuse a capacity the driver does not publish on a full GPU."""
+    if domain == DRIVER_DOMAIN and name in FULL_GPU_CAPACITY:
+        return
+    known = ", ".join(f'device.capacity["{DRIVER_DOMAIN}"].{c}' for c in FULL_GPU_CAPACITY)
+    msg = (
+        f'device.capacity["{domain}"].{name} at position {at.at} is not a capacity the NVIDIA DRA driver publishes on '
+        f"a full GPU; it publishes {known}"
+    )
+    raise CelAttributeError(msg)
+
+
+def _check_literal(constructor: _Token, text: str) -> None:
+    """A semver()/quantity() literal the API server cannot parse fails at scheduling time: refuse it now."""
+    if constructor.text == "semver" and not _SEMVER.fullmatch(text):
+        msg = (
+            f'semver("{text}") at position {constructor.at} is not a version Kubernetes\' CEL parses: write '
+            "MAJOR.MINOR.PATCH without leading zeros, as the driver publishes versions (NVML's driver 580.159.04 is "
+            'semver("580.159.4"), compute capability 9.0 is semver("9.0.0"))'
+        )
+        raise CelAttributeError(msg)
+    if constructor.text == "quantity" and not is_quantity(text):
+        msg = f'quantity("{text}") at position {constructor.at} is not a Kubernetes quantity; write it like 40Gi'
+        raise CelAttributeError(msg)
 
 
 def _a(kind: str) -> str:
