@@ -26,6 +26,7 @@ from typing import Any
 
 from components.config import StackConfig, show
 from eks_hybrid_gpu import chartfetch
+from policy.gpu_allocation.vocab import versioning
 from policy.gpu_allocation.vocab.labels import Owner
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS, archive_digests
 
@@ -120,10 +121,6 @@ def archives(mirror: Path, chart: str) -> dict[str, Path]:
     return found
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.lstrip("v").replace("-", ".").split("."))
-
-
 def accepted(chart: str, pinned: str, *, local: bool) -> str:
     """What a source must hold for the chart: the pinned archive, and for a local stack any version's, newest first."""
     if not local:
@@ -146,7 +143,7 @@ def pick_version(chart: str, pinned: str, available: list[str], *, local: bool) 
             "to the mirror"
         )
         raise ChartMirrorError(msg)
-    chosen = max(available, key=_version_key)
+    chosen = versioning.newest(available)
     notice = (
         f"notice: the chart mirror has no {chart} {pinned} (the pinned version); the local stack uses {chart} "
         f"{chosen} instead. EKS stacks never do this."
