@@ -19,6 +19,7 @@ from typing import Any, Final, Literal
 
 from components import versions
 from components.config import show
+from policy.gpu_allocation.vocab import versioning
 from policy.gpu_allocation.vocab.labels import Owner
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS, ModeKey, Version, mode_of
 
@@ -35,8 +36,6 @@ CONTAINERD: Final = "containerd"
 MAX_REPORTED: Final = 128
 """A version string longer than this is no version a kubelet reports: cannot tell."""
 
-_VERSION = re.compile(r"v?([0-9]{1,6})\.([0-9]{1,6})\.([0-9]{1,6})(?:[-+~][0-9A-Za-z.+~_-]{0,100})?", re.ASCII)
-"""v1.34.4, v1.34.4-eks-3025e55, 2.0.5-1, 1.7.27-0ubuntu1~24.04.1: major.minor.patch and a build suffix."""
 _RUNTIME = re.compile(r"([a-z0-9][a-z0-9._-]{0,62})://(.*)", re.ASCII | re.DOTALL)
 """NAME://VERSION, as the kubelet reports the CRI runtime: containerd://2.0.5, cri-o://1.30.1."""
 
@@ -88,8 +87,8 @@ def parse_version(text: object) -> Version | None:
     """`v1.34.4-eks-3025e55` -> (1, 34, 4); None when it is not major.minor.patch with an optional suffix."""
     if not isinstance(text, str) or len(text) > MAX_REPORTED:
         return None
-    found = _VERSION.fullmatch(text)
-    return (int(found[1]), int(found[2]), int(found[3])) if found else None
+    found = versioning.parse(text)
+    return found.release if found else None
 
 
 @dataclass(frozen=True)

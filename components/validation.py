@@ -17,6 +17,7 @@ from components import versions
 from components.chart_archive import archive_problems
 from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing, show
 from components.refusals import Problem, StackConfigError, pydantic_problems, redact
+from policy.gpu_allocation.vocab import versioning
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, GPU_OPERATOR, HYBRID
 from policy.gpu_allocation.vocab.owners import DRA_MIN_KUBERNETES, OWNER_KINDS, allocates_through_dra
@@ -32,12 +33,12 @@ class ClusterFacts:
 
 
 def parse_version(text: str) -> tuple[int, int, int]:
-    """`v1.34.2-eks-abc` -> (1, 34, 2); a missing patch reads as 0."""
-    match = re.match(r"v?([0-9]+)\.([0-9]+)(?:\.([0-9]+))?", text, re.ASCII)
-    if not match:
+    """`v1.34.2-eks-abc` -> (1, 34, 2); a missing patch reads as 0 (EKS reports `1.34`)."""
+    found = versioning.parse(text, partial=True)
+    if found is None:
         msg = f"not a version: {text}"
         raise ValueError(msg)
-    return int(match[1]), int(match[2]), int(match[3] or 0)
+    return found.release
 
 
 def selectors_disjoint(a: Mapping[str, str], b: Mapping[str, str]) -> bool:

@@ -19,6 +19,7 @@ an EKS stack never runs another version than it pins.
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 
 from components.config import StackConfig, show
 from eks_hybrid_gpu import chartfetch
+from policy.gpu_allocation.vocab import versioning
 from policy.gpu_allocation.vocab.labels import Owner
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS, archive_digests
 
@@ -120,10 +122,6 @@ def archives(mirror: Path, chart: str) -> dict[str, Path]:
     return found
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) if p.isdigit() else 0 for p in version.lstrip("v").replace("-", ".").split("."))
-
-
 def accepted(chart: str, pinned: str, *, local: bool) -> str:
     """What a source must hold for the chart: the pinned archive, and for a local stack any version's, newest first."""
     if not local:
@@ -146,7 +144,7 @@ def pick_version(chart: str, pinned: str, available: list[str], *, local: bool) 
             "to the mirror"
         )
         raise ChartMirrorError(msg)
-    chosen = max(available, key=_version_key)
+    chosen = versioning.newest(available)
     notice = (
         f"notice: the chart mirror has no {chart} {pinned} (the pinned version); the local stack uses {chart} "
         f"{chosen} instead. EKS stacks never do this."
@@ -222,6 +220,38 @@ def _from_cache(cache: Path, wanted: Wanted, environ: Mapping[str, str], sources
     return None
 
 
+def keep_in_cache(sources: Sources, cache: Path) -> list[str]:
+    """Copy the archives an explicit mirror served into the user cache, so a later run without the mirror finds them.
+
+    Only archives whose sha256 is the digest pinned for their version are kept (`verify` checked them; one with no
+    known digest stays out), each written whole or not at all; the cache's index.yaml follows. A cache that cannot
+    be written is a notice, not a refusal: this run has its charts.
+    """
+    kept: list[str] = []
+    try:
+        for name, found in sorted(sources.found.items()):
+            pinned = archive_digests().get((name, found.version))
+            target = cache / found.archive.name
+            if pinned is None or (target.is_file() and chartfetch.sha256_of(target) == pinned):
+                continue
+            if chartfetch.sha256_of(found.archive) != pinned:
+                continue
+            cache.mkdir(parents=True, exist_ok=True)
+            partial = cache / f".{target.name}.partial-{os.getpid()}"
+            try:
+                shutil.copyfile(found.archive, partial)
+                partial.replace(target)
+            finally:
+                partial.unlink(missing_ok=True)
+            kept.append(target.name)
+        if kept:
+            chartfetch.write_index(cache)
+    except OSError as error:
+        why = error.strerror or error
+        return [f"notice: the chart cache {cache} cannot be written ({why}); the mirror serves this run only"]
+    return [f"notice: kept {', '.join(kept)} from the chart mirror in the cache {cache}"] if kept else []
+
+
 def resolve(
     wanted: Sequence[Wanted],
     *,
@@ -248,6 +278,7 @@ def resolve(
         for chart in wanted:
             if not _from_folder(given, chart, local=local, sources=sources):
                 pick_version(chart.name, chart.version, sorted(archives(given, chart.name)), local=local)
+        sources.notices.extend(keep_in_cache(sources, cache))
         return sources
     has_shared = _is_folder(shared)
     missing: list[tuple[Wanted, str]] = []
@@ -287,6 +318,38 @@ def refusal(missing: Sequence[tuple[Wanted, str]], *, local: bool, shared: Path,
     )
 
 
+def wanted_of_document(stack_document: Mapping[str, Any]) -> tuple[list[Wanted], bool]:
+    """The owner charts a stack file leaves to the default source, at their pinned versions; and if it is local.
+
+    Read from the parsed file without validating it, so a stack with secrets or a change under review still finds
+    its charts; the program validates the config itself.
+    """
+    config = stack_document.get("config") or {}
+    charts = config.get("eks-hybrid-gpu:charts") or {}
+    owners = {c.get("owner") for c in config.get("eks-hybrid-gpu:cohorts") or [] if isinstance(c, Mapping)}
+    source = (config.get("eks-hybrid-gpu:cluster") or {}).get("source", "local")
+    wanted = []
+    for chart in CHARTS:
+        pin = charts.get(chart.key) or {}
+        if chart.owner in owners and not pin.get("source"):
+            wanted.append(Wanted(chart.name, str(pin.get("version") or chart.version), chart.upstream))
+    return wanted, source == "local"
+
+
+def choose_for_document(
+    stack_document: Mapping[str, Any], explicit: Path | None = None, environ: Mapping[str, str] = os.environ
+) -> MirrorChoice:
+    """`choose` for a stack file read as YAML (`simulate preview|up --stack-file`): the same chain, same overrides."""
+    wanted, local = wanted_of_document(stack_document)
+    sources = resolve(wanted, local=local, explicit=explicit, environ=environ)
+    choice = MirrorChoice(notices=sources.notices)
+    keys = {c.name: c.key for c in CHARTS}
+    for chart in wanted:
+        found = sources.found[chart.name]
+        choice.overrides[keys[chart.name]] = {"version": found.version, "source": {"archive": str(found.archive)}}
+    return choice
+
+
 def choose(
     config: StackConfig,
     explicit: Path | None = None,
@@ -309,6 +372,6 @@ def choose(
     return choice
 
 
-def mirror_overrides(config: StackConfig, mirror: Path) -> MirrorChoice:
+def mirror_overrides(config: StackConfig, mirror: Path, environ: Mapping[str, str] = os.environ) -> MirrorChoice:
     """`charts.<key>` = exact version + archive from one mirror folder, for every chart the stack needs."""
-    return choose(config, mirror, environ={})
+    return choose(config, mirror, environ={k: v for k, v in environ.items() if k != CHART_MIRROR_ENV})

@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from eks_hybrid_gpu.hostcheck import versioning
+
 QUERY_FIELDS: Final[tuple[str, ...]] = (
     "index",
     "name",
@@ -31,7 +33,6 @@ SEED_FIELDS: Final[tuple[str, ...]] = ("name", "driver_version", "uuid", "memory
 _NOT_AVAILABLE: Final = frozenset({"[N/A]", "N/A", "[Not Supported]", "Not Supported", ""})
 _DRIVER_RE: Final = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
 _UUID_RE: Final = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
-_VERSION_RE: Final = re.compile(r"\bv?(\d+)\.(\d+)\.(\d+)((?:[-~+][0-9A-Za-z.]+)?)")
 
 
 class ParseError(ValueError):
@@ -123,19 +124,16 @@ def driver_major(version: str) -> int:
 
 def parse_version(text: str) -> str | None:
     """Return the first x.y.z version in a tool's --version output, or None."""
-    match = _VERSION_RE.search(text)
-    if match is None:
-        return None
-    return f"{match.group(1)}.{match.group(2)}.{match.group(3)}{match.group(4)}"
+    return versioning.find(text)
 
 
 def version_tuple(version: str) -> tuple[int, int, int]:
     """Return (major, minor, patch); a pre-release suffix is ignored."""
-    match = _VERSION_RE.search(version)
-    if match is None:
+    found = versioning.search(version)
+    if found is None:
         msg = f"not a version: {version!r}"
         raise ParseError(msg)
-    return int(match.group(1)), int(match.group(2)), int(match.group(3))
+    return found.release
 
 
 def cdi_devices(text: str, filename: str) -> list[str]:

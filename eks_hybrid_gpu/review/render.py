@@ -22,7 +22,7 @@ from typing import Any
 import yaml
 
 from eks_hybrid_gpu import engine
-from eks_hybrid_gpu.chartmirror import CHARTS, ChartMirrorError, Wanted, pick_version, resolve
+from eks_hybrid_gpu.chartmirror import CHARTS, ChartMirrorError, Wanted, pick_version, resolve, wanted_of_document
 from eks_hybrid_gpu.review.ledger import read_ledger
 from eks_hybrid_gpu.review.normalize import normalize, read_render_dir, redact_text
 from policy.gpu_allocation.vocab.labels import GPU_OPERATOR
@@ -127,16 +127,7 @@ def _engine_env(env: RenderEnv, area: Path, home: Path) -> dict[str, str]:
 
 def wanted_charts(stack_document: Mapping[str, Any]) -> tuple[list[Wanted], bool]:
     """The owner charts a stack document leaves to the default source, at their pinned versions; and if it is local."""
-    config = stack_document.get("config") or {}
-    charts = config.get("eks-hybrid-gpu:charts") or {}
-    owners = {c.get("owner") for c in config.get("eks-hybrid-gpu:cohorts") or [] if isinstance(c, Mapping)}
-    source = (config.get("eks-hybrid-gpu:cluster") or {}).get("source", "local")
-    wanted = []
-    for chart in CHARTS:
-        pin = charts.get(chart.key) or {}
-        if chart.owner in owners and not pin.get("source"):
-            wanted.append(Wanted(chart.name, str(pin.get("version") or chart.version), chart.upstream))
-    return wanted, source == "local"
+    return wanted_of_document(stack_document)
 
 
 def chart_overrides(stack_document: Mapping[str, Any], env: RenderEnv) -> dict[str, dict[str, str]]:

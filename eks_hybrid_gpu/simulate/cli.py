@@ -15,6 +15,7 @@ import yaml
 
 from components.dra_objects import DRIVER
 from eks_hybrid_gpu import kubeclient
+from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
@@ -191,6 +192,14 @@ def add_arguments(root: argparse.ArgumentParser) -> None:
         p = sub.add_parser(action, help=f"pulumi {action} of a stack file against the simulated cluster")
         p.add_argument("--stack", default="local", help="stacks/Pulumi.<stack>.yaml of the repository")
         p.add_argument("--stack-file", help="any stack file, e.g. a rehearsal copy; the stack is named after it")
+        if action != "destroy":
+            p.add_argument(
+                "--chart-mirror",
+                type=Path,
+                default=None,
+                help="a folder of <chart>-<version>.tgz archives, instead of ../shared/charts and upstream "
+                f"(default: ${CHART_MIRROR_ENV}); the chain of `local up`, see docs/charts.md",
+            )
         p.set_defaults(action=action)
 
 

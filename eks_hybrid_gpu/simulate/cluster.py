@@ -6,8 +6,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from pydantic import ValidationError
+
 from eks_hybrid_gpu.kubeclient import Kube, segment
 from eks_hybrid_gpu.simulate.model import (
+    HOST_ANNOTATION,
     NOT_READY_TAINT,
     PUBLISHED_BY_LABEL,
     SIMULATED_LABEL,
@@ -16,7 +19,7 @@ from eks_hybrid_gpu.simulate.model import (
     Simulation,
     SimulationError,
 )
-from eks_hybrid_gpu.simulate.objects import node_object, node_status, resource_slice, slice_name
+from eks_hybrid_gpu.simulate.objects import extended_resources, node_object, node_status, resource_slice, slice_name
 from policy.gpu_allocation.vocab.labels import DRA
 
 
@@ -34,10 +37,25 @@ def is_simulated(obj: dict[str, Any]) -> bool:
     return (obj.get("metadata", {}).get("labels") or {}).get(SIMULATED_LABEL) == "true"
 
 
+def _previous_host(existing: dict[str, Any] | None) -> SimNode | None:
+    """The fleet entry the node was last written from (its annotation); None for a new or hand-made node."""
+    if existing is None:
+        return None
+    try:
+        return SimNode.model_validate_json((existing["metadata"].get("annotations") or {}).get(HOST_ANNOTATION) or "")
+    except ValidationError:
+        return None
+
+
 def _put_node(kube: Kube, node: SimNode, cohort_label_key: str) -> dict[str, Any]:
     desired = node_object(node, cohort_label_key)
     path = f"/api/v1/nodes/{segment(node.name)}"
     existing = kube.get_or_none(path)
+    previous = _previous_host(existing)
+    # What the host-level plugin the fleet file declared last time advertised: when the file drops it, its
+    # resources stay in capacity with allocatable 0, as a kubelet keeps a gone plugin's resources (devices
+    # unhealthy); an allocator pod that publishes them again is the simulated device manager's to count.
+    left = set(extended_resources(previous)) - set(extended_resources(node)) if previous else set()
     if existing is None:
         # Created with its status, as a kubelet registers a node: kwok then sees a Ready node and only
         # heartbeats it, instead of racing this write with its own default capacity (cpu 1k, memory 1Ti).
@@ -71,6 +89,8 @@ def _put_node(kube: Kube, node: SimNode, cohort_label_key: str) -> dict[str, Any
         for gone in set(created.get("status", {}).get(key) or {}) - set(status[key]):
             if node.host_publisher != "none" or not gone.startswith("nvidia.com/"):
                 status[key][gone] = None
+            elif key == "allocatable" and gone in left:
+                status[key][gone] = "0"
     kube.merge_patch(f"{path}/status", {"status": status})
     return created
 

@@ -6,6 +6,7 @@ import argparse
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -44,19 +45,40 @@ def run_pulumi(args: argparse.Namespace) -> int:
     """`simulate preview|up|destroy`: the stack file's program in a work copy, against the simulated fleet."""
     from pulumi import automation as auto
 
-    from eks_hybrid_gpu import engine, localcluster
+    from eks_hybrid_gpu import chartmirror, engine, localcluster
     from eks_hybrid_gpu.engine import engine_state_dir
     from eks_hybrid_gpu.localpaths import local_state_dir
 
+    stack_file = Path(args.stack_file) if args.stack_file else engine.ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
+    name = stack_name_of(stack_file) if args.stack_file else args.stack
+    if not stack_file.is_file():
+        option = f"--stack-file {args.stack_file}" if args.stack_file else f"--stack {args.stack}"
+        known = sorted(stack_name_of(p) for p in (engine.ROOT / "stacks").glob("Pulumi.*.yaml"))
+        print(
+            f"simulate {args.action}: {option}: {stack_file} is not a file; name a stack of stacks/ "
+            f"({', '.join(known)}) or an existing --stack-file",
+            file=sys.stderr,
+        )
+        return 1
+    charts: dict[str, Any] | None = None
+    if args.action != "destroy":  # destroy runs no program: it renders no chart
+        try:
+            document = yaml.safe_load(stack_file.read_text()) or {}
+            choice = chartmirror.choose_for_document(document if isinstance(document, dict) else {}, args.chart_mirror)
+        except (OSError, yaml.YAMLError, chartmirror.ChartMirrorError) as error:
+            print(f"simulate {args.action}: {error}", file=sys.stderr)
+            return ACCESS_EXIT_CODE
+        for notice in choice.notices:
+            print(notice, file=sys.stderr)
+        charts = choice.overrides or None
     try:
         cluster = localcluster.attach(local_state_dir())
     except localcluster.LocalClusterError as error:
         print(f"simulate {args.action}: {error}; start it with `eks-hybrid-gpu simulate start`", file=sys.stderr)
         return ACCESS_EXIT_CODE
-    stack_file = Path(args.stack_file) if args.stack_file else engine.ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
-    name = stack_name_of(stack_file) if args.stack_file else args.stack
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig)
-    stack = engine.stack(env, name, work_dir=rehearsal_work_dir(stack_file, name, engine_state_dir()))
+    work_dir = rehearsal_work_dir(stack_file, name, engine_state_dir())
+    stack = engine.stack(env, name, work_dir=work_dir, charts=charts)
     try:
         if args.action == "preview":
             stack.preview(on_output=print, color="never", policy_packs=engine.policy_packs())

@@ -90,14 +90,53 @@ def test_every_shared_archive_has_its_digest_pinned_dra_0_5_0_included() -> None
 
 
 @pytest.mark.charts
-def test_explicit_mirror_with_the_pinned_versions(config: StackConfig, tmp_path: Path) -> None:
+def test_explicit_mirror_with_the_pinned_versions_is_also_kept_in_the_cache(
+    config: StackConfig, tmp_path: Path, offline: dict[str, str]
+) -> None:
     mirror = _mirror(tmp_path / "m", PLUGIN, DRA_PINNED)
-    choice = chartmirror.choose(config, mirror, environ={})
+    cache = Path(offline["EKS_HYBRID_GPU_CACHE"]) / "charts"
+    choice = chartmirror.choose(config, mirror, environ=offline)
     assert choice.overrides == {
         "devicePlugin": {"version": "0.20.0", "source": {"archive": str(mirror / PLUGIN)}},
         "draDriver": {"version": "0.5.0", "source": {"archive": str(mirror / DRA_PINNED)}},
     }
-    assert choice.notices == []
+    assert choice.notices == [f"notice: kept {DRA_PINNED}, {PLUGIN} from the chart mirror in the cache {cache}"]
+    assert {p.name: chartfetch.sha256_of(p) for p in cache.glob("*.tgz")} == {
+        PLUGIN: PLUGIN_SHA256,
+        DRA_PINNED: owner_kind(DRA).chart.sha256,
+    }
+    assert sorted(chartfetch.index_document(cache)["entries"]) == ["dra-driver-nvidia-gpu", "nvidia-device-plugin"]
+    # The next run has no mirror and no upstream: the cache serves it, and nothing is copied twice.
+    later = chartmirror.choose(config, environ=offline, shared=tmp_path / "absent")
+    assert later.overrides["draDriver"] == {"version": "0.5.0", "source": {"archive": str(cache / DRA_PINNED)}}
+    assert later.notices == []
+    assert chartmirror.choose(config, mirror, environ=offline).notices == []
+
+
+@pytest.mark.charts
+def test_a_mirror_archive_without_a_pinned_digest_is_not_kept_in_the_cache(
+    tmp_path: Path, offline: dict[str, str]
+) -> None:
+    mirror = _mirror(tmp_path / "m", PLUGIN)
+    shutil.copyfile(mirror / PLUGIN, mirror / "nvidia-device-plugin-0.21.0.tgz")
+    cache = Path(offline["EKS_HYBRID_GPU_CACHE"]) / "charts"
+    wanted = chartmirror.Wanted("nvidia-device-plugin", "0.21.0", "https://nvidia.github.io/k8s-device-plugin")
+    sources = chartmirror.resolve([wanted], local=False, explicit=mirror, environ=offline)
+    assert sources.notices[0].startswith("notice: nvidia-device-plugin 0.21.0 has no known digest")
+    assert len(sources.notices) == 1
+    assert not cache.exists()
+
+
+@pytest.mark.charts
+def test_a_cache_that_cannot_be_written_is_a_notice(config: StackConfig, tmp_path: Path) -> None:
+    mirror = _mirror(tmp_path / "m", PLUGIN, DRA_PINNED)
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    choice = chartmirror.choose(config, mirror, environ={"EKS_HYBRID_GPU_CACHE": str(blocked)})
+    assert choice.overrides["devicePlugin"]["source"] == {"archive": str(mirror / PLUGIN)}
+    assert len(choice.notices) == 1
+    assert choice.notices[0].startswith(f"notice: the chart cache {blocked / 'charts'} cannot be written (")
+    assert choice.notices[0].endswith("); the mirror serves this run only")
 
 
 @pytest.mark.charts
@@ -105,9 +144,14 @@ def test_mirror_from_the_environment_falls_back_with_a_notice_naming_both_versio
     config: StackConfig, tmp_path: Path
 ) -> None:
     mirror = _mirror(tmp_path / "m", PLUGIN, DRA_041)
-    choice = chartmirror.choose(config, environ={chartmirror.CHART_MIRROR_ENV: str(mirror)})
+    cache = tmp_path / "cache"
+    environ = {chartmirror.CHART_MIRROR_ENV: str(mirror), "EKS_HYBRID_GPU_CACHE": str(cache)}
+    choice = chartmirror.choose(config, environ=environ)
     assert choice.overrides["draDriver"] == {"version": "0.4.1", "source": {"archive": str(mirror / DRA_041)}}
-    assert choice.notices == [FALLBACK_NOTICE]
+    assert choice.notices == [
+        FALLBACK_NOTICE,
+        f"notice: kept {DRA_041}, {PLUGIN} from the chart mirror in the cache {cache / 'charts'}",
+    ]
 
 
 @pytest.mark.charts
@@ -116,7 +160,8 @@ def test_a_tampered_mirror_archive_is_refused_naming_both_digests(config: StackC
     (mirror / PLUGIN).write_bytes((mirror / PLUGIN).read_bytes() + b"\0")
     tampered = chartfetch.sha256_of(mirror / PLUGIN)
     with pytest.raises(chartmirror.ChartMirrorError) as refused:
-        chartmirror.choose(config, mirror, environ={})
+        chartmirror.choose(config, mirror, environ={"EKS_HYBRID_GPU_CACHE": str(tmp_path / "cache")})
+    assert not (tmp_path / "cache").exists()
     assert str(refused.value) == (
         f"{mirror / PLUGIN} has sha256 {tampered}, but policy/gpu_allocation/vocab/owners.py pins "
         f"nvidia-device-plugin 0.20.0 to sha256 {PLUGIN_SHA256}: it is not the released archive; delete it, or "
@@ -314,8 +359,10 @@ def test_the_review_serves_a_mirror_without_an_index_through_its_own(tmp_path: P
 
     mirror = _mirror(tmp_path / "m", PLUGIN)
     stack = local.engine.ROOT / "stacks" / "Pulumi.device-plugin.yaml"
-    folder = chart_repository(stack, mirror, tmp_path / "r", {}, tmp_path / "no-shared")
+    environ = {"EKS_HYBRID_GPU_CACHE": str(tmp_path / "cache")}
+    folder = chart_repository(stack, mirror, tmp_path / "r", environ, tmp_path / "no-shared")
     assert folder == tmp_path / "r"
     assert chartfetch.index_document(folder)["entries"]["nvidia-device-plugin"][0]["urls"] == [PLUGIN]
     chartfetch.write_index(mirror)
-    assert chart_repository(stack, mirror, tmp_path / "r2", {}, tmp_path / "no-shared") == mirror
+    assert chart_repository(stack, mirror, tmp_path / "r2", environ, tmp_path / "no-shared") == mirror
+    assert [p.name for p in (tmp_path / "cache" / "charts").glob("*.tgz")] == [PLUGIN]

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from fractions import Fraction
 from typing import Any, Final
 
+from . import versioning
+
 DNS_LABEL: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", re.ASCII)
 """RFC 1123 label (lengths: `is_dns_label`)."""
 DNS_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*", re.ASCII)
@@ -21,12 +23,7 @@ LABEL_KEY: Final = re.compile(r"([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-
 LABEL_VALUE: Final = re.compile(r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?", re.ASCII)
 """A label value's shape, empty allowed (length: `is_label_value`)."""
 
-EXACT_VERSION: Final = re.compile(
-    r"v?(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)"
-    r"(-(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)(\.(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?"
-    r"(\+[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?",
-    re.ASCII,
-)
+EXACT_VERSION: Final = versioning.SEMVER
 """An exact SemVer 2.0 version, optionally with a leading v (Helm accepts both): no range, no wildcard."""
 KUBERNETES_VERSION: Final = re.compile(
     r"v?(?P<major>[0-9]{1,3})\.(?P<minor>[0-9]{1,3})(\.(?P<patch>[0-9]{1,4}))?([-+][0-9A-Za-z.+-]{1,64})?", re.ASCII

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
+from ...vocab import versioning
 from ...vocab.owners import DRA_KIND
 from ..findings import Finding
 
@@ -62,11 +63,9 @@ _NEWEST: Final = DRA_KIND.chart.version
 
 def dra_minor(version: Any) -> tuple[tuple[int, int], str]:
     """The driver's (major, minor) and how it is named; an unknown version is judged as the newest supported."""
-    if isinstance(version, str):
-        text = version.strip().lstrip("v")
-        parts = text.split(".")
-        if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
-            return (int(parts[0]), int(parts[1])), f"DRA driver {text}"
+    found = versioning.parse(version.strip(), partial=True) if isinstance(version, str) else None
+    if found is not None:
+        return (found.major, found.minor), f"DRA driver {version.strip().lstrip('v')}"
     major, minor, _ = _NEWEST.split(".")
     return (int(major), int(minor)), f"DRA driver {_NEWEST} (the version is not told; judged as the newest supported)"
 

@@ -19,8 +19,8 @@ from pulumi_policy import (
     Severity,
 )
 
-from ...vocab import grammar
 from ...vocab import labels as vocab
+from ...vocab import versioning
 from ...vocab.labels import PROJECT
 from ...vocab.owners import OWNER_KINDS, owner_of_chart
 from ..charts import CHART_VERSION_PATHS
@@ -44,10 +44,10 @@ def version_problem(chart: Any, version: Any, *, allow_prerelease: bool) -> Any:
         return "is not set, so Helm installs whatever is latest"
     if not isinstance(version, str):
         return "is not a version string"
-    match = grammar.EXACT_VERSION.fullmatch(version)
-    if match is None:
+    exact = versioning.parse_exact(version)
+    if exact is None:
         return "is a range or tag, not an exact version (no ^, ~, >, *, x, latest)"
-    if match.group(1) and not allow_prerelease:
+    if exact.prerelease and not allow_prerelease:
         return "is a pre-release"
     return None
 
