@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from eks_hybrid_gpu.hostcheck import versioning
+from policy.gpu_allocation.vocab import versioning  # standard library only, like the rest of the vocabulary
 
 QUERY_FIELDS: Final[tuple[str, ...]] = (
     "index",

@@ -3,8 +3,8 @@
 Why not a library: `packaging.version` reads PEP 440, which refuses SemVer pre-releases such as `1.0.0-alpha.beta`
 and the `-eks-3025e55` builds EKS kubelets report; `semver` reads `-eks-...` as a pre-release (below its release)
 and is not among the pack's requirements. This module is standard library only, so the pack stays publishable on
-its own; `eks_hybrid_gpu/hostcheck/versioning.py` is its copy for the host check (which may import nothing else),
-and `tests/unit/test_versioning.py` holds the two equal.
+its own and the host check (which runs with a bare `python3 -S` and already imports this vocabulary) reads tool
+output through it too.
 
 Reading rules:
 - `v` may lead (Helm, Kubernetes); `partial=True` also reads `MAJOR.MINOR` (EKS reports `1.34`), patch 0;
