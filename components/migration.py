@@ -308,6 +308,13 @@ def check_ledger(
     return problems
 
 
+def moved_namespace(config: StackConfig, owner: Owner, before: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(ledger's namespace, stack's namespace) of an owner the stack moves; None when it stays or none is recorded."""
+    was = before.get("namespace")
+    now = config.namespaces.of(owner)
+    return (was, now) if isinstance(was, str) and was != now else None
+
+
 def namespace_move(
     config: StackConfig, owner: Owner, before: Mapping[str, Any], index: int, stack: str, ledger_ref: str
 ) -> Problem | None:
@@ -317,10 +324,10 @@ def namespace_move(
     runs two allocators of one kind for the length of the update: two DRA kubelet plugins share the plugin socket,
     checkpoint and CDI folder; two device plugins both register `nvidia.com/gpu`. `migrate` runs it in order.
     """
-    was = before.get("namespace")
-    now = config.namespaces.of(owner)
-    if not isinstance(was, str) or was == now:
+    moved = moved_namespace(config, owner, before)
+    if moved is None:
         return None
+    was, now = moved
     key = namespace_key(owner)
     cohort = config.cohorts[index].name
     head = (

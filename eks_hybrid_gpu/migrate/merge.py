@@ -33,13 +33,12 @@ def merge(kube: Kube, stack: StackFile, ledger: Mapping[str, Any], args: argpars
         )
         raise MigrateRefused(msg)
     selector = source.get("nodeSelector") or {}
-    hosts = sorted(str(n["metadata"]["name"]) for n in kube.items(NODES) if matches(selector, n))
-    transiting = [
+    # A host mid-move into the target has lost its old label: it is still this merge's.
+    hosts = sorted(
         str(n["metadata"]["name"])
         for n in kube.items(NODES)
-        if (transit.NodeState(n, (), (), {}, (), ()).transit or {}).get("to") == args.merge_into
-    ]
-    hosts = sorted({*hosts, *transiting})  # a host mid-move has lost its old label: it is still this merge's
+        if matches(selector, n) or (transit.NodeState(n, (), (), {}, (), ()).transit or {}).get("to") == args.merge_into
+    )
     if not hosts:
         say(f"cohort {args.cohort} selects no host: nothing left to merge; remove it from {stack.relative}")
         return 0

@@ -14,7 +14,14 @@ import yaml
 from components.config import StackConfig
 from components.consumers import consumers_by_node
 from components.live import LiveCluster
-from components.migration import LEDGER_HOME_MOVE, Migration, apply_to_raw, namespace_key, unsupported
+from components.migration import (
+    LEDGER_HOME_MOVE,
+    Migration,
+    apply_to_raw,
+    moved_namespace,
+    namespace_key,
+    unsupported,
+)
 from components.preflight import check_publishers, matches
 from components.refusals import StackConfigError
 from components.validation import load_stack_config
@@ -203,10 +210,10 @@ def renamed_from(stack: StackFile, cohorts: Mapping[str, Any], cohort: str) -> s
 
 def kept_namespaces(stack: StackFile, entry: Mapping[str, Any], owner: str) -> dict[str, str]:
     """`namespaces.<key>` -> the ledger's namespace of the owner, where the stack moves it; the ledger home refuses."""
-    was = entry.get("namespace")
-    now = stack.config.namespaces.of(cast("Owner", owner))
-    if not isinstance(was, str) or was == now:
+    moved = moved_namespace(stack.config, cast("Owner", owner), entry)
+    if moved is None:
         return {}
+    was, now = moved
     if owner == DEVICE_PLUGIN:
         msg = f"{stack.relative} moves namespaces.devicePlugin from {was} to {now}: {LEDGER_HOME_MOVE}"
         raise MigrateRefused(msg)
