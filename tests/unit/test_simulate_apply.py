@@ -12,19 +12,9 @@ from components.publishers import observe
 from eks_hybrid_gpu.kubeclient import Kube
 from eks_hybrid_gpu.simulate import Simulation
 from eks_hybrid_gpu.simulate.cluster import apply
+from tests.unit.test_migrate import _merge  # RFC 7386 merge patch, as the API server applies it
 
 pytestmark = pytest.mark.unit
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    """RFC 7386 JSON merge patch, as the API server applies application/merge-patch+json."""
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
 
 
 class MemoryApi:
