@@ -195,6 +195,62 @@ def test_workflow_previews_every_stack_with_the_pack(tmp_path: Any) -> None:
     assert len(stacks) >= 6
 
 
+def _preview_steps() -> list[dict[str, Any]]:
+    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "policy-preview.yml").read_text())
+    steps: list[dict[str, Any]] = workflow["jobs"]["preview"]["steps"]
+    return steps
+
+
+def _choose_backend(tmp_path: Any, stack: str, **variables: str) -> tuple[int, dict[str, str], str]:
+    """Runs the preview job's backend step on this checkout, as the runner would, with the repository's settings."""
+    step = next(s for s in _preview_steps() if s.get("id") == "backend")
+    output = tmp_path / f"github-output-{stack}-{len(variables)}"
+    output.write_text("")
+    settings = {"BACKEND_URL": "", "HAS_TOKEN": "false", "WITHOUT_BACKEND": "skip", **variables}
+    environment = {**os.environ, "GITHUB_OUTPUT": str(output), "HOME": str(tmp_path), "STACK": stack, **settings}
+    done = subprocess.run(
+        [step.get("shell", "bash"), "-c", step["run"]], cwd=ROOT, env=environment, capture_output=True, text=True
+    )
+    outputs = dict(line.split("=", 1) for line in output.read_text().splitlines())
+    return done.returncode, outputs, done.stdout
+
+
+@pytest.mark.policy
+def test_workflow_never_previews_an_eks_stack_against_empty_state(tmp_path: Any) -> None:
+    code, outputs, said = _choose_backend(tmp_path, "dra")
+    assert (code, outputs) == (0, {"run": "false"})
+    assert said.startswith("::notice title=preview of dra skipped::stack dra: no state backend is configured")
+    assert "PULUMI_BACKEND_URL" in said
+    code, outputs, said = _choose_backend(tmp_path, "dra", WITHOUT_BACKEND="fail")
+    assert code == 1
+    assert "run" not in outputs
+    assert said.startswith("::error title=preview of dra::")
+    code, _, said = _choose_backend(tmp_path, "dra", WITHOUT_BACKEND="maybe")
+    assert code == 1
+    assert "set it to skip or fail" in said
+    code, outputs, _ = _choose_backend(tmp_path, "dra", BACKEND_URL="s3://team-state")
+    assert (code, outputs) == (0, {"run": "true", "cloud-url": "s3://team-state"})
+    code, outputs, _ = _choose_backend(tmp_path, "dra", HAS_TOKEN="true")  # noqa: S106 (a flag, not a token)
+    assert outputs == {"run": "true", "cloud-url": "https://api.pulumi.com"}
+    # the local stack's cluster is started by the job itself: its state is new by construction
+    code, outputs, _ = _choose_backend(tmp_path, "local")
+    assert (code, outputs) == (0, {"run": "true", "cloud-url": f"file://{tmp_path}/.pulumi-state"})
+
+
+@pytest.mark.policy
+def test_workflow_skips_every_later_step_without_a_backend_and_installs_from_the_lock() -> None:
+    steps = _preview_steps()
+    after = steps[[s.get("id") for s in steps].index("backend") + 1 :]
+    assert after
+    assert all("steps.backend.outputs.run == 'true'" in str(s.get("if", "")) for s in after)
+    preview = next(s for s in after if str(s.get("uses", "")).startswith("pulumi/actions@"))
+    assert preview["with"]["cloud-url"] == "${{ steps.backend.outputs.cloud-url }}"
+    install = "\n".join(str(s.get("run", "")) for s in after)
+    assert "scripts/bootstrap.sh" in install
+    assert "install -e ." not in install
+    assert "--require-hashes -r requirements.lock" in (ROOT / "scripts" / "bootstrap.sh").read_text()
+
+
 # --------------------------------------------------------------------------- the analyzer
 
 
