@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import Final
 
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
@@ -26,12 +27,21 @@ COMMANDS: Final[dict[str, tuple[str, str]]] = {
 """Subcommand -> (module defining add_arguments and run, one-line help)."""
 
 
+def version() -> str:
+    """The installed distribution's version (what `pip show eks-hybrid-gpu` says)."""
+    try:
+        return metadata.version("eks-hybrid-gpu")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: run scripts/bootstrap.sh or pip install .)"
+
+
 def parser(chosen: str | None = None) -> argparse.ArgumentParser:
     """The command line; the arguments of `chosen` (the only module imported) are filled in."""
     root = argparse.ArgumentParser(
         prog="eks-hybrid-gpu",
         description="One NVIDIA GPU allocation owner per node cohort on EKS Hybrid Nodes: the day-2 commands.",
     )
+    root.add_argument("--version", action="version", version=f"eks-hybrid-gpu {version()}")
     sub = root.add_subparsers(dest="command", required=True, metavar="<command>")
     for name, (module, summary) in COMMANDS.items():
         command = sub.add_parser(name, help=summary, description=summary)

@@ -24,6 +24,8 @@ from kubernetes.config.config_exception import ConfigException
 from components.config import NamespacesConfig
 from components.kube_http import Unreachable, send
 from components.live import missing_file
+from eks_hybrid_gpu.localcluster import running_kubeconfig
+from eks_hybrid_gpu.localpaths import local_state_dir
 
 ACCESS_EXIT_CODE = 2
 """Exit code of a command that could not talk to the cluster at all."""
@@ -63,11 +65,6 @@ WORKLOADS_NAMESPACE: str = NamespacesConfig.model_fields["workloads"].default
 def add_namespace_option(parser: argparse.ArgumentParser, holds: str) -> None:
     """--namespace, defaulting to the stack config's workloads namespace; `holds` says what is read there."""
     parser.add_argument("--namespace", default=WORKLOADS_NAMESPACE, help=f"namespace of {holds}")
-
-
-def add_json_option(parser: argparse.ArgumentParser) -> None:
-    """--json: one JSON document instead of tables."""
-    parser.add_argument("--json", action="store_true", help="one JSON document instead of tables")
 
 
 def default_kubeconfig() -> str:
@@ -189,6 +186,15 @@ class Kube:
 def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
     """A client for the kubeconfig's context; a missing or unusable kubeconfig is a KubeAccessError."""
     path = kubeconfig or default_kubeconfig()
+    if kubeconfig is None and not os.environ.get("KUBECONFIG") and not Path(path).is_file():
+        local = running_kubeconfig(local_state_dir())
+        if local is not None:
+            print(
+                f"using the local default's cluster ({local}, from `eks-hybrid-gpu local up`): no --kubeconfig, "
+                f"$KUBECONFIG or {path}",
+                file=sys.stderr,
+            )
+            path = str(local)
     if not Path(path).is_file():
         msg = (
             f"kubeconfig {path} {missing_file(path)}; pass --kubeconfig PATH (and --context) of the cluster to inspect"

@@ -363,10 +363,16 @@ def running(state_dir: Path) -> list[str]:
     return [name for name in reversed(PROCESSES) if _alive(state_dir, name)]
 
 
+def running_kubeconfig(state_dir: Path) -> Path | None:
+    """The kubeconfig of the local cluster of `state_dir` while its API server runs, else None."""
+    kubeconfig = state_dir / "kubeconfig"
+    return kubeconfig if kubeconfig.is_file() and _alive(state_dir, "kube-apiserver") else None
+
+
 def attach(state_dir: Path) -> LocalCluster:
     """The running cluster of a state directory."""
-    kubeconfig = state_dir / "kubeconfig"
-    if not kubeconfig.exists() or not _alive(state_dir, "kube-apiserver"):
+    kubeconfig = running_kubeconfig(state_dir)
+    if kubeconfig is None:
         msg = f"no local cluster is running from {state_dir}; run `eks-hybrid-gpu local up` first"
         raise LocalClusterError(msg)
     document = json.loads(kubeconfig.read_text())

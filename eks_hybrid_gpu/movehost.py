@@ -39,6 +39,7 @@ from eks_hybrid_gpu.kubeclient import (
     connect,
     run_reporting,
 )
+from eks_hybrid_gpu.options import add_timeout_option
 from eks_hybrid_gpu.records import read_records
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
@@ -250,9 +251,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--drain", action="store_true", help="evict the pods holding its GPUs (PodDisruptionBudgets respected)"
     )
-    p.add_argument(
-        "--timeout", type=float, default=transit.DEFAULT_TIMEOUT_SECONDS, help="seconds per wait (default 600)"
-    )
+    add_timeout_option(p, transit.DEFAULT_TIMEOUT_SECONDS, "how long each wait may take")
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
     add_cluster_options(p)

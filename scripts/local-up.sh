@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The main job on the local default: builds the toolchain if needed, starts a local Kubernetes 1.34 cluster
 # on 127.0.0.1 with simulated hybrid GPU nodes (kwok), and runs `pulumi up` of stacks/Pulumi.local.yaml with
-# the policy pack. `scripts/local-up.sh up --chart-mirror DIR` takes the charts from a mirror folder.
+# the policy pack. `scripts/local-up.sh [up] --chart-mirror DIR` takes the charts from a mirror folder.
 # `scripts/local-up.sh down` destroys the stack and stops the cluster.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
-if [ $# -eq 0 ]; then set -- up; fi
+# Flags alone are `up`'s: `scripts/local-up.sh --chart-mirror DIR` is `scripts/local-up.sh up --chart-mirror DIR`.
+if [ $# -eq 0 ] || [[ "$1" == -* && "$1" != -h && "$1" != --help ]]; then set -- up "$@"; fi
 exec .venv/bin/eks-hybrid-gpu local "$@"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 
@@ -13,6 +12,7 @@ from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.inspection.render import render
 from eks_hybrid_gpu.inspection.report import report
 from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, gather
+from eks_hybrid_gpu.options import add_output_option, emit
 
 CONFLICT_EXIT_CODE = 1
 """Exit code when a finding is a conflict (two publishers, or one the ledger does not expect)."""
@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kubeclient.add_cluster_options(p)
     kubeclient.add_namespace_option(p, "the ResourceClaims")
     p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
-    kubeclient.add_json_option(p)
+    add_output_option(p)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -44,5 +44,5 @@ def run(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     kube = kubeclient.connect(args.kubeconfig, args.context)
     document = report(gather(kube, args.namespace, args.ledger), kube)
-    print(json.dumps(document, indent=2) if args.json else render(document))
+    print(emit(document, args.output, lambda: render(document, wide=args.output == "wide")))
     return CONFLICT_EXIT_CODE if document["conflict"] else 0

@@ -46,8 +46,12 @@ def operands_cell(operands: Mapping[str, Any] | None) -> str:
     return f"{cell}, {pods} pod{'s' if pods > 1 else ''} running" if pods else cell
 
 
-def render(document: Mapping[str, Any]) -> str:
-    """The human-readable tables."""
+WIDE_ONLY = frozenset({"compute-type", "kubelet", "runtime"})
+"""Node columns shown with `-o wide` only: the default table must fit a terminal."""
+
+
+def render(document: Mapping[str, Any], *, wide: bool = False) -> str:
+    """The human-readable tables; `wide` adds the node columns a terminal does not need every time."""
     ledger = document["ledger"]
     source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
     lines = [f"GPU nodes (owners from ConfigMap {source}):"]
@@ -88,6 +92,9 @@ def render(document: Mapping[str, Any]) -> str:
             _version_cell(n["containerRuntimeVersion"]),
         )
         rows.append((*row, operands_cell(n.get("operatorOperands"))) if operator else row)
+    if not wide:
+        keep = [i for i, title in enumerate(rows[0]) if title not in WIDE_ONLY]
+        rows = [tuple(row[i] for i in keep) for row in rows]
     lines += [f"  {line}" for line in table_lines(rows)] if document["nodes"] else ["  none"]
     lines.append("\nFindings:")
     for f in document["findings"]:

@@ -14,6 +14,7 @@ from eks_hybrid_gpu.kubeclient import add_cluster_options, connect, run_reportin
 from eks_hybrid_gpu.migrate.phases import Up, migrate
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, read_stack_file, rerun_command
 from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
+from eks_hybrid_gpu.options import add_timeout_option
 from eks_hybrid_gpu.stackfile import PROJECT_DIR
 from policy.gpu_allocation.vocab.labels import OWNERS
 
@@ -26,9 +27,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--drain", action="store_true", help="evict the pods holding its GPUs (PodDisruptionBudgets respected)"
     )
-    p.add_argument(
-        "--timeout", type=float, default=transit.DEFAULT_TIMEOUT_SECONDS, help="seconds per wait (default 600)"
-    )
+    add_timeout_option(p, transit.DEFAULT_TIMEOUT_SECONDS, "how long each wait may take")
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument(
         "--merge-into",

@@ -44,6 +44,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import yaml
+
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.review.normalize import write_tree
@@ -125,6 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         help="an API server to take Helm capabilities from (default: start a private local one for the review)",
     )
+    parser.add_argument("--context", help="the --kubeconfig's context to use (default: its current context)")
     parser.add_argument(
         "--chart-mirror",
         type=Path,
@@ -134,6 +137,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "from upstream into the user cache)",
     )
     parser.add_argument("--policy-config", type=Path, help="policy pack config (levels and settings) to review with")
+
+
+class KubeconfigUnusable(Exception):
+    """--kubeconfig cannot be read, or --context names none of its contexts."""
+
+
+def with_context(kubeconfig: Path, context: str, out: Path) -> Path:
+    """A copy of `kubeconfig` whose current context is `context`: what Helm's discovery in the engine then reads."""
+    try:
+        document = yaml.safe_load(kubeconfig.read_text())
+    except (yaml.YAMLError, OSError, UnicodeDecodeError) as error:
+        msg = f"--kubeconfig {kubeconfig} cannot be read ({type(error).__name__}); pass a kubeconfig file"
+        raise KubeconfigUnusable(msg) from None
+    if not isinstance(document, dict):
+        msg = f"--kubeconfig {kubeconfig} is not a kubeconfig (no mapping at its top); pass a kubeconfig file"
+        raise KubeconfigUnusable(msg)
+    names = sorted(str(c.get("name")) for c in document.get("contexts") or [] if isinstance(c, dict))
+    if context not in names:
+        msg = f"--kubeconfig {kubeconfig} has no context {context!r}; pick one of: {', '.join(names) or 'none'}"
+        raise KubeconfigUnusable(msg)
+    document["current-context"] = context
+    out.write_text(yaml.safe_dump(document))
+    out.chmod(0o600)
+    return out
 
 
 def _fail(message: str) -> int:
@@ -156,6 +183,8 @@ def run(args: argparse.Namespace) -> int:
     if not stack_file.is_file():
         known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stack_file.parent.glob("*.yaml"))
         return _fail(f"no stack '{args.stack}': stacks/Pulumi.{args.stack}.yaml does not exist (stacks: {known})")
+    if args.context is not None and args.kubeconfig is None:
+        return _fail("--context needs --kubeconfig: the private API server the review starts has one context")
     for option, path in (("--kubeconfig", args.kubeconfig), ("--policy-config", args.policy_config)):
         if path is not None and not path.is_file():
             return _fail(f"{option} {path} {'is a folder, not a file' if path.is_dir() else 'does not exist'}")
@@ -169,6 +198,8 @@ def run(args: argparse.Namespace) -> int:
             toolchain = engine.ensure_toolchain()
             toolchain.activate()
             kubeconfig = args.kubeconfig
+            if kubeconfig is not None and args.context is not None:
+                kubeconfig = with_context(kubeconfig, args.context, scratch / "kubeconfig")
             if kubeconfig is None:
                 state = scratch / "cluster"
                 cluster = localcluster.start(state)
@@ -191,7 +222,14 @@ def run(args: argparse.Namespace) -> int:
                 ReviewInput(base.project_dir, base.project_dir / "stacks" / stack_file.name, base.label),
                 env,
             )
-    except (RenderError, gitref.GitRefError, localcluster.LocalClusterError, RuntimeError, OSError) as error:
+    except (
+        KubeconfigUnusable,
+        RenderError,
+        gitref.GitRefError,
+        localcluster.LocalClusterError,
+        RuntimeError,
+        OSError,
+    ) as error:
         return _fail(str(error))
     write_review(result, args.out, list(levels))
     print(

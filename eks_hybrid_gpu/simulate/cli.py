@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import ipaddress
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -17,6 +16,7 @@ from components.dra_objects import DRIVER
 from eks_hybrid_gpu import kubeclient
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.options import add_output_option, emit
 from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
 from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
@@ -131,8 +131,8 @@ def _clear(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     rows = describe(kube)
-    if args.json:
-        print(json.dumps(rows, indent=2))
+    if args.output != "table":
+        print(emit(rows, args.output, str))
     else:
         _print_table(rows)
     return 0
@@ -182,7 +182,7 @@ def add_arguments(root: argparse.ArgumentParser) -> None:
     fleet_p.add_argument("--stack", default="local", help="stacks/Pulumi.<stack>.yaml of the repository")
     with_cluster(sub.add_parser("clear", help="delete every simulated node and ResourceSlice"))
     show_p = with_cluster(sub.add_parser("show", help="list the simulated nodes"))
-    kubeclient.add_json_option(show_p)
+    add_output_option(show_p, ("table", "json", "yaml"))
     finish_p = with_cluster(sub.add_parser("finish", help="report bound pods as exited (the kubelet's part)"))
     kubeclient.add_namespace_option(finish_p, "the pods to finish")
     finish_p.add_argument("--failed", action="store_true", help="exit code 1 instead of 0")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import Any
 
 from eks_hybrid_gpu import kubeclient
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.options import add_output_option, emit
 from eks_hybrid_gpu.smoke.capture import SIMULATED_NOTE, capture, removed_captures, simulated_nodes
 from eks_hybrid_gpu.smoke.cleanup import Cleanup, cleanup_findings
 from eks_hybrid_gpu.smoke.state import finished, job_row, pods_of
@@ -84,7 +84,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     kubeclient.add_namespace_option(p, "the smoke Jobs")
     p.add_argument("--out", default=DEFAULT_OUT, help="directory for the captured results (created 0700)")
     p.add_argument("--verify-cleanup", action="store_true", help="after deleting the Jobs: check claim release")
-    kubeclient.add_json_option(p)
+    add_output_option(p, ("table", "json", "yaml"))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -112,7 +112,7 @@ def _smoke(args: argparse.Namespace) -> int:
     captured = [str(capture(kube, j, pods, Path(args.out), now, simulated)) for j in jobs if finished(j)]
     removed = removed_captures(Path(args.out), jobs)
     cleanup = cleanup_findings(claims, pods) if args.verify_cleanup else None
-    if args.json:
+    if args.output != "table":
         document: dict[str, Any] = {
             "namespace": args.namespace,
             "jobs": rows,
@@ -122,7 +122,7 @@ def _smoke(args: argparse.Namespace) -> int:
         }
         if cleanup is not None:
             document["cleanup"] = {"findings": cleanup.findings, "inUse": cleanup.in_use}
-        print(json.dumps(document, indent=2))
+        print(emit(document, args.output, str))
     else:
         print(render(rows, captured, cleanup, args.namespace, sorted(simulated), removed))
     return 1 if cleanup is not None and cleanup.findings else 0

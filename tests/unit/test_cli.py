@@ -35,18 +35,20 @@ def test_usage_errors_exit_2_and_help_0(argv: list[str], code: int, capsys: pyte
 
 
 def test_a_command_gets_its_parsed_arguments(monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[tuple[str | None, str, bool]] = []
+    seen: list[tuple[str | None, str, str]] = []
     monkeypatch.setattr(
-        "eks_hybrid_gpu.inspection.run", lambda args: seen.append((args.context, args.namespace, args.json)) or 3
+        "eks_hybrid_gpu.inspection.run", lambda args: seen.append((args.context, args.namespace, args.output)) or 3
     )
     assert cli.main(["inspect", "--context", "prod", "--json"]) == 3
-    assert seen == [("prod", "ai-workloads", True)]
+    assert cli.main(["inspect", "-o", "yaml"]) == 3
+    assert cli.main(["inspect"]) == 3
+    assert seen == [("prod", "ai-workloads", "json"), (None, "ai-workloads", "yaml"), (None, "ai-workloads", "table")]
 
 
 @pytest.mark.parametrize("name", ["inspect", "smoke"])
 def test_inspect_and_smoke_share_the_cluster_options(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    seen: list[tuple[str, str, bool]] = []
+    seen: list[tuple[str, str, str]] = []
     command = importlib.import_module(cli.COMMANDS[name][0])
-    monkeypatch.setattr(command, "run", lambda args: seen.append((args.kubeconfig, args.context, args.json)) or 0)
+    monkeypatch.setattr(command, "run", lambda args: seen.append((args.kubeconfig, args.context, args.output)) or 0)
     assert cli.main([name, "--kubeconfig", "/k/config", "--context", "prod", "--json"]) == 0
-    assert seen == [("/k/config", "prod", True)]
+    assert seen == [("/k/config", "prod", "json")]

@@ -178,7 +178,7 @@ def test_claim_state(claim: dict[str, Any], state: str) -> None:
 
 
 def test_render_tables() -> None:
-    text = inspection.render(inspection.report(snapshot([CLAIM])))
+    text = inspection.render(inspection.report(snapshot([CLAIM])), wide=True)
 
     lines = text.splitlines()
     assert [re.split(r"\s{2,}", line.strip()) for line in lines[1:5]] == [
@@ -576,7 +576,7 @@ def test_inspect_shows_each_nodes_versions_and_refuses_an_old_dra_kubelet(
 
     assert inspection.main(["--json"]) == 1
     document = json.loads(capsys.readouterr().out)
-    assert inspection.main([]) == 1
+    assert inspection.main(["-o", "wide"]) == 1
     table = capsys.readouterr().out
 
     assert [(n["name"], n["kubeletVersion"], n["containerRuntimeVersion"]) for n in document["nodes"]] == [

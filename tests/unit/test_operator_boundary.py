@@ -426,7 +426,7 @@ def test_inspect_reports_the_boundary_in_json_and_the_table() -> None:
     snapshot = inspection.Snapshot(nodes, [], [], LEDGER, "gpu-system/gpu-allocation-ledger", "ai", pods, [validator])
 
     document = inspection.report(snapshot)
-    table = inspection.render(document)
+    table = inspection.render(document, wide=True)
 
     assert document["conflict"] is True
     assert [(f["node"], f["kind"], f["conflict"]) for f in document["findings"]] == [

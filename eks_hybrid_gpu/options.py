@@ -1,0 +1,68 @@
+"""The command-line conventions every command shares, as kubectl and pulumi users expect them.
+
+Durations read as Go's `time.ParseDuration` reads them (`90s`, `10m`, `1h30m`; a bare number is seconds, as the
+flags always took), and output formats as kubectl's `-o json|yaml|wide` (`--json` stays as the short form of
+`-o json`). One home, so that no command grows its own reading of `10m`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from collections.abc import Callable
+from typing import Any, Final
+
+import yaml
+
+_UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+_DURATION: Final = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+", re.ASCII)
+_PART: Final = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)", re.ASCII)
+_BARE_SECONDS: Final = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
+MAX_DURATION_SECONDS: Final = 7 * 24 * 3600.0
+"""A week: a wait longer than that is a typo, not a plan."""
+
+OUTPUTS: Final = ("table", "wide", "json", "yaml")
+
+
+def duration(text: str) -> float:
+    """Seconds of `90`, `90s`, `10m`, `1h30m` or `500ms`; argparse shows the error with the flag's name."""
+    value = text.strip()
+    if len(value) > 32 or not (_DURATION.fullmatch(value) or _BARE_SECONDS.fullmatch(value)):
+        msg = f"{text[:40]!r} is not a duration: write it as 90s, 10m or 1h30m (a bare number is seconds)"
+        raise argparse.ArgumentTypeError(msg)
+    if _BARE_SECONDS.fullmatch(value):
+        seconds = float(value)
+    else:
+        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in _PART.findall(value))
+    if not 0 < seconds <= MAX_DURATION_SECONDS:
+        msg = f"{text!r} is {seconds:g} s: give a duration above 0 and at most 168h"
+        raise argparse.ArgumentTypeError(msg)
+    return seconds
+
+
+def add_timeout_option(parser: argparse.ArgumentParser, default_seconds: float, what: str) -> None:
+    """--timeout DURATION, the same grammar on every command that waits."""
+    parser.add_argument(
+        "--timeout",
+        type=duration,
+        default=default_seconds,
+        help=f"{what}, as 90s, 10m or 1h30m (default {default_seconds:g}s)",
+    )
+
+
+def add_output_option(parser: argparse.ArgumentParser, formats: tuple[str, ...] = OUTPUTS) -> None:
+    """-o/--output FORMAT and --json (= -o json)."""
+    parser.add_argument(
+        "-o", "--output", choices=formats, default="table", help=f"output format: {'|'.join(formats)} (default table)"
+    )
+    parser.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
+
+
+def emit(document: Any, output: str, table: Callable[[], str]) -> str:
+    """The text a command prints: the document as JSON or YAML, else the table (the caller renders wide itself)."""
+    if output == "json":
+        return json.dumps(document, indent=2)
+    if output == "yaml":
+        return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")
+    return table()
