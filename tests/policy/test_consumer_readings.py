@@ -384,10 +384,39 @@ def test_a_service_account_that_is_not_in_the_stack_cannot_be_told(harness: Harn
     assert "fail closed" in message
 
 
-def test_the_default_service_account_still_mounts_a_token(harness: Harness) -> None:
-    message = harness.manifest_check(SMOKE_JOB_HARDENED, job_on_account(None)).one()
-    assert "automountServiceAccountToken is null" in message
-    harness.passes(harness.stack(SMOKE_JOB_TOKEN_UNMOUNTED, foreign([smoke_job()])))
+def default_account_patch(automount: bool) -> dict[str, Any]:
+    """What a stack writes to stop the namespace's own `default` ServiceAccount from mounting tokens."""
+    manifest = {**service_account(automount), "kind": "ServiceAccountPatch"}
+    manifest["metadata"] = {"name": "default", "namespace": "ai-workloads"}
+    return manifest
+
+
+@pytest.mark.parametrize(
+    ("account", "refused"),
+    [(None, "the namespace's own"), (False, None), (True, "its automountServiceAccountToken is true")],
+    ids=["unmanaged", "patched-false", "patched-true"],
+)
+def test_the_default_service_account_decides_like_any_other(harness: Harness, account: Any, refused: Any) -> None:
+    """The pod on `default` leaving the field unset gets what that account says (shouldAutomount), as any pod."""
+    job = job_on_account(None)
+    harness.passes(harness.manifest_check(SMOKE_JOB_HARDENED, job))  # the pod leaves it to the account
+    manifests = [job] if account is None else [job, default_account_patch(account)]
+    outcome = harness.stack(SMOKE_JOB_TOKEN_UNMOUNTED, foreign(manifests))
+    if refused is None:
+        harness.passes(outcome)
+        return
+    message = outcome.one()
+    assert "ServiceAccount 'default' decides" in message
+    assert refused in message
+    assert "Set automountServiceAccountToken: false in the Job's pod template" in message
+
+
+def test_a_pod_that_says_true_is_refused_whatever_its_account(harness: Harness) -> None:
+    job = smoke_job()
+    job["spec"]["template"]["spec"]["automountServiceAccountToken"] = True
+    message = harness.manifest_check(SMOKE_JOB_HARDENED, job).one()
+    assert "automountServiceAccountToken is true" in message
+    harness.passes(harness.stack(SMOKE_JOB_TOKEN_UNMOUNTED, foreign([job, default_account_patch(False)])))
 
 
 # --------------------------------------------------------------------------- registered OCI digests

@@ -17,7 +17,7 @@ import pytest
 from policy.gpu_allocation.rules.ownership import OPERATOR_DEVICE_PLUGIN_DISABLED, SINGLE_ALLOCATION_OWNER
 from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
 from policy.gpu_allocation.rules.targeting import GPU_DISCOVERY_AFFINITY_KEPT, NO_AUTO_MODE_TARGETING
-from policy.gpu_allocation.rules.workloads import SMOKE_JOB_HARDENED
+from policy.gpu_allocation.rules.workloads import SMOKE_JOB_HARDENED, SMOKE_JOB_TOKEN_UNMOUNTED
 from tests.support import charts
 from tests.support.policy_harness import Harness, Item, type_of
 
@@ -246,8 +246,8 @@ UNHARDENINGS: dict[str, tuple[Any, str]] = {
     "retries": (lambda j: j["spec"].update(backoffLimit=3), "spec.backoffLimit is 3"),
     "no ttl": (lambda j: j["spec"].pop("ttlSecondsAfterFinished"), "spec.ttlSecondsAfterFinished is null"),
     "token": (
-        lambda j: j["spec"]["template"]["spec"].pop("automountServiceAccountToken"),
-        "automountServiceAccountToken",
+        lambda j: j["spec"]["template"]["spec"].update(automountServiceAccountToken=True),
+        "automountServiceAccountToken is true",
     ),
     "root": (lambda j: j["spec"]["template"]["spec"]["securityContext"].update(runAsUser=0), "runAsUser is 0"),
     "unconfined": (
@@ -278,6 +278,17 @@ def test_each_unhardened_pasted_smoke_job_is_refused(harness: Harness, mutation:
     message = harness.manifest_check(SMOKE_JOB_HARDENED, job).one()
     assert expected in message
     assert "eks-hybrid-gpu:" not in message
+
+
+def test_a_pasted_smoke_job_leaving_the_token_unset_is_refused_by_its_unmanaged_default_account(
+    harness: Harness,
+) -> None:
+    job = smoke_job()
+    job["spec"]["template"]["spec"].pop("automountServiceAccountToken")
+    harness.passes(harness.manifest_check(SMOKE_JOB_HARDENED, job))  # the pod leaves it to its ServiceAccount
+    message = harness.stack(SMOKE_JOB_TOKEN_UNMOUNTED, foreign([job])).one()
+    assert "ServiceAccount 'default' decides, and the namespace's own" in message
+    assert "add a ServiceAccountPatch of ServiceAccount 'default'" in message
 
 
 def test_a_gpu_job_not_named_as_a_smoke_job_is_not_judged_as_one(harness: Harness) -> None:

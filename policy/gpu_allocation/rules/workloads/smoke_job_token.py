@@ -26,13 +26,15 @@ from ..resource import Resource
 from ..stack_view import StackView
 from .smoke_jobs import service_account_name, token_left_to_service_account
 
-_KINDS: Final = frozenset({"Job", "ServiceAccount"})
+_KINDS: Final = frozenset({"Job", "ServiceAccount", "ServiceAccountPatch"})
+_ACCOUNT_KINDS: Final = ("ServiceAccount", "ServiceAccountPatch")
+"""A ServiceAccountPatch sets the field on the live object (the namespace's `default` one, typically)."""
 
 
 def _service_account(view: StackView, job: Resource, name: str) -> Any:
     """The ServiceAccount of the Job's namespace with this name: its props, None when not in the stack, UNKNOWN."""
     namespace = job.metadata.get("namespace")
-    for candidate in view.named("ServiceAccount", name):
+    for candidate in (c for kind in _ACCOUNT_KINDS for c in view.named(kind, name)):
         other = candidate.metadata.get("namespace")
         if other is UNKNOWN:
             return UNKNOWN
@@ -58,10 +60,16 @@ def smoke_job_token_unmounted_validator(args: StackValidationArgs, report_violat
             continue
         subject = f"{resource.describe}: automountServiceAccountToken is unset, so ServiceAccount '{name}' decides"
         if account is None:
+            origin = (
+                "the namespace's own, which its controller creates mounting tokens, and this stack does not manage it"
+                if name == "default"
+                else "it is not in this stack"
+            )
+            manage = "add a ServiceAccountPatch of" if name == "default" else "manage"
             report_violation(
-                f"{subject}, and it is not in this stack: whether the GPU check gets an API token cannot be told, "
-                f"{CANNOT_JUDGE}. Set automountServiceAccountToken: false in the Job's pod template, or manage "
-                f"ServiceAccount '{name}' with automountServiceAccountToken: false in this stack.",
+                f"{subject}, and {origin}: whether the GPU check gets an API token cannot be told, {CANNOT_JUDGE}. "
+                f"Set automountServiceAccountToken: false in the Job's pod template, or {manage} ServiceAccount "
+                f"'{name}' with automountServiceAccountToken: false in this stack.",
                 resource.urn,
             )
             continue

@@ -149,14 +149,11 @@ def token_left_to_service_account(pod: dict[str, Any]) -> bool:
 
     The ServiceAccount admission plugin mounts a token unless the pod says false, or the pod says nothing and its
     ServiceAccount says false (``shouldAutomount``, kubernetes ``plugin/pkg/admission/serviceaccount/admission.go``).
-    A resource policy cannot see the ServiceAccount: smoke-job-token-unmounted judges these pods with the stack.
-    The ``default`` ServiceAccount is the namespace's own (the controller creates it, mounting tokens), so a pod on it
-    is still judged here.
+    A resource policy cannot see the ServiceAccount: smoke-job-token-unmounted judges these pods with the stack. The
+    ``default`` ServiceAccount is no exception: the controller creates it mounting tokens, but a stack that manages it
+    (a ServiceAccountPatch, or an imported ServiceAccount) with ``automountServiceAccountToken: false`` stops that.
     """
-    if pod.get("automountServiceAccountToken") is not None:
-        return False
-    name = service_account_name(pod)
-    return name is UNKNOWN or name != "default"
+    return pod.get("automountServiceAccountToken") is None
 
 
 def _smoke_job_pod_findings(pod: dict[str, Any]) -> Iterator[JobFinding]:
