@@ -268,4 +268,5 @@ main() {
   if [ $print = 1 ]; then print_env; fi
 }
 
-main "$@"
+# Sourced (scripts/hardware-toolchain.sh reuses the helpers and the cache layout), it defines and runs nothing.
+if [[ "${BASH_SOURCE[0]}" == "$0" ]]; then main "$@"; fi

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Builds the two container images the hardware run needs, as OCI archives that `ctr images import` takes.
+
+The lent GPU machine reaches no registry, so nothing there can be pulled:
+- the pod sandbox (`localhost/eks-hybrid-gpu-pause:hardware`): the static pause built from `pause.c`;
+- the smoke Job's probe image (`localhost/eks-hybrid-gpu-probe@sha256:…`): this machine's Debian python3 with the
+  standard library and the shared libraries it and `_ctypes` link, plus `ldconfig` (the CDI hook that links the
+  driver's libraries into the container runs it). The probe itself comes from the program's ConfigMap, as in a
+  cluster. Nothing of the NVIDIA driver is in the image: CDI injects it.
+
+Layers are written deterministically (sorted, mtime 0, uid 0), so the same inputs give the same digest. Prints
+the probe image's reference, which the hardware stack pins (`smokeJobs.image`).
+
+Usage: python3 scripts/hardware/build_images.py --pause PATH --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import io
+import json
+import re
+import subprocess
+import tarfile
+from pathlib import Path
+
+PYTHON = Path("/usr/bin/python3.11")
+STDLIB = Path("/usr/lib/python3.11")
+LDCONFIG = Path("/sbin/ldconfig")
+SKIPPED = {
+    "test",
+    "idlelib",
+    "tkinter",
+    "ensurepip",
+    "lib2to3",
+    "pydoc_data",
+    "turtledemo",
+    "site-packages",
+    "dist-packages",
+    "__pycache__",
+    "unittest",
+    "distutils",
+    "venv",
+}
+PROBE_NAME = "localhost/eks-hybrid-gpu-probe"
+PAUSE_NAME = "localhost/eks-hybrid-gpu-pause:hardware"
+
+
+def _libraries(binaries: list[Path]) -> set[Path]:
+    """The shared libraries `ldd` resolves for these binaries, the loader included."""
+    found: set[Path] = set()
+    for binary in binaries:
+        listing = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False).stdout
+        for match in re.finditer(r"(/\S+\.so[\w.]*)", listing):
+            found.add(Path(match.group(1)))
+    return found
+
+
+def _layer(entries: dict[str, Path | bytes], links: dict[str, str]) -> bytes:
+    """A gzip'd tar of `entries` (path in image -> file or bytes) and symlinks, byte-for-byte reproducible."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        folders = sorted({str(p) for name in [*entries, *links] for p in Path(name).parents if str(p) != "."})
+        for folder in folders:
+            info = tarfile.TarInfo(folder)
+            info.type, info.mode = tarfile.DIRTYPE, 0o755
+            tar.addfile(info)
+        for name in sorted(entries):
+            source = entries[name]
+            data = source if isinstance(source, bytes) else source.read_bytes()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o755 if isinstance(source, Path) and source.stat().st_mode & 0o111 else 0o644
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in sorted(links.items()):
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    return gzip.compress(raw.getvalue(), compresslevel=6, mtime=0)
+
+
+def _blob(blobs: dict[str, bytes], data: bytes) -> dict[str, object]:
+    digest = "sha256:" + hashlib.sha256(data).hexdigest()
+    blobs[digest] = data
+    return {"digest": digest, "size": len(data)}
+
+
+def write_image(out: Path, name: str, layer: bytes, entrypoint: list[str], user: str) -> str:
+    """One OCI archive at `out`; returns the manifest digest."""
+    blobs: dict[str, bytes] = {}
+    diff_id = "sha256:" + hashlib.sha256(gzip.decompress(layer)).hexdigest()
+    config = {
+        "architecture": "amd64",
+        "os": "linux",
+        "config": {"Entrypoint": entrypoint, "User": user, "Env": ["PATH=/usr/bin:/bin:/usr/sbin:/sbin"]},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+    }
+    config_ref = _blob(blobs, json.dumps(config, sort_keys=True).encode())
+    layer_ref = _blob(blobs, layer)
+    manifest = {
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config_ref},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **layer_ref}],
+    }
+    manifest_ref = _blob(blobs, json.dumps(manifest, sort_keys=True).encode())
+    index = {
+        "schemaVersion": 2,
+        "manifests": [
+            {
+                "mediaType": "application/vnd.oci.image.manifest.v1+json",
+                **manifest_ref,
+                "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": "hardware"},
+            }
+        ],
+    }
+    with tarfile.open(out, "w") as tar:
+        files = {
+            "oci-layout": json.dumps({"imageLayoutVersion": "1.0.0"}).encode(),
+            "index.json": json.dumps(index).encode(),
+        }
+        files.update({f"blobs/sha256/{d.removeprefix('sha256:')}": data for d, data in blobs.items()})
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return str(manifest_ref["digest"])
+
+
+def probe_entries() -> tuple[dict[str, Path | bytes], dict[str, str]]:
+    """python3 with its standard library, the libraries it loads, and ldconfig."""
+    entries: dict[str, Path | bytes] = {"usr/bin/python3.11": PYTHON, "sbin/ldconfig": LDCONFIG}
+    extensions: list[Path] = []
+    for path in sorted(STDLIB.rglob("*")):
+        relative = path.relative_to(STDLIB)
+        if any(part in SKIPPED or part.startswith("config-") for part in relative.parts) or not path.is_file():
+            continue
+        if path.suffix == ".so":
+            extensions.append(path)
+        entries[f"usr/lib/python3.11/{relative}"] = path
+    for library in _libraries([PYTHON, *extensions]):
+        entries[str(library.resolve()).lstrip("/")] = library.resolve()
+        if library.resolve() != library:
+            entries[str(library).lstrip("/")] = library.resolve()
+    entries["etc/ld.so.conf"] = b"include /etc/ld.so.conf.d/*.conf\n"
+    entries["etc/passwd"] = b"root:x:0:0::/:/sbin/nologin\nprobe:x:65532:65532::/:/sbin/nologin\n"
+    return entries, {"usr/bin/python3": "python3.11"}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pause", type=Path, required=True, help="the static pause binary")
+    parser.add_argument("--out", type=Path, required=True, help="folder for pause.oci.tar and probe.oci.tar")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    write_image(args.out / "pause.oci.tar", PAUSE_NAME, _layer({"pause": args.pause}, {}), ["/pause"], "65535")
+    entries, links = probe_entries()
+    digest = write_image(
+        args.out / "probe.oci.tar", f"{PROBE_NAME}:hardware", _layer(entries, links), ["python3"], "65532"
+    )
+    reference = f"{PROBE_NAME}@{digest}"
+    (args.out / "probe-image.txt").write_text(reference + "\n")
+    print(reference)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,466 @@
+#!/usr/bin/env python3
+"""The DRA path for real, on the lent GPU machine: real driver, real kubelet, the program's smoke Job probing the GPU.
+
+Runs there as root, after `scripts/hardware/render.sh` here and the unpacking of its two stages there:
+1. the NVIDIA driver's libraries in the loader's cache (the lent machine keeps them in /usr/local/nvidia/lib64);
+2. containerd (CDI on, its default in 2.x) with runc and the bridge CNI; the pause and probe images imported;
+3. etcd, kube-apiserver, kube-controller-manager and kube-scheduler (eks_hybrid_gpu.localcluster, loopback only);
+4. a real kubelet, registering the node into the program's `dra` cohort;
+5. NVIDIA's DRA kubelet plugin as a host process under the flags and environment of the chart's DaemonSet (the
+   step before running that DaemonSet from an imported image), its HTTP and health endpoints off;
+6. the program's own rendered objects for the cohort (namespaces, DeviceClasses, ResourceClaimTemplate, the probe
+   ConfigMap, the cohort label guard and the approved smoke Job in probe mode);
+7. the real scheduler allocates the claim, the kubelet calls the driver's NodePrepareResources, containerd
+   injects the GPU through the driver's CDI spec, and `cuda_probe.py` runs inside the container.
+
+Everything waits on what the cluster reports, with a deadline. One JSON report (each step's result and time, the
+slice, the claim's allocation, the probe's JSON) is written to `--report`; log tails to `--logs`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import shutil
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from eks_hybrid_gpu import localcluster  # noqa: E402  (standard library only, like this script)
+
+NODE = "h200-0"
+COHORT_LABELS = {"eks.amazonaws.com/compute-type": "hybrid", "workload.example.com/gpu-allocation": "dra"}
+CONTAINERD_ROOT = Path("/var/lib/containerd-hw")
+CONTAINERD_STATE = Path("/run/containerd-hw")
+SOCKET = CONTAINERD_STATE / "containerd.sock"
+KUBELET_DIR = Path("/var/lib/kubelet")
+STATE = Path("/var/lib/hw-cluster")
+LOGS = Path("/var/log/hw")
+DRIVER_LIBRARIES = Path("/usr/local/nvidia/lib64")
+PAUSE_IMAGE = "localhost/eks-hybrid-gpu-pause:hardware"
+APPLIED_KINDS = (
+    "Namespace",
+    "ConfigMap",
+    "DeviceClass",
+    "ResourceClaimTemplate",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "Job",
+)
+"""What the program renders for the cohort, minus the chart's DaemonSet (the plugin runs as a host process here),
+its RBAC and CRDs (the host plugin uses the admin token) and the chart's ResourceSlice admission policy, which
+admits slice writes only from the plugin's ServiceAccount."""
+PATHS = {
+    "Namespace": "/api/v1/namespaces",
+    "ConfigMap": "/api/v1/namespaces/{ns}/configmaps",
+    "DeviceClass": "/apis/resource.k8s.io/v1/deviceclasses",
+    "ResourceClaimTemplate": "/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaimtemplates",
+    "ValidatingAdmissionPolicy": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+    "ValidatingAdmissionPolicyBinding": "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+    "Job": "/apis/batch/v1/namespaces/{ns}/jobs",
+}
+
+
+class StepFailed(Exception):
+    """A step could not reach what it waits for; the message says what the cluster reported instead."""
+
+
+class Run:
+    """The report as it grows, and the cluster client once there is one."""
+
+    def __init__(self, report_path: Path) -> None:
+        self.report_path = report_path
+        self.report: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "steps": []}
+        self.started = time.monotonic()
+        self.cluster: localcluster.LocalCluster | None = None
+        self.processes: list[subprocess.Popen[bytes]] = []
+
+    @contextlib.contextmanager
+    def step(self, name: str) -> Iterator[dict[str, Any]]:
+        detail: dict[str, Any] = {}
+        began = time.monotonic()
+        print(f"[hw {time.monotonic() - self.started:6.1f}s] {name}", flush=True)
+        entry: dict[str, Any] = {"name": name, "detail": detail}
+        self.report["steps"].append(entry)
+        try:
+            yield detail
+            entry["ok"] = True
+        except Exception as error:
+            entry["ok"] = False
+            entry["error"] = f"{type(error).__name__}: {error}"
+            print(f"  FAILED: {entry['error']}", flush=True)
+            raise
+        finally:
+            entry["seconds"] = round(time.monotonic() - began, 2)
+            self.save()
+
+    def save(self) -> None:
+        self.report["elapsedSeconds"] = round(time.monotonic() - self.started, 1)
+        self.report_path.write_text(json.dumps(self.report, indent=2, sort_keys=False))
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        LOGS.mkdir(parents=True, exist_ok=True)
+        log = (LOGS / f"{name}.log").open("wb")
+        self.processes.append(
+            subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+        )
+
+    def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+        assert self.cluster is not None
+        request = urllib.request.Request(  # noqa: S310 (loopback API server)
+            self.cluster.server + path,
+            method=method,
+            data=None if body is None else json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self.cluster.token}", "Content-Type": "application/json"},
+        )
+        context = ssl._create_unverified_context()  # noqa: S323 (its own self-signed loopback server)
+        try:
+            with urllib.request.urlopen(request, context=context, timeout=10) as answer:  # noqa: S310
+                return answer.status, json.loads(answer.read() or b"null")
+        except urllib.error.HTTPError as error:
+            return error.code, json.loads(error.read() or b"null")
+
+
+def wait(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
+    """`check()` until it returns something truthy; StepFailed naming `what` at the deadline."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except (OSError, urllib.error.URLError, ValueError) as error:
+            last = f"{type(error).__name__}: {error}"
+        if last and not isinstance(last, str):
+            return last
+        time.sleep(interval)
+    raise StepFailed(f"{what}: not within {timeout:.0f} s (last: {str(last)[:300]})")
+
+
+def sh(*argv: str, check: bool = True, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
+    if check and done.returncode != 0:
+        raise StepFailed(f"{' '.join(argv)} exited {done.returncode}: {(done.stderr or done.stdout)[-400:]}")
+    return done.stdout
+
+
+def tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
+
+
+def host_facts(run: Run, detail: dict[str, Any]) -> None:
+    fields = "name,memory.total,driver_version,pci.bus_id,mig.mode.current"
+    detail["nvidiaSmi"] = sh("nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader").strip()
+    detail["kernel"] = os.uname().release
+    detail["cgroup"] = (
+        Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()
+        if Path("/sys/fs/cgroup/cgroup.controllers").exists()
+        else "v1 or none"
+    )
+    detail["overlayfs"] = "overlay" in Path("/proc/filesystems").read_text()
+
+
+def driver_libraries(detail: dict[str, Any]) -> None:
+    if DRIVER_LIBRARIES.is_dir():
+        Path("/etc/ld.so.conf.d/00-nvidia-hw.conf").write_text(f"{DRIVER_LIBRARIES}\n")
+        sh("ldconfig")
+    cache = sh("ldconfig", "-p")
+    for library in ("libnvidia-ml.so.1", "libcuda.so.1"):
+        found = [line.split("=>")[-1].strip() for line in cache.splitlines() if library in line]
+        if not found:
+            raise StepFailed(f"{library} is not in the loader's cache after ldconfig")
+        detail[library] = found[0]
+
+
+def containerd(run: Run, hw: Path, images: Path, detail: dict[str, Any]) -> None:
+    overlay = "overlay" in Path("/proc/filesystems").read_text()
+    config = sh(str(hw / "containerd"), "config", "default")
+    replacements = [
+        (r"^root = .*$", f"root = '{CONTAINERD_ROOT}'"),
+        (r"^state = .*$", f"state = '{CONTAINERD_STATE}'"),
+        (r"^imports = .*$", "imports = []"),
+        (r"sandbox = 'registry.k8s.io/pause:[^']*'", f"sandbox = '{PAUSE_IMAGE}'"),
+        (r"BinaryName = ''", f"BinaryName = '{hw / 'runc'}'"),
+        (r"bin_dirs = \['/opt/cni/bin'\]", f"bin_dirs = ['{hw / 'cni'}']"),
+    ]
+    if not overlay:
+        replacements.append((r"snapshotter = 'overlayfs'", "snapshotter = 'native'"))
+    for pattern, replacement in replacements:
+        config, count = re.subn(pattern, replacement, config, count=1, flags=re.MULTILINE)
+        if count != 1:
+            raise StepFailed(f"containerd's default config has no match for {pattern!r}")
+    Path("/etc/containerd-hw.toml").write_text(config)
+    net = Path("/etc/cni/net.d")
+    net.mkdir(parents=True, exist_ok=True)
+    (net / "10-hw-bridge.conflist").write_text(
+        json.dumps(
+            {
+                "cniVersion": "1.0.0",
+                "name": "hw",
+                "plugins": [
+                    {
+                        "type": "bridge",
+                        "bridge": "hwcni0",
+                        "isGateway": True,
+                        "ipMasq": False,
+                        "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.88.0.0/24"}]]},
+                    }
+                ],
+            }
+        )
+    )
+    run.start(
+        "containerd",
+        [str(hw / "containerd"), "--config", "/etc/containerd-hw.toml", "--address", str(SOCKET)],
+        env={"PATH": f"{hw}:{os.environ['PATH']}"},
+    )
+    wait("containerd's socket", lambda: SOCKET.exists(), 30)
+    ctr = [str(hw / "ctr"), "--address", str(SOCKET), "--namespace", "k8s.io"]
+    detail["version"] = sh(*ctr, "version").split("Server:")[-1].split()[:4]
+    detail["snapshotter"] = "overlayfs" if overlay else "native"
+    for archive in ("pause.oci.tar", "probe.oci.tar"):
+        sh(*ctr, "images", "import", "--snapshotter", detail["snapshotter"], str(images / archive))
+    # The stack pins the probe by digest; name the imported image by that reference too, as a pull by digest would.
+    reference = (images / "probe-image.txt").read_text().strip()
+    sh(*ctr, "images", "tag", "--force", "localhost/eks-hybrid-gpu-probe:hardware", reference)
+    detail["images"] = [line.split()[0] for line in sh(*ctr, "images", "ls", "-q").split("\n") if line]
+
+
+def control_plane(run: Run, toolchain: Path, detail: dict[str, Any]) -> None:
+    bins = [str(p.parent) for p in toolchain.glob("*/bin/kube-apiserver")] + [
+        str(p.parent) for p in toolchain.glob("*/bin/etcd")
+    ]
+    os.environ["PATH"] = ":".join([*bins, os.environ["PATH"]])
+    run.cluster = localcluster.start(STATE, controllers=localcluster.WORKLOAD_CONTROLLERS, scheduler=True)
+    detail["server"] = run.cluster.server
+    detail["version"] = run.api("GET", "/version")[1].get("gitVersion")
+
+
+def kubelet(run: Run, hw: Path, detail: dict[str, Any]) -> None:
+    assert run.cluster is not None
+    config = {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": "127.0.0.1",
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "cgroupDriver": "cgroupfs",
+        "containerRuntimeEndpoint": f"unix://{SOCKET}",
+        "failSwapOn": False,
+        "resolvConf": "",
+        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+    }
+    path = Path("/etc/kubelet-hw.json")
+    path.write_text(json.dumps(config))
+    labels = ",".join(f"{k}={v}" for k, v in COHORT_LABELS.items())
+    run.start(
+        "kubelet",
+        [
+            str(hw / "kubelet"),
+            f"--config={path}",
+            f"--kubeconfig={run.cluster.kubeconfig}",
+            f"--root-dir={KUBELET_DIR}",
+            f"--hostname-override={NODE}",
+            "--node-ip=127.0.0.1",
+            f"--node-labels={labels}",
+            "--v=2",
+        ],
+        env={"PATH": f"{hw}:{os.environ['PATH']}"},
+    )
+
+    def ready() -> Any:
+        code, node = run.api("GET", f"/api/v1/nodes/{NODE}")
+        if code != 200:
+            return f"node {NODE}: {code}"
+        conditions = {c["type"]: c for c in node.get("status", {}).get("conditions", [])}
+        ready_condition = conditions.get("Ready", {})
+        return node if ready_condition.get("status") == "True" else f"Ready: {ready_condition.get('message')}"
+
+    node = wait(f"node {NODE} Ready", ready, 120)
+    detail["kubeletVersion"] = node["status"]["nodeInfo"]["kubeletVersion"]
+    detail["containerRuntimeVersion"] = node["status"]["nodeInfo"]["containerRuntimeVersion"]
+    detail["labels"] = {k: v for k, v in node["metadata"]["labels"].items() if k in COHORT_LABELS}
+
+
+def rendered(review: Path) -> list[dict[str, Any]]:
+    import yaml  # the GPU machine's python3 has PyYAML; this script needs it for the rendered tree only
+
+    objects = [yaml.safe_load(p.read_text()) for p in sorted((review / "head").rglob("*.yaml"))]
+    return [o for o in objects if isinstance(o, dict)]
+
+
+def dra_plugin(run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[str, Any]) -> None:
+    assert run.cluster is not None
+    daemonset = next(o for o in objects if o["kind"] == "DaemonSet" and "kubelet-plugin" in o["metadata"]["name"])
+    pod = daemonset["spec"]["template"]["spec"]
+    container = next(c for c in pod["containers"] if c["name"] == "gpus")
+    downward = {
+        "spec.nodeName": NODE,
+        "metadata.namespace": daemonset["metadata"]["namespace"],
+        "spec.serviceAccountName": pod.get("serviceAccountName", "default"),
+    }
+    env: dict[str, str] = {}
+    for variable in container.get("env", []):
+        source = variable.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        env[variable["name"]] = downward.get(source, "") if source else str(variable.get("value", ""))
+    # Loopback only, nothing listening beyond the plugin's unix sockets: its metrics and health endpoints off.
+    env.update(
+        {
+            "HTTP_ENDPOINT": "",
+            "HEALTHCHECK_PORT": "-1",
+            "KUBECONFIG": str(run.cluster.kubeconfig),
+            "NVIDIA_CDI_HOOK_PATH": str(hw / "nvidia-cdi-hook"),
+            "PATH": f"{hw}:{os.environ['PATH']}",
+        }
+    )
+    detail["env"] = {k: v for k, v in env.items() if k not in ("PATH", "KUBECONFIG")}
+    verbosity = env.get("LOG_VERBOSITY", "4")
+    Path("/var/run/cdi").mkdir(parents=True, exist_ok=True)
+    for created in ("Namespace",):
+        for o in objects:
+            if o["kind"] == created:
+                run.api("POST", PATHS[created], o)
+    run.start("gpu-kubelet-plugin", [str(hw / "gpu-kubelet-plugin"), "-v", verbosity], env=env)
+
+    def published() -> Any:
+        code, slices = run.api("GET", "/apis/resource.k8s.io/v1/resourceslices")
+        mine = [s for s in (slices or {}).get("items", []) if s["spec"].get("nodeName") == NODE]
+        return mine or f"{code}: no slice of {NODE} yet"
+
+    slices = wait("the driver's ResourceSlice", published, 90)
+    run.report["resourceSlice"] = slices[0]
+    device = slices[0]["spec"]["devices"][0]
+    detail["device"] = {
+        "name": device["name"],
+        "attributes": sorted(device.get("attributes", {})),
+        "memory": device.get("capacity", {}).get("memory", {}).get("value"),
+    }
+
+
+def apply_objects(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any]) -> dict[str, Any]:
+    created: list[str] = []
+    skipped = sorted({o["kind"] for o in objects if o["kind"] not in APPLIED_KINDS})
+    job: dict[str, Any] = {}
+    for kind in APPLIED_KINDS:
+        for o in objects:
+            if o["kind"] != kind or "resourceslices-policy" in o["metadata"]["name"]:
+                continue
+            o = json.loads(json.dumps(o))
+            o["metadata"].pop("annotations", None) if kind == "Namespace" else None
+            path = PATHS[kind].format(ns=o["metadata"].get("namespace", ""))
+            code, answer = run.api("POST", path, o)
+            if code not in (200, 201, 409):
+                raise StepFailed(f"create {kind} {o['metadata']['name']}: {code} {str(answer)[:300]}")
+            created.append(f"{kind}/{o['metadata'].get('namespace', '_cluster')}/{o['metadata']['name']}")
+            if kind == "Job":
+                job = o
+    detail["created"] = created
+    detail["notApplied"] = skipped
+    if not job or job["spec"].get("suspend"):
+        raise StepFailed("the rendered smoke Job is missing or suspended: render the hardware stack (approvedCohort)")
+    return job
+
+
+def smoke(run: Run, job: dict[str, Any], detail: dict[str, Any]) -> None:
+    namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+
+    def finished() -> Any:
+        _, pods = run.api("GET", f"/api/v1/namespaces/{namespace}/pods?labelSelector=job-name%3D{name}")
+        items = (pods or {}).get("items", [])
+        if items and items[0]["status"].get("phase") in ("Succeeded", "Failed"):
+            return items[0]
+        if items:
+            statuses = items[0]["status"].get("containerStatuses") or items[0]["status"].get("conditions")
+            return f"{items[0]['status'].get('phase')}: {json.dumps(statuses)[:300]}"
+        return "no pod yet"
+
+    pod = wait(f"the smoke Job {namespace}/{name}'s pod to finish", finished, 180, interval=1.0)
+    detail["pod"] = {
+        "name": pod["metadata"]["name"],
+        "phase": pod["status"]["phase"],
+        "node": pod["spec"].get("nodeName"),
+    }
+    _, claims = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+    claim = next(iter((claims or {}).get("items", [])), None)
+    run.report["claim"] = claim
+    if claim:
+        results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+        detail["allocation"] = [{k: r.get(k) for k in ("request", "driver", "pool", "device")} for r in results]
+    logs = sorted(Path("/var/log/pods").glob(f"{namespace}_{pod['metadata']['name']}_*/*/*.log"))
+    lines = [
+        json.loads(line).get("log", line) if line.startswith('{"') else line
+        for log in logs
+        for line in log.read_text(errors="replace").splitlines()
+    ]
+    probe_lines = [re.sub(r"^\S+ (stdout|stderr) \w ", "", line) for line in lines]
+    probe = next((json.loads(line) for line in probe_lines if line.startswith('{"probe"')), None)
+    run.report["probe"] = probe
+    detail["containerLog"] = probe_lines[-5:]
+    cdi = sorted(p.name for p in Path("/var/run/cdi").glob("*"))
+    detail["cdiSpecs"] = cdi
+    if pod["status"]["phase"] != "Succeeded" or not probe or probe.get("status") != "pass":
+        raise StepFailed(f"the probe did not pass: phase {pod['status']['phase']}, probe {json.dumps(probe)[:400]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--toolchain", type=Path, required=True, help="the unpacked toolchain cache folder")
+    parser.add_argument("--hw", type=Path, required=True, help="the unpacked hardware-toolchain folder")
+    parser.add_argument("--images", type=Path, default=REPO / ".hw" / "images")
+    parser.add_argument("--review", type=Path, default=REPO / ".hw" / "review")
+    parser.add_argument("--report", type=Path, required=True)
+    parser.add_argument("--logs", type=Path, required=True)
+    args = parser.parse_args()
+    run = Run(args.report)
+    objects = rendered(args.review)
+    code = 0
+    try:
+        with run.step("host") as d:
+            host_facts(run, d)
+        with run.step("driver libraries in the loader's cache") as d:
+            driver_libraries(d)
+        with run.step("containerd with CDI, runc and the bridge CNI; images imported") as d:
+            containerd(run, args.hw, args.images, d)
+        with run.step("etcd, kube-apiserver, kube-controller-manager, kube-scheduler") as d:
+            control_plane(run, args.toolchain, d)
+        with run.step("kubelet registers the node into the dra cohort") as d:
+            kubelet(run, args.hw, d)
+        with run.step("NVIDIA DRA kubelet plugin (host process, the chart's flags) publishes the GPU") as d:
+            dra_plugin(run, args.hw, objects, d)
+        with run.step("the program's rendered objects applied") as d:
+            job = apply_objects(run, objects, d)
+        with run.step("scheduler allocates, kubelet prepares, containerd injects, the probe runs") as d:
+            smoke(run, job, d)
+    except Exception:
+        code = 1
+    finally:
+        run.report["result"] = "pass" if code == 0 else "fail"
+        run.save()
+        with args.logs.open("w") as out:
+            for log in sorted(LOGS.glob("*.log")) + sorted(STATE.glob("*.log")):
+                out.write(f"===== {log.name}\n{tail(log, 60)}\n")
+        for process in run.processes:
+            process.terminate()
+        with contextlib.suppress(Exception):
+            localcluster.stop(STATE)
+        shutil.rmtree(CONTAINERD_STATE, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
