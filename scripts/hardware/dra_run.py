@@ -49,6 +49,7 @@ KUBELET_DIR = Path("/var/lib/kubelet")
 STATE = Path("/var/lib/hw-cluster")
 LOGS = Path("/var/log/hw")
 DRIVER_LIBRARIES = Path("/usr/local/nvidia/lib64")
+STANDARD_LIBRARIES = Path("/usr/lib/x86_64-linux-gnu")
 PAUSE_IMAGE = "localhost/eks-hybrid-gpu-pause:hardware"
 APPLIED_KINDS = (
     "Namespace",
@@ -169,11 +170,23 @@ def host_facts(run: Run, detail: dict[str, Any]) -> None:
         else "v1 or none"
     )
     detail["overlayfs"] = "overlay" in Path("/proc/filesystems").read_text()
+    missing = [tool for tool in ("openssl", "ldconfig", "nvidia-smi") if shutil.which(tool) is None]
+    if missing:
+        raise StepFailed(f"the GPU machine lacks {missing}")
 
 
 def driver_libraries(detail: dict[str, Any]) -> None:
     if DRIVER_LIBRARIES.is_dir():
         Path("/etc/ld.so.conf.d/00-nvidia-hw.conf").write_text(f"{DRIVER_LIBRARIES}\n")
+        # The DRA driver looks for libnvidia-ml.so.1 in the standard folders under its driver root, not in the
+        # loader's cache: link the libraries there, as a driver installed by its .run or package would be.
+        linked = []
+        for library in sorted(DRIVER_LIBRARIES.glob("lib*.so*")):
+            target = STANDARD_LIBRARIES / library.name
+            if not target.exists():
+                target.symlink_to(library)
+                linked.append(library.name)
+        detail["linkedIntoStandardFolder"] = len(linked)
         sh("ldconfig")
     cache = sh("ldconfig", "-p")
     for library in ("libnvidia-ml.so.1", "libcuda.so.1"):
@@ -242,7 +255,10 @@ def control_plane(run: Run, toolchain: Path, detail: dict[str, Any]) -> None:
         str(p.parent) for p in toolchain.glob("*/bin/etcd")
     ]
     os.environ["PATH"] = ":".join([*bins, os.environ["PATH"]])
-    run.cluster = localcluster.start(STATE, controllers=localcluster.WORKLOAD_CONTROLLERS, scheduler=True)
+    # A real kubelet registers its node tainted not-ready; the node-lifecycle controller lifts the taint once the
+    # node reports Ready (the local default leaves that controller out: kwok plays its nodes).
+    controllers = (*localcluster.WORKLOAD_CONTROLLERS, "node-lifecycle-controller")
+    run.cluster = localcluster.start(STATE, controllers=controllers, scheduler=True)
     detail["server"] = run.cluster.server
     detail["version"] = run.api("GET", "/version")[1].get("gitVersion")
 
@@ -325,6 +341,8 @@ def dra_plugin(run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[s
             "HEALTHCHECK_PORT": "-1",
             "KUBECONFIG": str(run.cluster.kubeconfig),
             "NVIDIA_CDI_HOOK_PATH": str(hw / "nvidia-cdi-hook"),
+            # In the DaemonSet the host's / is mounted at /driver-root; a host process sees it at / itself.
+            "DRIVER_ROOT_CTR_PATH": "/",
             "PATH": f"{hw}:{os.environ['PATH']}",
         }
     )
@@ -389,7 +407,28 @@ def smoke(run: Run, job: dict[str, Any], detail: dict[str, Any]) -> None:
             return f"{items[0]['status'].get('phase')}: {json.dumps(statuses)[:300]}"
         return "no pod yet"
 
-    pod = wait(f"the smoke Job {namespace}/{name}'s pod to finish", finished, 180, interval=1.0)
+    seen: list[str] = []
+
+    def observed() -> Any:
+        answer = finished()
+        if isinstance(answer, str) and (not seen or seen[-1] != answer):
+            seen.append(answer)
+        return answer
+
+    try:
+        pod = wait(f"the smoke Job {namespace}/{name}'s pod to finish", observed, 150, interval=1.0)
+    finally:
+        detail["podStates"] = seen[-12:]
+        detail["events"] = [
+            f"{e.get('involvedObject', {}).get('kind')}/{e.get('involvedObject', {}).get('name')}: "
+            f"{e.get('reason')}: {str(e.get('message'))[:300]}"
+            for e in (run.api("GET", f"/api/v1/namespaces/{namespace}/events")[1] or {}).get("items", [])
+        ][-20:]
+        detail["job"] = (run.api("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")[1] or {}).get("status")
+        claims_now = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")[1] or {}
+        detail["claims"] = [
+            {"name": c["metadata"]["name"], "status": c.get("status")} for c in claims_now.get("items", [])
+        ]
     detail["pod"] = {
         "name": pod["metadata"]["name"],
         "phase": pod["status"]["phase"],
@@ -454,6 +493,11 @@ def main() -> int:
         with args.logs.open("w") as out:
             for log in sorted(LOGS.glob("*.log")) + sorted(STATE.glob("*.log")):
                 out.write(f"===== {log.name}\n{tail(log, 60)}\n")
+                text = log.read_text(errors="replace").splitlines()
+                about = [line for line in text if re.search(r"smoke|claim|Prepare|CDI|cdi|sandbox|error", line)]
+                out.write(
+                    f"===== {log.name}: lines about the pod, its claim and errors\n" + "\n".join(about[-80:]) + "\n"
+                )
         for process in run.processes:
             process.terminate()
         with contextlib.suppress(Exception):
