@@ -43,21 +43,9 @@ ensure_kubelet() {
   if have_all "$HW_DIR/kubelet"; then log "kubelet $KUBE_VERSION: cached"; return; fi
   log "kubelet $KUBE_VERSION: building from the Go module proxy"
   go_build_env
-  fresh_module kubelet-bin
-  go mod edit -godebug=default=go1.24
-  local info gomod staging="v0${KUBE_VERSION#v1}" minor ld="-s -w" p now
-  info=$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}")
-  gomod=$(printf '%s' "$info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-  # shellcheck disable=SC2046
-  go mod edit $(replaces_of "$gomod" "$staging")
-  go get -tool "k8s.io/kubernetes/cmd/kubelet@${KUBE_VERSION}"
-  go mod tidy
-  minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
-  now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    ld="$ld -X $p.gitVersion=${KUBE_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor}"
-    ld="$ld -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.gitTreeState=clean -X $p.buildDate=$now"
-  done
+  kube_module kubelet-bin kubelet
+  local ld
+  ld=$(kube_ldflags)
   mkdir -p "$HW_DIR"
   go build -ldflags "$ld" -o "$HW_DIR/kubelet.partial" k8s.io/kubernetes/cmd/kubelet
   mv "$HW_DIR/kubelet.partial" "$HW_DIR/kubelet"

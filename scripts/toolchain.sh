@@ -142,6 +142,35 @@ PY
   log "kubernetes provider: built $bin"
 }
 
+# A wrapper module for commands of k8s.io/kubernetes at KUBE_VERSION: its staging replaces mapped to the released
+# k8s.io/* modules, each command added as a tool. Used here and by scripts/hardware-toolchain.sh (the kubelet).
+kube_module() {
+  local name=$1; shift
+  fresh_module "$name"
+  go mod edit -godebug=default=go1.24
+  local info gomod staging="v0${KUBE_VERSION#v1}" cmd tools=()   # v1.34.4 -> v0.34.4
+  info=$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}")
+  gomod=$(printf '%s' "$info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
+  # shellcheck disable=SC2046
+  go mod edit $(replaces_of "$gomod" "$staging")
+  for cmd in "$@"; do tools+=("k8s.io/kubernetes/cmd/$cmd@${KUBE_VERSION}"); done
+  go get -tool "${tools[@]}"
+  go mod tidy
+}
+
+# The -ldflags of a Kubernetes binary: without the version stamps the API server reports v0.0.0 and the Pulumi
+# provider refuses the cluster (and a kubelet would register as v0.0.0).
+kube_ldflags() {
+  local minor ld="-s -w" p now
+  minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
+  now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=${KUBE_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor}"
+    ld="$ld -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.gitTreeState=clean -X $p.buildDate=$now"
+  done
+  echo "$ld"
+}
+
 # ---------------------------------------------------------------- kube-apiserver, controller-manager, scheduler
 ensure_kube() {
   local bins=("$KUBE_DIR/bin/kube-apiserver" "$KUBE_DIR/bin/kube-controller-manager" "$KUBE_DIR/bin/kube-scheduler")
@@ -157,25 +186,9 @@ ensure_kube() {
   else
     log "kubernetes $KUBE_VERSION: building from the Go module proxy (about 15-25 min on 2 cores)"
     go_build_env
-    fresh_module kube-bins
-    go mod edit -godebug=default=go1.24
-    local info gomod staging="v0${KUBE_VERSION#v1}"    # v1.34.4 -> v0.34.4
-    info=$(go mod download -json "k8s.io/kubernetes@${KUBE_VERSION}")
-    gomod=$(printf '%s' "$info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["GoMod"])')
-    # shellcheck disable=SC2046
-    go mod edit $(replaces_of "$gomod" "$staging")
-    go get -tool "k8s.io/kubernetes/cmd/kube-apiserver@${KUBE_VERSION}" \
-      "k8s.io/kubernetes/cmd/kube-controller-manager@${KUBE_VERSION}" \
-      "k8s.io/kubernetes/cmd/kube-scheduler@${KUBE_VERSION}"
-    go mod tidy
-    # Without these the API server reports v0.0.0 and the Pulumi provider refuses the cluster.
-    local minor ld="-s -w" p now
-    minor=$(echo "$KUBE_VERSION" | cut -d. -f2)
-    now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-    for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-      ld="$ld -X $p.gitVersion=${KUBE_VERSION} -X $p.gitMajor=1 -X $p.gitMinor=${minor}"
-      ld="$ld -X $p.gitCommit=0000000000000000000000000000000000000000 -X $p.gitTreeState=clean -X $p.buildDate=$now"
-    done
+    kube_module kube-bins kube-apiserver kube-controller-manager kube-scheduler
+    local ld
+    ld=$(kube_ldflags)
     local cmd
     for cmd in kube-apiserver kube-controller-manager kube-scheduler; do
       log "kubernetes: compiling $cmd"
