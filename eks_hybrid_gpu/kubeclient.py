@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
@@ -200,19 +201,34 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
             f"kubeconfig {path} {missing_file(path)}; pass --kubeconfig PATH (and --context) of the cluster to inspect"
         )
         raise KubeAccessError(msg)
+    chosen = chosen_context(path, context)
+    try:
+        api = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
+    except _UNUSABLE as error:
+        raise KubeAccessError(_unusable(path, error)) from None
+    return Kube(api, path, chosen, api.configuration.host)
+
+
+_UNUSABLE = (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError)
+"""What the kubernetes client's kubeconfig loader raises on a file it cannot use (it parses with PyYAML)."""
+
+
+def _unusable(path: str, error: Exception) -> str:
+    return f"kubeconfig {path} cannot be used ({' '.join(str(error).split())}); pass a valid --kubeconfig/--context"
+
+
+def chosen_context(path: str, context: str | None) -> str:
+    """The context `context` names in the kubeconfig at `path`, else its current one; KubeAccessError if it has none."""
     try:
         contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
-        chosen = context or (active or {}).get("name", "")
-        if context is not None and context not in {c["name"] for c in contexts or []}:
-            msg = f"kubeconfig {path} has no context {context}; pick one of: " + ", ".join(
-                sorted(c["name"] for c in contexts or [])
-            )
-            raise KubeAccessError(msg)
-        api = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as error:
-        msg = f"kubeconfig {path} cannot be used ({' '.join(str(error).split())}); pass a valid --kubeconfig/--context"
-        raise KubeAccessError(msg) from None
-    return Kube(api, path, chosen, api.configuration.host)
+        names = sorted(c["name"] for c in contexts or [])
+        current = (active or {}).get("name", "")
+    except _UNUSABLE as error:
+        raise KubeAccessError(_unusable(path, error)) from None
+    if context is not None and context not in names:
+        msg = f"kubeconfig {path} has no context {context}; pick one of: {', '.join(names) or 'none'}"
+        raise KubeAccessError(msg)
+    return context or current
 
 
 def run_reporting(

@@ -48,6 +48,7 @@ import yaml
 
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.kubeclient import KubeAccessError, chosen_context
 from eks_hybrid_gpu.review.normalize import write_tree
 from eks_hybrid_gpu.review.render import (
     EMPTY,
@@ -139,24 +140,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy-config", type=Path, help="policy pack config (levels and settings) to review with")
 
 
-class KubeconfigUnusable(Exception):
-    """--kubeconfig cannot be read, or --context names none of its contexts."""
-
-
 def with_context(kubeconfig: Path, context: str, out: Path) -> Path:
-    """A copy of `kubeconfig` whose current context is `context`: what Helm's discovery in the engine then reads."""
-    try:
-        document = yaml.safe_load(kubeconfig.read_text())
-    except (yaml.YAMLError, OSError, UnicodeDecodeError) as error:
-        msg = f"--kubeconfig {kubeconfig} cannot be read ({type(error).__name__}); pass a kubeconfig file"
-        raise KubeconfigUnusable(msg) from None
-    if not isinstance(document, dict):
-        msg = f"--kubeconfig {kubeconfig} is not a kubeconfig (no mapping at its top); pass a kubeconfig file"
-        raise KubeconfigUnusable(msg)
-    names = sorted(str(c.get("name")) for c in document.get("contexts") or [] if isinstance(c, dict))
-    if context not in names:
-        msg = f"--kubeconfig {kubeconfig} has no context {context!r}; pick one of: {', '.join(names) or 'none'}"
-        raise KubeconfigUnusable(msg)
+    """A copy of `kubeconfig` whose current context is `context`: what Helm's discovery in the engine then reads.
+
+    The context is checked as every other command checks it (`kubeclient.chosen_context`): KubeAccessError when
+    the file cannot be used or has no such context.
+    """
+    chosen_context(str(kubeconfig), context)
+    document = yaml.safe_load(kubeconfig.read_text())
     document["current-context"] = context
     out.write_text(yaml.safe_dump(document))
     out.chmod(0o600)
@@ -223,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
                 env,
             )
     except (
-        KubeconfigUnusable,
+        KubeAccessError,
         RenderError,
         gitref.GitRefError,
         localcluster.LocalClusterError,

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from eks_hybrid_gpu import cli, kubeclient, localcluster, options
 from eks_hybrid_gpu.inspection import render, report
-from eks_hybrid_gpu.review import KubeconfigUnusable, with_context
+from eks_hybrid_gpu.kubeclient import KubeAccessError
+from eks_hybrid_gpu.review import with_context
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -132,16 +133,31 @@ def test_with_no_kubeconfig_the_running_local_default_is_used_and_said(
 @pytest.mark.unit
 def test_review_context_sets_the_current_context_or_names_the_choices(tmp_path: Path) -> None:
     source = tmp_path / "config"
-    source.write_text(yaml.safe_dump({"contexts": [{"name": "prod"}, {"name": "dev"}], "current-context": "dev"}))
+    names = ("prod", "dev")
+    kubeconfig = {
+        "clusters": [{"name": n, "cluster": {"server": f"https://{n}.example.invalid"}} for n in names],
+        "users": [{"name": n, "user": {"token": "t"}} for n in names],
+        "contexts": [{"name": n, "context": {"cluster": n, "user": n}} for n in names],
+        "current-context": "dev",
+    }
+    source.write_text(yaml.safe_dump(kubeconfig))
     chosen = with_context(source, "prod", tmp_path / "derived")
     assert yaml.safe_load(chosen.read_text())["current-context"] == "prod"
     assert yaml.safe_load(source.read_text())["current-context"] == "dev"
-    with pytest.raises(KubeconfigUnusable, match="has no context 'stage'; pick one of: dev, prod"):
+    with pytest.raises(KubeAccessError, match="has no context stage; pick one of: dev, prod"):
         with_context(source, "stage", tmp_path / "x")
     source.write_text("- [unclosed")
-    with pytest.raises(KubeconfigUnusable, match="cannot be read"):
+    with pytest.raises(KubeAccessError, match="cannot be used"):
         with_context(source, "prod", tmp_path / "x")
     assert cli.main(["review", "--context", "prod"]) == 2
+
+
+@pytest.mark.unit
+def test_a_kubeconfig_that_is_not_yaml_is_a_one_line_refusal_not_a_traceback(tmp_path: Path) -> None:
+    broken = tmp_path / "config"
+    broken.write_text("apiVersion: v1\ncontexts: [unclosed\n")
+    with pytest.raises(kubeclient.KubeAccessError, match=r"kubeconfig .* cannot be used .*pass a valid --kubeconfig"):
+        kubeclient.connect(str(broken))
 
 
 @pytest.mark.unit
