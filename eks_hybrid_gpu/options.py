@@ -59,10 +59,13 @@ def add_output_option(parser: argparse.ArgumentParser, formats: tuple[str, ...] 
     parser.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
 
 
-def emit(document: Any, output: str, table: Callable[[], str]) -> str:
-    """The text a command prints: the document as JSON or YAML, else the table (the caller renders wide itself)."""
-    if output == "json":
-        return json.dumps(document, indent=2)
+def serialized(document: Any, output: str) -> str:
+    """The document as `-o json` or `-o yaml` prints it."""
     if output == "yaml":
         return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")
-    return table()
+    return json.dumps(document, indent=2)
+
+
+def emit(document: Any, output: str, table: Callable[[], str]) -> str:
+    """The text a command prints: the document as JSON or YAML, else the table (the caller renders wide itself)."""
+    return serialized(document, output) if output in ("json", "yaml") else table()

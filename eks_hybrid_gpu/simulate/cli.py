@@ -16,7 +16,7 @@ from components.dra_objects import DRIVER
 from eks_hybrid_gpu import kubeclient
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
-from eks_hybrid_gpu.options import add_output_option, emit
+from eks_hybrid_gpu.options import add_output_option, serialized
 from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
 from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
@@ -132,7 +132,7 @@ def _show(args: argparse.Namespace) -> int:
     kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     rows = describe(kube)
     if args.output != "table":
-        print(emit(rows, args.output, str))
+        print(serialized(rows, args.output))
     else:
         _print_table(rows)
     return 0

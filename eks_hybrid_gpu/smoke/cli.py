@@ -10,7 +10,7 @@ from typing import Any
 
 from eks_hybrid_gpu import kubeclient
 from eks_hybrid_gpu.cli import run_command
-from eks_hybrid_gpu.options import add_output_option, emit
+from eks_hybrid_gpu.options import add_output_option, serialized
 from eks_hybrid_gpu.smoke.capture import SIMULATED_NOTE, capture, removed_captures, simulated_nodes
 from eks_hybrid_gpu.smoke.cleanup import Cleanup, cleanup_findings
 from eks_hybrid_gpu.smoke.state import finished, job_row, pods_of
@@ -122,7 +122,7 @@ def _smoke(args: argparse.Namespace) -> int:
         }
         if cleanup is not None:
             document["cleanup"] = {"findings": cleanup.findings, "inUse": cleanup.in_use}
-        print(emit(document, args.output, str))
+        print(serialized(document, args.output))
     else:
         print(render(rows, captured, cleanup, args.namespace, sorted(simulated), removed))
     return 1 if cleanup is not None and cleanup.findings else 0

@@ -189,11 +189,11 @@ def driver_libraries(detail: dict[str, Any]) -> None:
         detail["linkedIntoStandardFolder"] = len(linked)
         sh("ldconfig")
     cache = sh("ldconfig", "-p")
-    for library in ("libnvidia-ml.so.1", "libcuda.so.1"):
-        found = [line.split("=>")[-1].strip() for line in cache.splitlines() if library in line]
+    for soname in ("libnvidia-ml.so.1", "libcuda.so.1"):
+        found = [line.split("=>")[-1].strip() for line in cache.splitlines() if soname in line]
         if not found:
-            raise StepFailed(f"{library} is not in the loader's cache after ldconfig")
-        detail[library] = found[0]
+            raise StepFailed(f"{soname} is not in the loader's cache after ldconfig")
+        detail[soname] = found[0]
 
 
 def containerd(run: Run, hw: Path, images: Path, detail: dict[str, Any]) -> None:
@@ -349,10 +349,7 @@ def dra_plugin(run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[s
     detail["env"] = {k: v for k, v in env.items() if k not in ("PATH", "KUBECONFIG")}
     verbosity = env.get("LOG_VERBOSITY", "4")
     Path("/var/run/cdi").mkdir(parents=True, exist_ok=True)
-    for created in ("Namespace",):
-        for o in objects:
-            if o["kind"] == created:
-                run.api("POST", PATHS[created], o)
+    create_all(run, objects, ("Namespace",))  # the plugin's own namespace, before it starts
     run.start("gpu-kubelet-plugin", [str(hw / "gpu-kubelet-plugin"), "-v", verbosity], env=env)
 
     def published() -> Any:
@@ -370,25 +367,28 @@ def dra_plugin(run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[s
     }
 
 
-def apply_objects(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any]) -> dict[str, Any]:
-    created: list[str] = []
-    skipped = sorted({o["kind"] for o in objects if o["kind"] not in APPLIED_KINDS})
-    job: dict[str, Any] = {}
-    for kind in APPLIED_KINDS:
+def create_all(run: Run, objects: list[dict[str, Any]], kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Create the rendered objects of these kinds, in this order (one that exists already is left as it is)."""
+    created = []
+    for kind in kinds:
         for o in objects:
             if o["kind"] != kind or "resourceslices-policy" in o["metadata"]["name"]:
                 continue
-            o = json.loads(json.dumps(o))
-            o["metadata"].pop("annotations", None) if kind == "Namespace" else None
             path = PATHS[kind].format(ns=o["metadata"].get("namespace", ""))
             code, answer = run.api("POST", path, o)
             if code not in (200, 201, 409):
                 raise StepFailed(f"create {kind} {o['metadata']['name']}: {code} {str(answer)[:300]}")
-            created.append(f"{kind}/{o['metadata'].get('namespace', '_cluster')}/{o['metadata']['name']}")
-            if kind == "Job":
-                job = o
-    detail["created"] = created
-    detail["notApplied"] = skipped
+            created.append(o)
+    return created
+
+
+def apply_objects(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any]) -> dict[str, Any]:
+    created = create_all(run, objects, APPLIED_KINDS)
+    detail["created"] = [
+        f"{o['kind']}/{o['metadata'].get('namespace', '_cluster')}/{o['metadata']['name']}" for o in created
+    ]
+    detail["notApplied"] = sorted({o["kind"] for o in objects if o["kind"] not in APPLIED_KINDS})
+    job = next((o for o in created if o["kind"] == "Job"), {})
     if not job or job["spec"].get("suspend"):
         raise StepFailed("the rendered smoke Job is missing or suspended: render the hardware stack (approvedCohort)")
     return job
