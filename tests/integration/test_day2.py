@@ -251,7 +251,7 @@ def test_inspect_table(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     namespace, pod, claim = running_dra_job
-    argv = ["--kubeconfig", str(sim_cluster.kubeconfig), "--namespace", namespace, "--ledger", LEDGER]
+    argv = ["--kubeconfig", str(sim_cluster.kubeconfig), "--namespace", namespace, "--ledger", LEDGER, "-o", "wide"]
 
     code, out, _ = run(inspection.main, argv, capsys)
 
