@@ -3,7 +3,9 @@
 
 Runs there as root, after `scripts/hardware/render.sh` here and the unpacking of its two stages there:
 1. the NVIDIA driver's libraries in the loader's cache (the lent machine keeps them in /usr/local/nvidia/lib64);
-2. containerd (CDI on, its default in 2.x) with runc and the bridge CNI; the pause and probe images imported;
+2. runc checked on this kernel first (scripts/hardware/runc_check.py: which namespaces the kernel refuses, runc's
+   own spec on the pause binary); then containerd (CDI on, its default in 2.x) running runc through a wrapper that
+   keeps each spec and runc log, the bridge CNI, the pause and probe images imported;
 3. etcd, kube-apiserver, kube-controller-manager and kube-scheduler (eks_hybrid_gpu.localcluster, loopback only);
 4. a real kubelet, registering the node into the program's `dra` cohort;
 5. NVIDIA's DRA kubelet plugin as a host process under the flags and environment of the chart's DaemonSet (the
@@ -37,6 +39,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import runc_check  # noqa: E402
 
 from eks_hybrid_gpu import localcluster  # noqa: E402  (standard library only, like this script)
 
@@ -196,7 +201,21 @@ def driver_libraries(detail: dict[str, Any]) -> None:
         detail[soname] = found[0]
 
 
-def containerd(run: Run, hw: Path, images: Path, detail: dict[str, Any]) -> None:
+def runc_works(hw: Path, detail: dict[str, Any]) -> list[str]:
+    """runc on this kernel, before containerd: the namespace kinds it must drop, if one alone stops every start."""
+    detail["kernelNamespaces"] = runc_check.kernel_namespaces()
+    test = runc_check.self_test(hw)
+    detail.update(test)
+    if test["results"]["as written"] == "ok":
+        return []
+    if not test["fatalNamespaces"]:
+        raise StepFailed(f"runc starts no container here, whatever is left out: {json.dumps(test['results'])[:600]}")
+    refused = test["fatalNamespaces"]
+    detail["notice"] = f"containers run here without the {refused} namespace(s): the kernel refuses them"
+    return list(test["fatalNamespaces"])
+
+
+def containerd(run: Run, hw: Path, images: Path, drop: list[str], detail: dict[str, Any]) -> None:
     overlay = "overlay" in Path("/proc/filesystems").read_text()
     config = sh(str(hw / "containerd"), "config", "default")
     replacements = [
@@ -204,7 +223,7 @@ def containerd(run: Run, hw: Path, images: Path, detail: dict[str, Any]) -> None
         (r"^state = .*$", f"state = '{CONTAINERD_STATE}'"),
         (r"^imports = .*$", "imports = []"),
         (r"sandbox = 'registry.k8s.io/pause:[^']*'", f"sandbox = '{PAUSE_IMAGE}'"),
-        (r"BinaryName = ''", f"BinaryName = '{hw / 'runc'}'"),
+        (r"BinaryName = ''", f"BinaryName = '{runc_check.logging_wrapper(hw, drop)}'"),
         (r"bin_dirs = \['/opt/cni/bin'\]", f"bin_dirs = ['{hw / 'cni'}']"),
     ]
     if not overlay:
@@ -394,7 +413,7 @@ def apply_objects(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any
     return job
 
 
-def smoke(run: Run, job: dict[str, Any], detail: dict[str, Any]) -> None:
+def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> None:
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
 
     def finished() -> Any:
@@ -415,6 +434,7 @@ def smoke(run: Run, job: dict[str, Any], detail: dict[str, Any]) -> None:
             seen.append(answer)
         return answer
 
+    pod: dict[str, Any] | None = None
     try:
         pod = wait(f"the smoke Job {namespace}/{name}'s pod to finish", observed, 150, interval=1.0)
     finally:
@@ -429,6 +449,10 @@ def smoke(run: Run, job: dict[str, Any], detail: dict[str, Any]) -> None:
         detail["claims"] = [
             {"name": c["metadata"]["name"], "status": c.get("status")} for c in claims_now.get("items", [])
         ]
+        if (pod is None or pod["status"]["phase"] != "Succeeded") and runc_check.CAPTURED.exists():
+            detail["runcCalls"] = tail(runc_check.CAPTURED / "calls.log", 12).splitlines()
+            detail["runcLogs"] = [tail(p, 6) for p in sorted(runc_check.CAPTURED.glob("*.runc-log.json"))[-3:]]
+            detail["runcReplay"] = runc_check.replay(hw)
     detail["pod"] = {
         "name": pod["metadata"]["name"],
         "phase": pod["status"]["phase"],
@@ -473,8 +497,10 @@ def main() -> int:
             host_facts(run, d)
         with run.step("driver libraries in the loader's cache") as d:
             driver_libraries(d)
+        with run.step("runc starts a container on this kernel") as d:
+            drop = runc_works(args.hw, d)
         with run.step("containerd with CDI, runc and the bridge CNI; images imported") as d:
-            containerd(run, args.hw, args.images, d)
+            containerd(run, args.hw, args.images, drop, d)
         with run.step("etcd, kube-apiserver, kube-controller-manager, kube-scheduler") as d:
             control_plane(run, args.toolchain, d)
         with run.step("kubelet registers the node into the dra cohort") as d:
@@ -484,7 +510,7 @@ def main() -> int:
         with run.step("the program's rendered objects applied") as d:
             job = apply_objects(run, objects, d)
         with run.step("scheduler allocates, kubelet prepares, containerd injects, the probe runs") as d:
-            smoke(run, job, d)
+            smoke(run, args.hw, job, d)
     except Exception:
         code = 1
     finally:
