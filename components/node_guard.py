@@ -6,8 +6,10 @@ and tolerate cordons) beside pods that still hold GPUs through the old one. A Va
 while the node is not cordoned, and names the supported path, `eks-hybrid-gpu move-host`, which cordons, drains
 the GPU consumers, relabels, and waits for the old allocator to leave before the new one starts.
 
-What it never touches: node registration (CREATE) and the kubelet's status updates (the `nodes/status`
-subresource) are not matched, and an update that leaves the label as it was always passes. It cannot see pods
+It matches UPDATEs of `nodes` and of the `nodes/status` subresource: the API server keeps a status update's
+metadata, so a relabel sent through `nodes/status` changes the label as surely as one through `nodes`. What it
+never refuses: node registration (CREATE) is not matched, and an update that leaves the label as it was always
+passes — the kubelet's status heartbeats never touch labels, so they always pass. It cannot see pods
 (admission policies read only the object, the old object and params), so cordoning is what it checks; draining
 is `move-host`'s job. The label key reaches CEL as a quoted string literal, never pasted as code.
 """
@@ -71,7 +73,12 @@ class CohortLabelGuard(pulumi.ComponentResource):
                 "failurePolicy": "Fail",
                 "matchConstraints": {
                     "resourceRules": [
-                        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["nodes", "nodes/status"],
+                        }
                     ]
                 },
                 "validations": [

@@ -25,8 +25,10 @@ from kubernetes.config.config_exception import ConfigException
 from components.config import NamespacesConfig
 from components.kube_http import Unreachable, send
 from components.live import missing_file
+from eks_hybrid_gpu import names
 from eks_hybrid_gpu.localcluster import running_kubeconfig
 from eks_hybrid_gpu.localpaths import local_state_dir
+from eks_hybrid_gpu.names import BAD_NAME_EXIT_CODE, NameRefused
 
 ACCESS_EXIT_CODE = 2
 """Exit code of a command that could not talk to the cluster at all."""
@@ -247,6 +249,9 @@ def run_reporting(
     except KubeAccessError as error:
         print(f"{command}: {error}", file=sys.stderr)
         return ACCESS_EXIT_CODE
+    except NameRefused as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return BAD_NAME_EXIT_CODE
     except refusals as error:
         print(f"{command}: {error}", file=sys.stderr)
         return 1
@@ -256,5 +261,10 @@ def run_reporting(
 
 
 def segment(value: str) -> str:
-    """A name as one URL path segment."""
-    return quote(value, safe="")
+    """A name as one URL path segment; NameRefused for anything that is not a Kubernetes object name.
+
+    Every name in a path is a DNS-1123 subdomain (nodes, pods, ConfigMaps, DaemonSets, slices) or label
+    (namespaces), so nothing else may become a segment: `a/b`, `..`, `.` and the empty string are refused here,
+    whichever caller forgot to check first.
+    """
+    return quote(names.object_name(value, "the name"), safe="")

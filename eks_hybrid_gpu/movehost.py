@@ -19,7 +19,6 @@ reads where the node is. The target comes from the cluster's ownership ledger, a
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -28,11 +27,10 @@ from components.consumers import mechanism_of, other_mechanism
 from components.ledger import LedgerError
 from components.migration import Migration
 from components.preflight import matches
-from eks_hybrid_gpu import transit
+from eks_hybrid_gpu import names, transit
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.inspection import DEFAULT_LEDGER
 from eks_hybrid_gpu.kubeclient import (
-    ACCESS_EXIT_CODE,
     Kube,
     KubeApiError,
     add_cluster_options,
@@ -263,14 +261,14 @@ def main(argv: Sequence[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0 moved (or nothing to do); 1 refused or a wait ran out (re-run to continue); 2 the cluster cannot be read."""
-    if "/" not in args.ledger:
-        print(f"move-host: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
-        return ACCESS_EXIT_CODE
+    """0 moved (or nothing to do); 1 refused or a wait ran out (re-run to continue); 2 a bad name or no cluster."""
     return run_reporting("move-host", lambda: _move(args), (MoveRefused, transit.TransitError, LedgerError))
 
 
 def _move(args: argparse.Namespace) -> int:
+    names.node_name(args.node)
+    names.cohort_name(args.to, "--to")
+    names.configmap_ref(args.ledger)
     kube = connect(args.kubeconfig, args.context)
     try:
         return move(kube, args)

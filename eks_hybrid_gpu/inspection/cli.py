@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 
 from components.ledger import LedgerError
-from eks_hybrid_gpu import kubeclient
+from eks_hybrid_gpu import kubeclient, names
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.inspection.render import render
 from eks_hybrid_gpu.inspection.report import report
@@ -32,16 +31,15 @@ def main(argv: Sequence[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0 with the report; 1 when a finding is a conflict; 2 with one line when the cluster cannot be read."""
-    if "/" not in args.ledger:
-        print(f"inspect: --ledger {args.ledger} is not NAMESPACE/NAME", file=sys.stderr)
-        return kubeclient.ACCESS_EXIT_CODE
+    """0 with the report; 1 when a finding is a conflict; 2 with one line for a bad name or an unreadable cluster."""
     return kubeclient.run_reporting(
         "inspect", lambda: _inspect(args), (LedgerError,), (kubeclient.KubeApiError, ValueError)
     )
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    names.configmap_ref(args.ledger)
+    names.namespace_name(args.namespace)
     kube = kubeclient.connect(args.kubeconfig, args.context)
     document = report(gather(kube, args.namespace, args.ledger), kube)
     print(emit(document, args.output, lambda: render(document, wide=args.output == "wide")))

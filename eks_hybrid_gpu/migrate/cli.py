@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from components.ledger import LedgerError
-from eks_hybrid_gpu import transit
+from eks_hybrid_gpu import names, transit
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.kubeclient import add_cluster_options, connect, run_reporting
 from eks_hybrid_gpu.migrate.phases import Up, migrate
@@ -46,11 +46,15 @@ def main(argv: Sequence[str]) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """0 migrated (or nothing to do); 1 refused, a phase failed or a wait ran out (re-run to continue); 2 no cluster."""
+    """0 migrated or nothing to do; 1 refused, a phase failed, a wait ran out (re-run); 2 a bad name or no cluster."""
     return run_reporting("migrate", lambda: _migrate(args), (MigrateRefused, transit.TransitError, LedgerError))
 
 
 def _migrate(args: argparse.Namespace) -> int:
+    names.stack_name(args.stack)
+    names.cohort_name(args.cohort)
+    if args.merge_into is not None:
+        names.cohort_name(args.merge_into, "--merge-into")
     try:
         stack = read_stack_file(args.stack, args.project_dir or PROJECT_DIR)
         kubeconfig = args.kubeconfig

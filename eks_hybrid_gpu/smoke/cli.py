@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eks_hybrid_gpu import kubeclient
+from eks_hybrid_gpu import kubeclient, names
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.options import add_output_option, serialized
 from eks_hybrid_gpu.smoke.capture import SIMULATED_NOTE, capture, removed_captures, simulated_nodes
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _smoke(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
-    ns = kubeclient.segment(args.namespace)
+    ns = names.namespace_name(args.namespace)
     kube = kubeclient.connect(args.kubeconfig, args.context)
     jobs = kube.items(f"/apis/batch/v1/namespaces/{ns}/jobs", labelSelector=f"{SMOKE_JOB_LABEL}=true")
     pods = kube.items(f"/api/v1/namespaces/{ns}/pods")

@@ -161,9 +161,17 @@ def test_a_raw_relabel_of_a_busy_schedulable_node_is_refused_by_the_api_server(
             kube.merge_patch("/api/v1/nodes/sim-plugin-0", {"metadata": {"labels": {KEY: "dra"}}})
         assert "eks-hybrid-gpu move-host NODE --to COHORT" in str(refused.value)
         assert kube.get("/api/v1/nodes/sim-plugin-0")["metadata"]["labels"][KEY] == "device-plugin"
-        # Other label changes and status updates still pass.
+        # The status subresource keeps a relabel's metadata, so the guard matches it there too.
+        with pytest.raises((kubeclient.KubeAccessError, kubeclient.KubeApiError)) as through_status:
+            kube.merge_patch("/api/v1/nodes/sim-plugin-0/status", {"metadata": {"labels": {KEY: "dra"}}})
+        assert "eks-hybrid-gpu move-host NODE --to COHORT" in str(through_status.value)
+        assert kube.get("/api/v1/nodes/sim-plugin-0")["metadata"]["labels"][KEY] == "device-plugin"
+        # Other label changes and kubelet-style status updates (what a heartbeat sends) still pass.
         kube.merge_patch("/api/v1/nodes/sim-plugin-0", {"metadata": {"labels": {"example.com/rack": "r1"}}})
         kube.merge_patch("/api/v1/nodes/sim-plugin-0", {"metadata": {"labels": {"example.com/rack": None}}})
+        status = kube.get("/api/v1/nodes/sim-plugin-0")["status"]
+        heartbeat = {"status": {"capacity": status["capacity"], "allocatable": status["allocatable"]}}
+        assert kube.merge_patch("/api/v1/nodes/sim-plugin-0/status", heartbeat)["metadata"]["name"] == "sim-plugin-0"
     finally:
         delete_pod(kube, "busy-raw")
 
@@ -203,6 +211,28 @@ def test_a_host_relabelled_while_busy_is_refused_at_preview_and_by_inspect(
         kube.merge_patch(node, {"spec": {"unschedulable": None}})
         wait_for(lambda: gpu_status(kube, "sim-plugin-0")[1] == {"nvidia.com/gpu": "4"} or None, "plugin back")
         wait_for(lambda: not gpu_status(kube, "sim-plugin-0")[2] or None, "slice gone")
+
+
+@pytest.mark.parametrize("name", ["sim-plugin-1/status", "..", ".", "a/b", "Sim-Plugin-1", ""])
+def test_a_name_that_is_no_node_name_is_refused_in_one_line_and_changes_nothing(
+    transit_stack: auto.Stack,
+    kube: kubeclient.Kube,
+    cluster: localcluster.LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+    name: str,
+) -> None:
+    before = kube.get("/api/v1/nodes/sim-plugin-1")
+    capsys.readouterr()
+    code = movehost.main([name, "--to", "dra", "--drain", "--kubeconfig", str(cluster.kubeconfig)])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.out == ""
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith(f"move-host: NODE {name!r} is not a node name (a DNS-1123 subdomain")
+    after = kube.get("/api/v1/nodes/sim-plugin-1")  # kwok's heartbeats change its status, nothing else may change
+    for part in ("labels", "annotations"):
+        assert after["metadata"].get(part) == before["metadata"].get(part)
+    assert after["spec"] == before["spec"]
 
 
 def test_dry_run_changes_nothing(

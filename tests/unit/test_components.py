@@ -565,7 +565,12 @@ def test_the_cohort_label_guard_refuses_relabelling_a_schedulable_node(run: RunP
     spec = policy.inputs["spec"]
     assert spec["failurePolicy"] == "Fail"
     (rule,) = spec["matchConstraints"]["resourceRules"]
-    assert rule == {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+    assert rule == {
+        "apiGroups": [""],
+        "apiVersions": ["v1"],
+        "operations": ["UPDATE"],
+        "resources": ["nodes", "nodes/status"],
+    }
     (validation,) = spec["validations"]
     assert '"workload.example.com/gpu-allocation" in oldObject.metadata.labels' in validation["expression"]
     assert "eks-hybrid-gpu move-host NODE --to COHORT" in validation["message"]
