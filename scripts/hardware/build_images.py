@@ -129,6 +129,18 @@ def write_image(out: Path, name: str, layer: bytes, entrypoint: list[str], user:
     return str(manifest_ref["digest"])
 
 
+def _glibc_runtime() -> list[Path]:
+    """The shared objects of Debian's libc6 and libgcc-s1 packages (not gconv's charset modules)."""
+    listed = subprocess.run(["dpkg", "-L", "libc6", "libgcc-s1"], capture_output=True, text=True, check=True).stdout
+    return sorted(
+        {
+            Path(line)
+            for line in listed.splitlines()
+            if re.search(r"/lib[^/]*\.so(\.\d+)*$", line) and "gconv" not in line and Path(line).is_file()
+        }
+    )
+
+
 def probe_entries() -> tuple[dict[str, Path | bytes], dict[str, str]]:
     """python3 with its standard library, the libraries it loads, and ldconfig."""
     entries: dict[str, Path | bytes] = {"usr/bin/python3.11": PYTHON, "sbin/ldconfig": LDCONFIG}
@@ -144,7 +156,14 @@ def probe_entries() -> tuple[dict[str, Path | bytes], dict[str, str]]:
         entries[str(library.resolve()).lstrip("/")] = library.resolve()
         if library.resolve() != library:
             entries[str(library).lstrip("/")] = library.resolve()
+    # The driver's libraries that CDI mounts in link glibc's own (libcuda.so.1 needs libdl.so.2, libpthread.so.0,
+    # librt.so.1, libm.so.6): all of libc6's runtime, as a Debian base image has it, not only what python3 links.
+    for library in _glibc_runtime():
+        entries[str(library.resolve()).lstrip("/")] = library.resolve()
     entries["etc/ld.so.conf"] = b"include /etc/ld.so.conf.d/*.conf\n"
+    entries["etc/ld.so.conf.d/x86_64-linux-gnu.conf"] = (
+        b"/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu\n"
+    )
     entries["etc/passwd"] = b"root:x:0:0::/:/sbin/nologin\nprobe:x:65532:65532::/:/sbin/nologin\n"
     return entries, {"usr/bin/python3": "python3.11"}
 

@@ -201,21 +201,36 @@ def driver_libraries(detail: dict[str, Any]) -> None:
         detail[soname] = found[0]
 
 
-def runc_works(hw: Path, detail: dict[str, Any]) -> list[str]:
-    """runc on this kernel, before containerd: the namespace kinds it must drop, if one alone stops every start."""
+def runc_works(hw: Path, detail: dict[str, Any]) -> dict[str, Any]:
+    """runc on this machine, before containerd: what the wrapper must adjust in each spec for runc to start it."""
     detail["kernelNamespaces"] = runc_check.kernel_namespaces()
+    adjust: dict[str, Any] = {}
+    notices = []
+    floor = runc_check.oom_score_floor()
+    detail["oomScoreAdjFloor"] = floor
+    if floor is not None:
+        adjust["oomScoreAdjFloor"] = floor
+        notices.append(
+            f"this machine denies lowering oom_score_adj below {floor} (no CAP_SYS_RESOURCE): each spec's "
+            f"oomScoreAdj is raised to at least {floor} (the kubelet asks -998 for a sandbox)"
+        )
     test = runc_check.self_test(hw)
     detail.update(test)
-    if test["results"]["as written"] == "ok":
-        return []
-    if not test["fatalNamespaces"]:
-        raise StepFailed(f"runc starts no container here, whatever is left out: {json.dumps(test['results'])[:600]}")
-    refused = test["fatalNamespaces"]
-    detail["notice"] = f"containers run here without the {refused} namespace(s): the kernel refuses them"
-    return list(test["fatalNamespaces"])
+    if test["results"]["as written"] != "ok":
+        if not test["fatalNamespaces"]:
+            raise StepFailed(
+                f"runc starts no container here, whatever is left out: {json.dumps(test['results'])[:600]}"
+            )
+        adjust["dropNamespaces"] = test["fatalNamespaces"]
+        notices.append(
+            f"containers run here without the {test['fatalNamespaces']} namespace(s): the kernel refuses them"
+        )
+    detail["notices"] = notices
+    detail["adjust"] = adjust
+    return adjust
 
 
-def containerd(run: Run, hw: Path, images: Path, drop: list[str], detail: dict[str, Any]) -> None:
+def containerd(run: Run, hw: Path, images: Path, adjust: dict[str, Any], detail: dict[str, Any]) -> None:
     overlay = "overlay" in Path("/proc/filesystems").read_text()
     config = sh(str(hw / "containerd"), "config", "default")
     replacements = [
@@ -223,7 +238,7 @@ def containerd(run: Run, hw: Path, images: Path, drop: list[str], detail: dict[s
         (r"^state = .*$", f"state = '{CONTAINERD_STATE}'"),
         (r"^imports = .*$", "imports = []"),
         (r"sandbox = 'registry.k8s.io/pause:[^']*'", f"sandbox = '{PAUSE_IMAGE}'"),
-        (r"BinaryName = ''", f"BinaryName = '{runc_check.logging_wrapper(hw, drop)}'"),
+        (r"BinaryName = ''", f"BinaryName = '{runc_check.logging_wrapper(hw, adjust)}'"),
         (r"bin_dirs = \['/opt/cni/bin'\]", f"bin_dirs = ['{hw / 'cni'}']"),
     ]
     if not overlay:
@@ -427,8 +442,14 @@ def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> No
         return "no pod yet"
 
     seen: list[str] = []
+    allocated: dict[str, Any] = {}
 
     def observed() -> Any:
+        # The claim a template generates is deleted once its pod has finished: keep it while it is allocated.
+        _, claims_now = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+        for claim in (claims_now or {}).get("items", []):
+            if claim.get("status", {}).get("allocation"):
+                allocated.update(claim)
         answer = finished()
         if isinstance(answer, str) and (not seen or seen[-1] != answer):
             seen.append(answer)
@@ -458,12 +479,18 @@ def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> No
         "phase": pod["status"]["phase"],
         "node": pod["spec"].get("nodeName"),
     }
-    _, claims = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
-    claim = next(iter((claims or {}).get("items", [])), None)
+    claim = allocated or None
     run.report["claim"] = claim
     if claim:
         results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
-        detail["allocation"] = [{k: r.get(k) for k in ("request", "driver", "pool", "device")} for r in results]
+        classes = {r["name"]: r.get("exactly", {}).get("deviceClassName") for r in claim["spec"]["devices"]["requests"]}
+        detail["allocation"] = [
+            {**{k: r.get(k) for k in ("request", "driver", "pool", "device")}, "deviceClass": classes.get(r["request"])}
+            for r in results
+        ]
+    plugin_log = LOGS / "gpu-kubelet-plugin.log"
+    lines = plugin_log.read_text(errors="replace").splitlines() if plugin_log.exists() else []
+    detail["driverPrepared"] = [line for line in lines if "newly prepared" in line][-1:]
     logs = sorted(Path("/var/log/pods").glob(f"{namespace}_{pod['metadata']['name']}_*/*/*.log"))
     lines = [
         json.loads(line).get("log", line) if line.startswith('{"') else line
@@ -498,9 +525,9 @@ def main() -> int:
         with run.step("driver libraries in the loader's cache") as d:
             driver_libraries(d)
         with run.step("runc starts a container on this kernel") as d:
-            drop = runc_works(args.hw, d)
+            adjust = runc_works(args.hw, d)
         with run.step("containerd with CDI, runc and the bridge CNI; images imported") as d:
-            containerd(run, args.hw, args.images, drop, d)
+            containerd(run, args.hw, args.images, adjust, d)
         with run.step("etcd, kube-apiserver, kube-controller-manager, kube-scheduler") as d:
             control_plane(run, args.toolchain, d)
         with run.step("kubelet registers the node into the dra cohort") as d:

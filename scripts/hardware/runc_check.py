@@ -7,9 +7,12 @@ answers that on the machine itself, standard library only:
 - `kernel_namespaces()`: which namespace kinds the kernel lets a child unshare (errno per kind);
 - `self_test()`: `runc create` of a minimal bundle (the static pause binary under `runc spec`'s defaults), then
   one variant per namespace without it, so a namespace the kernel refuses is named;
+- `oom_score_floor()`: the lowest `oom_score_adj` this process may set. The kubelet asks -998 for every sandbox,
+  and lowering it needs CAP_SYS_RESOURCE; where the run is denied that, runc's nsexec dies with "failed to update
+  /proc/self/oom_score_adj: Permission denied" (the second hardware run found exactly this);
 - `logging_wrapper()`: the `BinaryName` containerd's shim runs instead of runc; it logs each call, keeps every
-  bundle's config.json and runc's log, and can drop namespace kinds the self-test proved fatal (the report says
-  so: the pod then runs without them);
+  bundle's config.json and runc's log, and applies what the checks above proved necessary — namespace kinds the
+  kernel refuses dropped, `oomScoreAdj` raised to the floor — each said in the report;
 - `replay()`: after a failed sandbox, `runc create` of the spec containerd really wrote, with the self-test's
   rootfs, as it was and then without each part in turn (seccomp, each namespace, rlimits, mounts, …).
 """
@@ -30,7 +33,7 @@ from typing import Any
 BASE = Path("/var/lib/hw-runc-check")
 ROOT = Path("/run/hw-runc-check")
 CAPTURED = Path("/var/log/hw/runc")
-DROP_FILE = Path("/etc/hw-runc-drop-namespaces")
+ADJUST_FILE = Path("/etc/hw-runc-adjust.json")
 CLONE_FLAGS = {
     "mount": 0x00020000,
     "uts": 0x04000000,
@@ -61,6 +64,26 @@ def kernel_namespaces() -> dict[str, str]:
         os.waitpid(child, 0)
         answers[kind] = "ok" if code == 0 else os.strerror(code) if code > 0 else "no answer"
     return answers
+
+
+def oom_score_floor() -> int | None:
+    """None when a child may lower its oom_score_adj to the kubelet's -998; else the lowest value it keeps."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        try:
+            Path("/proc/self/oom_score_adj").write_text("-998")
+            answer = "ok"
+        except OSError:
+            answer = Path("/proc/self/oom_score_adj").read_text().strip()
+        os.write(write, answer.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        answer = pipe.read().strip()
+    os.waitpid(child, 0)
+    return None if answer == "ok" else int(answer)
 
 
 def _bundle(hw: Path) -> Path:
@@ -145,14 +168,28 @@ def self_test(hw: Path) -> dict[str, Any]:
     return {"results": results, "fatalNamespaces": fatal}
 
 
-def logging_wrapper(hw: Path, drop: list[str]) -> Path:
-    """The script containerd's shim runs as runc: logs, keeps each bundle's spec and log, drops `drop` namespaces."""
+ADJUST = """import json, sys
+path, adjust = sys.argv[1], json.load(open(sys.argv[2]))
+spec = json.load(open(path))
+drop = adjust.get("dropNamespaces") or []
+spec["linux"]["namespaces"] = [n for n in spec["linux"].get("namespaces", []) if n["type"] not in drop]
+floor = adjust.get("oomScoreAdjFloor")
+if floor is not None and "oomScoreAdj" in spec["process"]:
+    spec["process"]["oomScoreAdj"] = max(spec["process"]["oomScoreAdj"], floor)
+json.dump(spec, open(path, "w"))
+"""
+"""What the wrapper does to a bundle's spec before runc reads it, when ADJUST_FILE exists."""
+
+
+def logging_wrapper(hw: Path, adjust: dict[str, Any]) -> Path:
+    """The script containerd's shim runs as runc: logs, keeps each bundle's spec and log, applies `adjust`."""
     CAPTURED.mkdir(parents=True, exist_ok=True)
-    if drop:
-        DROP_FILE.write_text(" ".join(drop) + "\n")
+    (hw.parent / "runc-hw-adjust.py").write_text(ADJUST)
+    if adjust:
+        ADJUST_FILE.write_text(json.dumps(adjust))
     else:
         with contextlib.suppress(FileNotFoundError):
-            DROP_FILE.unlink()
+            ADJUST_FILE.unlink()
     wrapper = hw.parent / "runc-hw-wrapper"
     wrapper.write_text(
         f"""#!/bin/sh
@@ -165,10 +202,8 @@ for a in "$@"; do
   prev="$a"
 done
 if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
-  if [ -f {DROP_FILE} ]; then
-    python3 -c 'import json,sys; p=sys.argv[1]; drop=open(sys.argv[2]).read().split(); s=json.load(open(p)); \
-s["linux"]["namespaces"]=[n for n in s["linux"].get("namespaces",[]) if n["type"] not in drop]; \
-json.dump(s,open(p,"w"))' "$bundle/config.json" {DROP_FILE}
+  if [ -f {ADJUST_FILE} ]; then
+    python3 {hw.parent / "runc-hw-adjust.py"} "$bundle/config.json" {ADJUST_FILE}
   fi
   cp "$bundle/config.json" "{CAPTURED}/$(basename "$bundle").config.json"
 fi
