@@ -19,6 +19,7 @@ from kubernetes import config
 from kubernetes.config.config_exception import ConfigException
 
 from components.kube_http import Unreachable, send, status_message
+from components.lease_records import LEASE_OF, HeldLease, leases_path
 from components.ledger import LedgerError, parse_record
 from components.migration import Migration, parse_migration
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, MIGRATION_KEY, MIGRATION_NAME
@@ -82,6 +83,10 @@ class Records:
     """The ownership map; None when no `pulumi up` wrote one."""
     migration: dict[str, Any] | None
     """The record `eks-hybrid-gpu migrate` writes (see `components.migration`); None when none is under way."""
+    leases: list[HeldLease] = field(default_factory=list)
+    """The Leases `move-host` and `migrate` hold in the namespace (see `components.lease_records`)."""
+    leases_error: str | None = None
+    """Why the Leases could not be listed: the preview says so instead of showing none."""
 
     @property
     def ledger_ref(self) -> str:
@@ -176,7 +181,14 @@ def read_records(reader: Reader, namespace: str) -> Records:
         except LedgerError as error:
             msg = f"preflight: {error}; nothing was changed"
             raise LiveReadError(msg) from None
-    return Records(namespace, found[LEDGER_NAME], found[MIGRATION_NAME])
+    leases: list[HeldLease] = []
+    leases_error = None
+    try:
+        listed = reader.items(leases_path(namespace), "Leases", labelSelector=LEASE_OF) or []
+        leases = [HeldLease.of(lease) for lease in listed if isinstance(lease, dict)]
+    except LiveReadError as error:  # only shown, never judged: a refusal here would block every preview
+        leases_error = str(error).removeprefix("preflight: ")
+    return Records(namespace, found[LEDGER_NAME], found[MIGRATION_NAME], leases, leases_error)
 
 
 def read_only_records(source: Source, namespace: str) -> Records:

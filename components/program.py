@@ -9,8 +9,9 @@ import pulumi
 
 from components.cluster import ClusterTarget, make_provider, resolve_target
 from components.config import StackConfig
+from components.lease_records import lease_lines
 from components.ledger import LedgerError, ledger_namespace
-from components.live import LiveReadError
+from components.live import LiveReadError, Records
 from components.migration import Migration, apply_to_raw, paused_cohorts
 from components.preflight import check, read_cluster
 from components.refusals import StackConfigError, redact
@@ -78,6 +79,17 @@ def _mid_migration(
     return config, changed
 
 
+def _show_leases(records: Records) -> None:
+    """Say which nodes and cohorts a `move-host` or `migrate` holds now: this update runs beside it."""
+    if records.leases_error is not None:
+        pulumi.log.warn(f"preflight: the Leases of move-host and migrate could not be read ({records.leases_error})")
+    for line in lease_lines([lease for lease in records.leases if not lease.held_by_this_process()]):
+        pulumi.log.warn(
+            f"preflight: Lease {line}; that run is changing these GPUs now: let it finish (`eks-hybrid-gpu inspect` "
+            "shows the Leases) before reviewing this preview's view of them"
+        )
+
+
 def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: Path | None = None) -> HybridGpuCluster:
     """Everything `__main__.py` does; a function so tests and the local runner can call it.
 
@@ -111,6 +123,8 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
         except (LiveReadError, LedgerError) as error:
             msg = f"{error}; nothing was changed"
             raise pulumi.RunError(msg) from None
+        if records is not None:
+            _show_leases(records)
         if migration is not None:
             config, raw = _mid_migration(migration, raw, project_dir, target, stack_file, secret_keys)
         paused = paused_cohorts(migration)

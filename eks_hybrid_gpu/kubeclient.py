@@ -170,10 +170,16 @@ class Kube:
         )
         return patched
 
-    def delete(self, path: str, **query: str | int | bool) -> bool:
-        """Delete an object; False when it was already gone."""
+    def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT an object whole; its metadata.resourceVersion makes it a write only over what was read (409 else)."""
+        replaced: dict[str, Any] = self.request("PUT", path, body=dict(body))
+        return replaced
+
+    def delete(self, path: str, *, resource_version: str | None = None, **query: str | int | bool) -> bool:
+        """Delete an object (only at `resource_version` when given); False when it was already gone."""
+        body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
         try:
-            self.request("DELETE", path, query=query)
+            self.request("DELETE", path, query=query, body=body)
         except KubeApiError as error:
             if error.status == 404:
                 return False

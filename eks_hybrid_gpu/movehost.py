@@ -37,6 +37,7 @@ from eks_hybrid_gpu.kubeclient import (
     connect,
     run_reporting,
 )
+from eks_hybrid_gpu.leases import LeaseHeld, LeaseLost, Leases, held_on, show_held
 from eks_hybrid_gpu.options import add_timeout_option
 from eks_hybrid_gpu.records import read_records
 from eks_hybrid_gpu.tables import table_lines
@@ -168,13 +169,31 @@ def _settled(state: transit.NodeState, owner: str) -> tuple[bool, str]:
     return not others, ", ".join(others)
 
 
-def move(kube: Kube, args: argparse.Namespace) -> int:
-    """Plan, then (unless --dry-run) run the move; 0 when the node serves the target cohort, uncordoned."""
+def move(kube: Kube, args: argparse.Namespace, leases: Leases | None = None) -> int:
+    """Plan, then (unless --dry-run) run the move holding the node's and both cohorts' Leases; 0 when it serves.
+
+    `leases` are the caller's when the move is one step of a larger run (`migrate --merge-into`), which then holds
+    the node's Lease in its own name; otherwise the move takes and releases its own.
+    """
+    if args.dry_run:
+        return _move(kube, args, None)
+    if leases is not None:
+        return _move(kube, args, leases)
+    with Leases(kube, args.ledger.split("/", 1)[0], _rerun(args), _say) as own:
+        return _move(kube, args, own)
+
+
+def _move(kube: Kube, args: argparse.Namespace, leases: Leases | None) -> int:
     started = time.monotonic()
     cohorts, migration = _cohorts(kube, args.ledger)
+    if leases is not None:  # taken before reading the node, so what is read is not changing under us
+        leases.acquire("node", [args.node])
+        leases.acquire("cohort", [args.to])
     before = transit.read_state(kube, args.node)
     key, value, current = plan_move(before, cohorts, args.to)
     refuse_mid_migration(migration, args.to, current, args.node)
+    if leases is not None and current is not None:
+        leases.acquire("cohort", [current])
     owner = str(cohorts[args.to]["owner"])
     rerun = _rerun(args)
     already = before.labels.get(key) == value
@@ -209,10 +228,15 @@ def move(kube: Kube, args: argparse.Namespace) -> int:
         return 0
     _say("plan:\n" + "\n".join(f"  {i}. {s}" for i, s in enumerate(steps, 1)))
     if args.dry_run:
+        show_held(held_on(kube, args.ledger.split("/", 1)[0], [args.node], [args.to, current]), _say)
         _say("--dry-run: nothing was changed")
         return 0
+    if leases is None:
+        msg = "internal: a move that changes the cluster runs holding its Leases"
+        raise RuntimeError(msg)
     record = before.transit or {"to": args.to, "key": key, "value": value, "cordonedByUs": not before.cordoned}
     if not already or stray or not settled:
+        leases.ensure()
         transit.mark(kube, args.node, unschedulable=True, transit=record)
         _say(f"cordoned {args.node}")
         transit.drain_consumers(kube, args.node, drain=args.drain, timeout=args.timeout, progress=_say, rerun=rerun)
@@ -221,6 +245,7 @@ def move(kube: Kube, args: argparse.Namespace) -> int:
             transit.set_label(kube, args.node, key, None)
             _say(f"removed label {key} from {args.node}: no cohort selects it now")
         transit.wait_unpublished(kube, args.node, args.timeout, _say, rerun)
+        leases.ensure()
         transit.set_label(kube, args.node, key, value)
         _say(f"labelled {args.node} {key}={value}")
     elif stray or not settled:
@@ -233,6 +258,7 @@ def move(kube: Kube, args: argparse.Namespace) -> int:
         )
     transit.wait_published(kube, args.node, owner, args.timeout, _say, rerun)
     uncordon = bool(record.get("cordonedByUs"))
+    leases.ensure()
     transit.mark(kube, args.node, unschedulable=False if uncordon else None, transit=None)
     _say(f"{'uncordoned' if uncordon else 'left cordoned (it was cordoned before the move)'} {args.node}")
     after = transit.read_state(kube, args.node)
@@ -262,10 +288,11 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """0 moved (or nothing to do); 1 refused or a wait ran out (re-run to continue); 2 a bad name or no cluster."""
-    return run_reporting("move-host", lambda: _move(args), (MoveRefused, transit.TransitError, LedgerError))
+    refusals = (MoveRefused, transit.TransitError, LedgerError, LeaseHeld, LeaseLost)
+    return run_reporting("move-host", lambda: _checked_move(args), refusals)
 
 
-def _move(args: argparse.Namespace) -> int:
+def _checked_move(args: argparse.Namespace) -> int:
     names.node_name(args.node)
     names.cohort_name(args.to, "--to")
     names.configmap_ref(args.ledger)

@@ -11,6 +11,7 @@ from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.inspection.render import render
 from eks_hybrid_gpu.inspection.report import report
 from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, gather
+from eks_hybrid_gpu.leases import held_leases
 from eks_hybrid_gpu.options import add_output_option, emit
 
 CONFLICT_EXIT_CODE = 1
@@ -42,5 +43,6 @@ def _inspect(args: argparse.Namespace) -> int:
     names.namespace_name(args.namespace)
     kube = kubeclient.connect(args.kubeconfig, args.context)
     document = report(gather(kube, args.namespace, args.ledger), kube)
+    document["leases"] = [lease.as_json() for lease in held_leases(kube, args.ledger.split("/", 1)[0])]
     print(emit(document, args.output, lambda: render(document, wide=args.output == "wide")))
     return CONFLICT_EXIT_CODE if document["conflict"] else 0

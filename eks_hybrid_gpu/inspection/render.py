@@ -96,6 +96,22 @@ def render(document: Mapping[str, Any], *, wide: bool = False) -> str:
         keep = [i for i, title in enumerate(rows[0]) if title not in WIDE_ONLY]
         rows = [tuple(row[i] for i in keep) for row in rows]
     lines += [f"  {line}" for line in table_lines(rows)] if document["nodes"] else ["  none"]
+    leases = document.get("leases") or []
+    if leases:
+        lines.append("\nLeases held by move-host and migrate (a second run on these is refused):")
+        rows = [("lease of", "holder", "command", "renewed", "state")]
+        for lease in leases:
+            age = lease.get("secondsSinceRenewal")
+            rows.append(
+                (
+                    f"{lease.get('kind') or '-'} {lease.get('target') or lease.get('name')}",
+                    str(lease.get("holder") or "-"),
+                    str(lease.get("command") or "-"),
+                    f"{age:.0f} s ago" if isinstance(age, (int, float)) else "never",
+                    "expired (the next run takes it over)" if lease.get("expired") else "held",
+                )
+            )
+        lines += [f"  {line}" for line in table_lines(rows)]
     lines.append("\nFindings:")
     for f in document["findings"]:
         lines.append(f"  {'CONFLICT' if f['conflict'] else 'warning'} {f['node']}: {f['message']}")

@@ -10,7 +10,9 @@ from pathlib import Path
 from components.ledger import LedgerError
 from eks_hybrid_gpu import names, transit
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.engine_lock import EngineLocked
 from eks_hybrid_gpu.kubeclient import add_cluster_options, connect, run_reporting
+from eks_hybrid_gpu.leases import LeaseHeld, LeaseLost
 from eks_hybrid_gpu.migrate.phases import Up, migrate
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, read_stack_file, rerun_command
 from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
@@ -47,7 +49,8 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """0 migrated or nothing to do; 1 refused, a phase failed, a wait ran out (re-run); 2 a bad name or no cluster."""
-    return run_reporting("migrate", lambda: _migrate(args), (MigrateRefused, transit.TransitError, LedgerError))
+    refusals = (MigrateRefused, transit.TransitError, LedgerError, LeaseHeld, LeaseLost, EngineLocked)
+    return run_reporting("migrate", lambda: _migrate(args), refusals)
 
 
 def _migrate(args: argparse.Namespace) -> int:

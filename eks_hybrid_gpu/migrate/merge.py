@@ -17,13 +17,19 @@ from typing import Any
 from components.preflight import matches
 from eks_hybrid_gpu import movehost, transit
 from eks_hybrid_gpu.kubeclient import NODES, Kube
+from eks_hybrid_gpu.leases import Leases
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile
 from eks_hybrid_gpu.migrate.records import say
 from eks_hybrid_gpu.records import ledger_ref_of
 
 
-def merge(kube: Kube, stack: StackFile, ledger: Mapping[str, Any], args: argparse.Namespace) -> int:
-    """Move every host of `args.cohort` into `args.merge_into` with move-host's order; 0 when all serve it."""
+def merge(
+    kube: Kube, stack: StackFile, ledger: Mapping[str, Any], args: argparse.Namespace, leases: Leases | None
+) -> int:
+    """Move every host of `args.cohort` into `args.merge_into` with move-host's order; 0 when all serve it.
+
+    Each move holds its node's Lease in the name of this run (`leases`, None for --dry-run), beside the cohorts'.
+    """
     cohorts: Mapping[str, Any] = ledger.get("cohorts") or {}
     source, target = cohorts.get(args.cohort), cohorts.get(args.merge_into)
     if not isinstance(source, Mapping) or not isinstance(target, Mapping) or target.get("owner") != args.to:
@@ -55,7 +61,7 @@ def merge(kube: Kube, stack: StackFile, ledger: Mapping[str, Any], args: argpars
             kubeconfig=getattr(args, "kubeconfig", None),
             context=getattr(args, "context", None),
         )
-        movehost.move(kube, move)
+        movehost.move(kube, move, leases)
     if args.dry_run:
         say("--dry-run: nothing was changed")
         return 0

@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping
 from components.migration import PHASES, Migration, steps
 from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.kubeclient import Kube
+from eks_hybrid_gpu.leases import Leases, held_on, show_held
 from eks_hybrid_gpu.migrate.merge import merge
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan, rerun_command
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
@@ -66,14 +67,28 @@ def _finish(migration: Migration, kube: Kube, records: ClusterRecords) -> None:
 
 
 def migrate(kube: Kube, stack: StackFile, args: argparse.Namespace, up: Up) -> int:
-    """Plan, then (unless --dry-run) run or resume the migration; 0 when the cohort is served by its new owner."""
-    started = time.monotonic()
+    """Plan, then (unless --dry-run) run or resume the migration; 0 when the cohort is served by its new owner.
+
+    A run that changes the cluster holds the cohort's Lease (and the merge target's) from before it plans, and each
+    node's Lease from when it knows the nodes, so no `move-host` or second `migrate` acts on them meanwhile.
+    """
     records = ClusterRecords(kube, stack.config.namespaces.device_plugin)
+    if args.dry_run:
+        return _migrate(kube, stack, args, up, records, None)
+    with Leases(kube, records.namespace, rerun_command(args), say) as leases:
+        leases.acquire("cohort", [c for c in (args.cohort, getattr(args, "merge_into", None)) if c])
+        return _migrate(kube, stack, args, up, records, leases)
+
+
+def _migrate(
+    kube: Kube, stack: StackFile, args: argparse.Namespace, up: Up, records: ClusterRecords, leases: Leases | None
+) -> int:
+    started = time.monotonic()
     if getattr(args, "merge_into", None):
         if records.migration() is not None:
             msg = "a migration is under way; finish it before merging (run the command it names)"
             raise MigrateRefused(msg)
-        return merge(kube, stack, records.ledger() or {}, args)
+        return merge(kube, stack, records.ledger() or {}, args, leases)
     migration = plan(kube, stack, records, args)
     if migration is None:
         say(f"cohort {args.cohort} is already owned by {args.to} in the cluster's ledger; nothing to migrate")
@@ -83,14 +98,18 @@ def migrate(kube: Kube, stack: StackFile, args: argparse.Namespace, up: Up) -> i
     say(f"migrate: {migration.describe()} on {', '.join(migration.nodes)}")
     say("\n".join(table_lines(transit.state_rows(before, key))))
     say("plan:\n" + "\n".join(f"  {line}" for line in steps(migration)))
-    if args.dry_run:
+    if leases is None:
+        show_held(held_on(kube, records.namespace, migration.nodes, [migration.cohort]), say)
         say("--dry-run: nothing was changed")
         return 0
+    leases.acquire("node", migration.nodes)
     rerun = rerun_command(args)
     if records.migration() is None:
         records.record(migration)
     while migration.phase != "uncordon":
+        leases.ensure()
         migration = _run_phase(migration, kube, records, up, args.timeout, rerun)
+    leases.ensure()
     _finish(migration, kube, records)
     after = [transit.read_state(kube, n) for n in migration.nodes]
     say("before:\n" + "\n".join(table_lines(transit.state_rows(before, key))))

@@ -21,7 +21,7 @@ def stack_runner(stack: StackFile, args: argparse.Namespace, kubeconfig: str | N
     """How one phase runs `pulumi up`: the local default's engine for a local stack, else the user's Pulumi."""
     from pulumi import automation as auto
 
-    from eks_hybrid_gpu import chartmirror, engine
+    from eks_hybrid_gpu import chartmirror, engine, engine_lock
 
     def output(line: str) -> None:
         print(f"  | {line}", flush=True)
@@ -39,6 +39,13 @@ def stack_runner(stack: StackFile, args: argparse.Namespace, kubeconfig: str | N
         except chartmirror.ChartMirrorError as error:
             raise MigrateRefused(str(error)) from None
         pulumi_stack = engine.stack(env, stack.name, work_dir=stack.project_dir, charts=charts or None)
+
+        work = Path(pulumi_stack.workspace.work_dir)
+
+        def before_up() -> None:
+            engine_lock.clear_stale(env.pulumi_home, state / "backend", work, PROJECT, stack.name, say)
+
+        locked_hint = f"`{engine_lock.cancel_command(env.pulumi_home, state / 'backend', work, stack.name)}`"
     else:
         from components.program import run as program
 
@@ -51,14 +58,23 @@ def stack_runner(stack: StackFile, args: argparse.Namespace, kubeconfig: str | N
             program=user_program,
             opts=auto.LocalWorkspaceOptions(work_dir=str(stack.project_dir)),
         )
+
+        def before_up() -> None:
+            """The user's own backend: its locks are Pulumi's to judge; a refusal names the command below."""
+
+        locked_hint = f"`pulumi cancel --cwd {stack.project_dir} --stack {stack.name} --yes`"
     packs = engine.policy_packs()
 
     def up(why: str) -> None:
+        before_up()
         say(f"pulumi up of stack {stack.name} with the policy pack: {why}")
         try:
             pulumi_stack.up(on_output=output, color="never", policy_packs=packs)
         except auto.CommandError as error:
-            raise UpFailed(" ".join(str(error).split())[-600:]) from None
+            text = " ".join(str(error).split())
+            if "the stack is currently locked" in text:
+                text += f"; if no other update of the stack runs, clear its lock with {locked_hint}"
+            raise UpFailed(text[-900:]) from None
 
     return up
 

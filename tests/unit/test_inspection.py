@@ -418,6 +418,11 @@ def test_without_a_ledger_only_two_publishers_count() -> None:
 class _Kube:
     server, kubeconfig, context = "https://127.0.0.1:6443", "/k", "local"
 
+    def items(self, path: str, **_: str) -> list[dict[str, Any]]:
+        """No Lease is held (the Lease rows have tests of their own)."""
+        assert path == "/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases"
+        return []
+
 
 @pytest.mark.parametrize(
     ("nodes", "code"),
@@ -634,3 +639,29 @@ def test_missing_node_info_is_a_conflict_and_a_hostile_version_stays_on_one_cell
     ]
     assert "\n  CONFLICT none" not in text
     assert "'v1.34.4\\n  CONFLICT none'" in text
+
+
+def test_held_leases_are_shown_in_the_table_and_the_json_and_are_no_conflict(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from components.lease_records import micro_time, utc_now
+    from tests.support.fake_kube import FakeKube
+
+    fake = FakeKube()
+    for attribute in ("server", "kubeconfig", "context"):
+        setattr(fake, attribute, getattr(_Kube, attribute))
+    from eks_hybrid_gpu.leases import Leases
+
+    Leases(fake, "gpu-system", "eks-hybrid-gpu move-host dp-ours --to dra", print).acquire("node", ["dp-ours"])  # type: ignore[arg-type]
+    stale = fake.objects["/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases/gpu-allocation-node.dp-ours"]
+    stale["spec"]["renewTime"] = micro_time(utc_now().replace(year=2025))
+    monkeypatch.setattr(kubeclient, "connect", lambda *_args: fake)
+    monkeypatch.setattr(inspection.cli, "gather", lambda *_args: recorded_snapshot(nodes=["dp-ours"]))
+
+    assert inspection.main([]) == 0
+    table = capsys.readouterr().out
+    assert "Leases held by move-host and migrate" in table
+    assert re.search(r"node dp-ours .* eks-hybrid-gpu move-host dp-ours --to dra .* expired", table)
+    assert inspection.main(["-o", "json"]) == 0
+    [lease] = json.loads(capsys.readouterr().out)["leases"]
+    assert (lease["kind"], lease["target"], lease["expired"]) == ("node", "dp-ours", True)

@@ -21,9 +21,9 @@ from components.ledger import LedgerError, ownership_map
 from components.migration import apply_to_raw, parse_migration
 from eks_hybrid_gpu import migrate, transit
 from eks_hybrid_gpu.cli import parser
-from eks_hybrid_gpu.kubeclient import KubeApiError
 from policy.gpu_allocation.vocab.labels import COHORT_LABEL, OWNER_LABEL
 from tests.support.configs import DRA_COHORT, PLUGIN_COHORT, _base_config, cohort, hybrid_node
+from tests.support.fake_kube import FakeKube
 
 pytestmark = pytest.mark.unit
 
@@ -31,53 +31,6 @@ NS = "gpu-system"
 LEDGER = f"/api/v1/namespaces/{NS}/configmaps/gpu-allocation-ledger"
 RECORD = f"/api/v1/namespaces/{NS}/configmaps/gpu-allocation-migration"
 NODES = ("gpu-1", "gpu-2")
-
-
-def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
-    for key, value in patch.items():
-        if value is None:
-            target.pop(key, None)
-        elif isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
-        else:
-            target[key] = copy.deepcopy(value)
-
-
-class FakeKube:
-    """Objects by path; lists by prefix; what `transit` and `migrate` call."""
-
-    def __init__(self) -> None:
-        self.objects: dict[str, dict[str, Any]] = {}
-        self.writes: list[str] = []
-
-    def get(self, path: str, **_: Any) -> dict[str, Any]:
-        if path not in self.objects:
-            raise KubeApiError(404, f"{path} not found")
-        return copy.deepcopy(self.objects[path])
-
-    def get_or_none(self, path: str) -> dict[str, Any] | None:
-        return copy.deepcopy(self.objects.get(path))
-
-    def items(self, path: str, **query: Any) -> list[dict[str, Any]]:
-        found = [copy.deepcopy(o) for p, o in sorted(self.objects.items()) if p.rsplit("/", 1)[0] == path]
-        selector = str(query.get("fieldSelector", ""))
-        if selector.startswith("spec.nodeName="):
-            found = [o for o in found if o["spec"].get("nodeName") == selector.split("=", 1)[1]]
-        return found
-
-    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.writes.append(f"create {path}")
-        self.objects[f"{path}/{body['metadata']['name']}"] = copy.deepcopy(body)
-        return body
-
-    def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        self.writes.append(f"patch {path}")
-        _merge(self.objects[path], body)
-        return self.objects[path]
-
-    def delete(self, path: str, **_: Any) -> bool:
-        self.writes.append(f"delete {path}")
-        return self.objects.pop(path, None) is not None
 
 
 def _pod(node: str, owner: str) -> tuple[str, dict[str, Any]]:
@@ -433,3 +386,38 @@ def test_merge_into_plans_each_host_with_move_hosts_order(project: Path, capsys:
     assert kube.writes == []
     with pytest.raises(migrate.MigrateRefused, match="needs both cohort plugin and a cohort other owned by dra"):
         migrate.migrate(kube, stack, _args(project, "--merge-into", "other"), FakeUp(kube))  # type: ignore[arg-type]
+
+
+def test_a_node_held_by_another_run_refuses_the_migration_before_anything_changes(project: Path) -> None:
+    from eks_hybrid_gpu.leases import LeaseHeld, Leases
+
+    kube = cluster()
+    other = Leases(kube, NS, "eks-hybrid-gpu move-host gpu-2 --to dra", print)  # type: ignore[arg-type]
+    other.acquire("node", ["gpu-2"])
+    other._stop.set()
+    up = FakeUp(kube)
+    stack = migrate.read_stack_file("t", project)
+    with pytest.raises(LeaseHeld, match=r"node gpu-2 is held by another run: .* running `eks-hybrid-gpu move-host"):
+        migrate.migrate(kube, stack, _args(project, "--timeout", "5"), up)  # type: ignore[arg-type]
+    assert up.calls == []
+    assert RECORD not in kube.objects
+    for node in NODES:
+        assert not kube.objects[f"/api/v1/nodes/{node}"]["spec"].get("unschedulable")
+    leases = [p.rsplit("/", 1)[1] for p in kube.objects if "/leases/" in p]
+    assert leases == ["gpu-allocation-node.gpu-2"]  # the cohort's and gpu-1's were given back
+
+
+def test_the_migration_holds_its_cohort_and_nodes_while_it_runs_and_gives_them_back(project: Path) -> None:
+    kube = cluster()
+    seen: list[set[str]] = []
+
+    class Watching(FakeUp):
+        def __call__(self, why: str) -> None:
+            seen.append({p.rsplit("/", 1)[1] for p in self.kube.objects if "/leases/" in p})
+            super().__call__(why)
+
+    stack = migrate.read_stack_file("t", project)
+    assert migrate.migrate(kube, stack, _args(project, "--timeout", "5"), Watching(kube)) == 0  # type: ignore[arg-type]
+    held = {"gpu-allocation-cohort.plugin", "gpu-allocation-node.gpu-1", "gpu-allocation-node.gpu-2"}
+    assert seen == [held, held]
+    assert not [p for p in kube.objects if "/leases/" in p]

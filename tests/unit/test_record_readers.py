@@ -60,6 +60,9 @@ class Reader:
     def get(self, path: str, what: str, **_: str) -> dict[str, Any] | None:
         return self.kube.get_or_none(path)
 
+    def items(self, path: str, what: str, **query: str) -> list[dict[str, Any]]:
+        return self.kube.items(path, **query)
+
 
 def _preflight(kube: FakeKube) -> None:
     """What the program does with the records: read both, then check the migration record."""

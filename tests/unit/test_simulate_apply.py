@@ -12,7 +12,7 @@ from components.publishers import observe
 from eks_hybrid_gpu.kubeclient import Kube
 from eks_hybrid_gpu.simulate import Simulation
 from eks_hybrid_gpu.simulate.cluster import apply
-from tests.unit.test_migrate import _merge  # RFC 7386 merge patch, as the API server applies it
+from tests.support.fake_kube import merge_patch as _merge  # RFC 7386, as the API server applies it
 
 pytestmark = pytest.mark.unit
 

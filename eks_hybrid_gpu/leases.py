@@ -1,0 +1,236 @@
+"""One operator at a time: `coordination.k8s.io/v1` Leases per node and per cohort for `move-host` and `migrate`.
+
+Two moves of one node started together both act, and a `migrate` of a cohort interleaves with a `move-host` into
+it; each then takes the other's new allocator for the old one. So before changing anything each command takes a
+Lease per node and per cohort it touches, in the ledger's namespace, renews them while it runs and deletes them
+when it ends. A second run refuses, naming the holder, its command and how long ago it renewed. A Lease its holder
+stopped renewing for longer than its duration is taken over with a notice, and so is one whose holder process on
+this machine has exited (a `kill -9` leaves its Leases behind; the same command run again must not wait for them).
+Creation and takeover are optimistic writes (create fails on an existing name, an update carries the
+resourceVersion it read), so of two runs racing for one Lease exactly one wins.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from components import lease_records
+from components.lease_records import (
+    COMMAND,
+    DURATION_SECONDS,
+    HOLDER_HOST,
+    HOLDER_PID,
+    LEASE_FOR,
+    LEASE_OF,
+    RENEW_SECONDS,
+    HeldLease,
+    Kind,
+    lease_lines,
+    lease_name,
+    micro_time,
+    utc_now,
+)
+from eks_hybrid_gpu.kubeclient import Kube, KubeAccessError, KubeApiError, segment
+
+
+class LeaseHeld(Exception):
+    """Another run holds a Lease this one needs; the message names it and what to do."""
+
+
+class LeaseLost(Exception):
+    """A Lease this run held was taken over or deleted: stop before changing anything more."""
+
+
+def leases_path(namespace: str, name: str = "") -> str:
+    """The API path of the namespace's Leases (or of one), each name checked as one path segment."""
+    return lease_records.leases_path(segment(namespace), segment(name) if name else "")
+
+
+def held_leases(kube: Kube, namespace: str) -> list[HeldLease]:
+    """The Leases `move-host` and `migrate` hold in `namespace`, oldest renewal first."""
+    found = [HeldLease.of(lease) for lease in kube.items(leases_path(namespace), labelSelector=LEASE_OF)]
+    return sorted(found, key=lambda lease: (lease.renewed or datetime.min.replace(tzinfo=UTC), lease.name))
+
+
+def held_on(kube: Kube, namespace: str, nodes: Sequence[str], cohorts: Sequence[str | None]) -> list[str]:
+    """Lease lines of these nodes and cohorts: what a `--dry-run` shows a run now would be refused by."""
+    wanted = {lease_name("node", n) for n in nodes} | {lease_name("cohort", c) for c in cohorts if c}
+    return lease_lines([lease for lease in held_leases(kube, namespace) if lease.name in wanted])
+
+
+def show_held(lines: Sequence[str], say: Callable[[str], None]) -> None:
+    """Print held Lease lines under one heading (nothing when none is held)."""
+    if lines:
+        say("Leases held now (a run would be refused until they are released or expire):")
+        say("\n".join(f"  {line}" for line in lines))
+
+
+@dataclass
+class Leases:
+    """The Leases one run holds, renewed in the background until released; a context manager releases them."""
+
+    kube: Kube
+    namespace: str
+    command: str
+    say: Callable[[str], None]
+    identity: str = field(default_factory=lambda: f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}")
+    held: dict[str, dict[str, Any]] = field(default_factory=dict)
+    lost: str | None = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _thread: threading.Thread | None = None
+
+    def acquire(self, kind: Kind, targets: Sequence[str]) -> None:
+        """Take the Lease of each target, or release what this call took and raise LeaseHeld."""
+        taken: list[str] = []
+        try:
+            for target in targets:
+                name = lease_name(kind, target)
+                if name not in self.held:
+                    self._take(kind, target, name)
+                    taken.append(name)
+        except BaseException:
+            for name in taken:
+                self._release(name)
+            raise
+        self._start_renewing()
+
+    def _body(self, kind: Kind, target: str, name: str, now: datetime) -> dict[str, Any]:
+        return {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": name,
+                "namespace": self.namespace,
+                "labels": {LEASE_OF: kind, "app.kubernetes.io/managed-by": "eks-hybrid-gpu"},
+                "annotations": {
+                    LEASE_FOR: target,
+                    COMMAND: self.command,
+                    HOLDER_HOST: socket.gethostname(),
+                    HOLDER_PID: str(os.getpid()),
+                },
+            },
+            "spec": {
+                "holderIdentity": self.identity,
+                "leaseDurationSeconds": DURATION_SECONDS,
+                "acquireTime": micro_time(now),
+                "renewTime": micro_time(now),
+            },
+        }
+
+    def _take(self, kind: Kind, target: str, name: str) -> None:
+        now = utc_now()
+        body = self._body(kind, target, name, now)
+        try:
+            self.held[name] = self.kube.create(leases_path(self.namespace), body)
+            return
+        except KubeApiError as error:
+            if error.status != 409:
+                raise
+        existing = self.kube.get_or_none(leases_path(self.namespace, name))
+        if existing is None:  # deleted between our create and read: try once more
+            self.held[name] = self.kube.create(leases_path(self.namespace), body)
+            return
+        current = HeldLease.of(existing)
+        if current.holder == self.identity:
+            self.held[name] = existing
+            return
+        if not (current.expired(now) or current.holder_exited()):
+            msg = (
+                f"{kind} {target} is held by another run: {current.describe(now)}; wait for it to finish (or stop it), "
+                f"then run this command again. A Lease not renewed for {current.duration} s is taken over; "
+                f"`kubectl -n {self.namespace} get lease {name} -o yaml` shows it"
+            )
+            raise LeaseHeld(msg)
+        why = "its holder process on this machine has exited" if current.holder_exited() else "it has expired"
+        body["metadata"]["resourceVersion"] = (existing.get("metadata") or {}).get("resourceVersion")
+        try:
+            self.held[name] = self.kube.replace(leases_path(self.namespace, name), body)
+        except KubeApiError as error:
+            if error.status == 409:
+                msg = f"{kind} {target}: another run took over Lease {name} at the same moment; run this command again"
+                raise LeaseHeld(msg) from None
+            raise
+        self.say(f"took over Lease {self.namespace}/{name} of {current.describe(now)}: {why}")
+
+    def _start_renewing(self) -> None:
+        if self._thread is None and self.held:
+            self._thread = threading.Thread(target=self._renew_loop, name="lease-renewal", daemon=True)
+            self._thread.start()
+
+    def _renew_loop(self) -> None:
+        while not self._stop.wait(RENEW_SECONDS):
+            with self._lock:
+                for name in list(self.held):
+                    self._renew(name)
+
+    def _renew(self, name: str) -> None:
+        """Renew one Lease; a holder change means it was taken over (remember that), a failed request is retried."""
+        try:
+            current = self.kube.get_or_none(leases_path(self.namespace, name))
+            if current is None or HeldLease.of(current).holder != self.identity:
+                self.lost = f"Lease {self.namespace}/{name} was {'deleted' if current is None else 'taken over'}"
+                self.held.pop(name, None)
+                return
+            spec = dict(current.get("spec") or {})
+            spec["renewTime"] = micro_time(utc_now())
+            self.held[name] = self.kube.replace(leases_path(self.namespace, name), {**current, "spec": spec})
+        except (KubeAccessError, KubeApiError):
+            return  # the next renewal retries; the Lease outlives a few missed renewals
+
+    def ensure(self) -> None:
+        """LeaseLost when a Lease of this run was taken over: nothing more may be changed."""
+        if self.lost is not None:
+            msg = f"{self.lost} while this run held it; another run may be acting: check `eks-hybrid-gpu inspect`"
+            raise LeaseLost(msg)
+
+    def _release(self, name: str) -> None:
+        lease = self.held.pop(name, None)
+        if lease is None:
+            return
+        version = (lease.get("metadata") or {}).get("resourceVersion")
+        with contextlib.suppress(KubeAccessError, KubeApiError):
+            current = self.kube.get_or_none(leases_path(self.namespace, name))
+            if current is not None and HeldLease.of(current).holder == self.identity:
+                version = (current.get("metadata") or {}).get("resourceVersion", version)
+                self.kube.delete(leases_path(self.namespace, name), resource_version=version)
+
+    def release(self) -> None:
+        """Stop renewing and delete every Lease this run still holds."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=RENEW_SECONDS + 5)
+        with self._lock:
+            for name in list(self.held):
+                self._release(name)
+
+    def __enter__(self) -> Leases:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        self.release()
+
+
+@contextlib.contextmanager
+def holding(
+    kube: Kube, namespace: str, command: str, say: Callable[[str], None], wanted: Mapping[Kind, Sequence[str]]
+) -> Iterator[Leases]:
+    """Hold the Leases of `wanted` (cohorts first, then nodes) for the length of the block."""
+    with Leases(kube, namespace, command, say) as leases:
+        for kind in ("cohort", "node"):
+            targets = [t for t in wanted.get(kind, ()) if t]
+            if targets:
+                leases.acquire(kind, sorted(set(targets)))
+        say(f"holding Leases in namespace {namespace}: {', '.join(sorted(leases.held)) or 'none'}")
+        yield leases

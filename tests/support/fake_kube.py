@@ -1,0 +1,82 @@
+"""An in-memory API server for unit tests: objects by path, lists by prefix, create/replace with resourceVersions.
+
+It keeps the semantics the commands rely on: a create of an existing name and a replace over a changed
+resourceVersion are 409s, a missing object is a 404. The integration tests run the real API server.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from eks_hybrid_gpu.kubeclient import KubeApiError
+
+
+def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> None:
+    for key, value in patch.items():
+        if value is None:
+            target.pop(key, None)
+        elif isinstance(value, dict) and isinstance(target.get(key), dict):
+            merge_patch(target[key], value)
+        else:
+            target[key] = copy.deepcopy(value)
+
+
+class FakeKube:
+    """Objects by path; lists by prefix; what `transit` and `migrate` call."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.writes: list[str] = []
+        self.version = 0
+
+    def get(self, path: str, **_: Any) -> dict[str, Any]:
+        if path not in self.objects:
+            raise KubeApiError(404, f"{path} not found")
+        return copy.deepcopy(self.objects[path])
+
+    def get_or_none(self, path: str) -> dict[str, Any] | None:
+        return copy.deepcopy(self.objects.get(path))
+
+    def items(self, path: str, **query: Any) -> list[dict[str, Any]]:
+        found = [copy.deepcopy(o) for p, o in sorted(self.objects.items()) if p.rsplit("/", 1)[0] == path]
+        selector = str(query.get("fieldSelector", ""))
+        if selector.startswith("spec.nodeName="):
+            found = [o for o in found if o["spec"].get("nodeName") == selector.split("=", 1)[1]]
+        return found
+
+    def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(f"create {path}")
+        target = f"{path}/{body['metadata']['name']}"
+        if target in self.objects:
+            raise KubeApiError(409, f"{target} already exists")
+        self.objects[target] = copy.deepcopy(body)
+        self._version(target)
+        return copy.deepcopy(self.objects[target])
+
+    def _version(self, path: str) -> None:
+        self.version += 1
+        self.objects[path].setdefault("metadata", {})["resourceVersion"] = str(self.version)
+
+    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(f"replace {path}")
+        current = self.objects.get(path)
+        if current is None:
+            raise KubeApiError(404, f"{path} not found")
+        if body["metadata"].get("resourceVersion") != current["metadata"].get("resourceVersion"):
+            raise KubeApiError(409, "the object has been modified")
+        self.objects[path] = copy.deepcopy(body)
+        self._version(path)
+        return copy.deepcopy(self.objects[path])
+
+    def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.writes.append(f"patch {path}")
+        merge_patch(self.objects[path], body)
+        return self.objects[path]
+
+    def delete(self, path: str, *, resource_version: str | None = None, **_: Any) -> bool:
+        self.writes.append(f"delete {path}")
+        current = self.objects.get(path)
+        if current is not None and resource_version and current["metadata"].get("resourceVersion") != resource_version:
+            raise KubeApiError(409, "the object has been modified")
+        return self.objects.pop(path, None) is not None

@@ -1,0 +1,218 @@
+"""The Leases that make `move-host` and `migrate` one operator at a time: take, refuse, take over, renew, release."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from components.lease_records import (
+    COMMAND,
+    HOLDER_PID,
+    LEASE_FOR,
+    LEASE_OF,
+    MAX_NAME,
+    HeldLease,
+    lease_lines,
+    lease_name,
+    micro_time,
+    utc_now,
+)
+from eks_hybrid_gpu.leases import LeaseHeld, LeaseLost, Leases, held_leases, holding, leases_path
+from eks_hybrid_gpu.names import NameRefused
+from tests.support.fake_kube import FakeKube
+
+pytestmark = pytest.mark.unit
+
+NS = "gpu-system"
+
+
+def _leases(kube: FakeKube, command: str = "eks-hybrid-gpu move-host gpu-1 --to dra") -> Leases:
+    return Leases(kube, NS, command, lambda line: said.append(line))  # type: ignore[arg-type]
+
+
+said: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear_said() -> None:
+    said.clear()
+
+
+def _lease(kube: FakeKube, name: str) -> dict[str, Any]:
+    return kube.objects[leases_path(NS, name)]
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_a_run_takes_a_lease_per_node_and_cohort_and_deletes_them_when_it_ends() -> None:
+    kube = FakeKube()
+    with holding(
+        kube, NS, "eks-hybrid-gpu migrate --stack s", said.append, {"node": ["gpu-1"], "cohort": ["plugin"]}
+    ) as held:  # type: ignore[arg-type]
+        node = _lease(kube, "gpu-allocation-node.gpu-1")
+        cohort = _lease(kube, "gpu-allocation-cohort.plugin")
+        assert node["spec"]["holderIdentity"] == cohort["spec"]["holderIdentity"] == held.identity
+        assert held.identity.startswith(f"{socket.gethostname()}/{os.getpid()}/")
+        assert node["metadata"]["labels"][LEASE_OF] == "node"
+        assert node["metadata"]["annotations"][LEASE_FOR] == "gpu-1"
+        assert node["metadata"]["annotations"][COMMAND] == "eks-hybrid-gpu migrate --stack s"
+        assert node["spec"]["leaseDurationSeconds"] == 30
+        assert {(lease.kind, lease.target) for lease in held_leases(kube, NS)} == {
+            ("node", "gpu-1"),
+            ("cohort", "plugin"),
+        }
+    assert not [p for p in kube.objects if "/leases/" in p]
+
+
+def test_a_second_run_is_refused_naming_the_holder_and_its_command() -> None:
+    kube = FakeKube()
+    with _leases(kube) as first:
+        first.acquire("node", ["gpu-1"])
+        second = _leases(kube, "eks-hybrid-gpu migrate --stack s --cohort plugin --to dra")
+        with pytest.raises(LeaseHeld) as refused:
+            second.acquire("node", ["gpu-1"])
+        message = str(refused.value)
+        assert f"node gpu-1 is held by another run: {first.identity} running `eks-hybrid-gpu move-host gpu-1" in message
+        assert "renewed 0 s ago (lease duration 30 s)" in message
+        assert f"kubectl -n {NS} get lease gpu-allocation-node.gpu-1 -o yaml" in message
+        assert _lease(kube, "gpu-allocation-node.gpu-1")["spec"]["holderIdentity"] == first.identity
+
+
+def test_a_refused_run_gives_back_what_it_took_first() -> None:
+    kube = FakeKube()
+    with _leases(kube) as first:
+        first.acquire("node", ["gpu-2"])
+        second = _leases(kube)
+        with pytest.raises(LeaseHeld):
+            second.acquire("node", ["gpu-1", "gpu-2"])
+        assert leases_path(NS, "gpu-allocation-node.gpu-1") not in kube.objects
+        assert second.held == {}
+
+
+def _expire(kube: FakeKube, name: str, seconds: int) -> None:
+    lease = _lease(kube, name)
+    lease["spec"]["renewTime"] = micro_time(utc_now() - timedelta(seconds=seconds))
+
+
+def _held_elsewhere(kube: FakeKube, renewed_seconds_ago: int) -> None:
+    """gpu-1's Lease as a run on another machine left it, last renewed that long ago."""
+    other = _leases(kube)
+    other.acquire("node", ["gpu-1"])
+    other._stop.set()  # it stops renewing: hung, or its machine is gone
+    _expire(kube, "gpu-allocation-node.gpu-1", renewed_seconds_ago)
+    _lease(kube, "gpu-allocation-node.gpu-1")["metadata"]["annotations"]["eks-hybrid-gpu.io/holder-host"] = "elsewhere"
+
+
+def test_a_lease_not_renewed_for_longer_than_its_duration_is_taken_over_with_a_notice() -> None:
+    kube = FakeKube()
+    _held_elsewhere(kube, 31)
+    with _leases(kube) as fresh:
+        fresh.acquire("node", ["gpu-1"])
+        assert _lease(kube, "gpu-allocation-node.gpu-1")["spec"]["holderIdentity"] == fresh.identity
+    assert any(
+        "took over Lease gpu-system/gpu-allocation-node.gpu-1" in line and "it has expired" in line for line in said
+    )
+
+
+def test_a_lease_renewed_just_now_on_another_machine_is_not_taken_over() -> None:
+    kube = FakeKube()
+    _held_elsewhere(kube, 29)
+    with pytest.raises(LeaseHeld):
+        _leases(kube).acquire("node", ["gpu-1"])
+
+
+def test_a_lease_whose_holder_process_here_has_exited_is_taken_over_at_once() -> None:
+    kube = FakeKube()
+    killed = _leases(kube)
+    killed.acquire("node", ["gpu-1"])
+    killed._stop.set()
+    _lease(kube, "gpu-allocation-node.gpu-1")["metadata"]["annotations"][HOLDER_PID] = str(_dead_pid())
+    with _leases(kube) as rerun:
+        rerun.acquire("node", ["gpu-1"])
+        assert _lease(kube, "gpu-allocation-node.gpu-1")["spec"]["holderIdentity"] == rerun.identity
+    assert any("its holder process on this machine has exited" in line for line in said)
+
+
+def test_renewal_moves_the_renew_time_and_a_taken_over_lease_stops_the_run() -> None:
+    kube = FakeKube()
+    run = _leases(kube)
+    run._stop.set()
+    run.acquire("cohort", ["plugin"])
+    name = "gpu-allocation-cohort.plugin"
+    _expire(kube, name, 20)
+    run._renew(name)
+    assert HeldLease.of(_lease(kube, name)).age() < 5  # type: ignore[operator]
+    run.ensure()
+    _lease(kube, name)["spec"]["holderIdentity"] = "someone-else"
+    run._renew(name)
+    with pytest.raises(LeaseLost, match=r"Lease gpu-system/gpu-allocation-cohort\.plugin was taken over"):
+        run.ensure()
+
+
+def test_lease_names_are_object_names_even_for_the_longest_node_name() -> None:
+    assert lease_name("node", "gpu-1") == "gpu-allocation-node.gpu-1"
+    longest = ".".join(["a" * 63] * 3) + "." + "b" * 61
+    assert len(longest) == 253
+    name = lease_name("node", longest)
+    assert len(name) <= MAX_NAME
+    assert name != lease_name("node", longest[:-1] + "c")
+    with pytest.raises(NameRefused):
+        leases_path(NS, "a/b")
+
+
+FIELDS = ["holderIdentity", "renewTime", "acquireTime", "leaseDurationSeconds", "name", "labels", "annotations"]
+SHORT = st.text(max_size=5)
+
+
+@given(
+    st.dictionaries(
+        st.sampled_from(["metadata", "spec"]),
+        st.one_of(
+            st.none(),
+            st.integers(),
+            st.text(max_size=5),
+            st.dictionaries(
+                st.sampled_from(
+                    [
+                        "holderIdentity",
+                        "renewTime",
+                        "acquireTime",
+                        "leaseDurationSeconds",
+                        "name",
+                        "labels",
+                        "annotations",
+                    ]
+                ),
+                st.one_of(
+                    st.none(),
+                    st.integers(),
+                    st.text(max_size=30),
+                    st.dictionaries(st.text(max_size=5), st.text(max_size=5)),
+                ),
+            ),
+        ),
+    )
+)
+def test_any_lease_object_is_read_without_a_crash_and_an_unreadable_one_counts_as_expired(
+    lease: dict[str, Any],
+) -> None:
+    try:
+        held = HeldLease.of(lease)
+    except (AttributeError, TypeError):
+        pytest.fail(f"HeldLease.of crashed on {lease!r}")
+    lines = lease_lines([held])
+    assert len(lines) == 1
+    if held.renewed is None or not held.holder:
+        assert held.expired()
