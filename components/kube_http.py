@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,52 @@ class Response:
     def message(self) -> str:
         """The API server's `Status.message`, or the body on one line."""
         return status_message(self.text) or self.reason
+
+
+WATCH_READ_TIMEOUT = 75.0
+"""A watch asks the server to end it after 60 s (`timeoutSeconds`); a stream silent for longer is a stalled one."""
+
+
+def watch(api: client.ApiClient, path: str, query: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+    """The events of one watch request, one JSON object per line as the server streams them.
+
+    A status other than 200 comes back as one `{"type": "ERROR", "status": N, "message": ...}` event; no answer, a
+    broken or stalled stream raises Unreachable. The stream ends when the server ends the watch.
+    """
+    serialized = api.param_serialize(
+        "GET",
+        path,
+        query_params=[*query.items(), ("watch", "true")],
+        header_params={"Accept": "application/json"},
+        auth_settings=["BearerToken"],
+    )
+    try:
+        with warnings.catch_warnings():
+            if not api.configuration.verify_ssl:
+                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+            response = api.call_api(*serialized, _request_timeout=(REQUEST_TIMEOUT[0], WATCH_READ_TIMEOUT))
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise Unreachable(one_line(error)) from None
+    except ApiException as error:
+        raise Unreachable(one_line(error.reason)) from None
+    raw = response.response
+    try:
+        if response.status != 200:
+            text = raw.read().decode(errors="replace")
+            yield {"type": "ERROR", "status": response.status, "message": status_message(text) or response.reason}
+            return
+        for line in raw:
+            if line.strip():
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(event, dict):
+                    yield event
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise Unreachable(one_line(error)) from None
+    finally:
+        raw.release_conn()
 
 
 def send(

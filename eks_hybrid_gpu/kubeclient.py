@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +23,7 @@ from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
 from components.config import NamespacesConfig
-from components.kube_http import Unreachable, send
+from components.kube_http import Unreachable, send, watch
 from components.live import missing_file
 from eks_hybrid_gpu import names
 from eks_hybrid_gpu.localcluster import running_kubeconfig
@@ -42,6 +42,10 @@ CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
 
 class KubeAccessError(Exception):
     """The cluster could not be reached or refused the user; the message is one line that says what to do."""
+
+
+class KubeUnreachable(KubeAccessError):
+    """No answer at all (refused, reset, timed out): the one access problem that waiting may cure."""
 
 
 class KubeApiError(Exception):
@@ -109,7 +113,7 @@ class Kube:
         try:
             response = send(self.api, method, path, query=params, headers=headers, body=body)
         except Unreachable as error:
-            raise KubeAccessError(self._unreachable(str(error))) from None
+            raise KubeUnreachable(self._unreachable(str(error))) from None
         text = response.text
         if 200 <= response.status <= 299:
             return text if raw else (json.loads(text) if text else {})
@@ -185,6 +189,14 @@ class Kube:
                 return False
             raise
         return True
+
+    def watch(self, path: str, **query: str | int | bool) -> Iterator[dict[str, Any]]:
+        """The events of one watch of `path` (`type`, `object`); an ERROR event for a refused watch."""
+        params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in query.items()}
+        try:
+            yield from watch(self.api, path, params)
+        except Unreachable as error:
+            raise KubeUnreachable(self._unreachable(str(error))) from None
 
     def text(self, path: str, **query: str | int | bool) -> str:
         """A plain-text subresource such as a pod log."""

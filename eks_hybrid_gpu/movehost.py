@@ -249,13 +249,15 @@ def _move(kube: Kube, args: argparse.Namespace, leases: Leases | None) -> int:
         transit.set_label(kube, args.node, key, value)
         _say(f"labelled {args.node} {key}={value}")
     elif stray or not settled:
-        transit.wait_for(
-            f"only {owner}'s allocator is left on {args.node}",
-            lambda: _settled(transit.read_state(kube, args.node), owner),
-            args.timeout,
-            _say,
-            f"remove what else allocates there (see `eks-hybrid-gpu inspect`), then run `{rerun}` again",
-        )
+        with transit.NodeChanges(kube, args.node) as changes:
+            transit.wait_for(
+                f"only {owner}'s allocator is left on {args.node}",
+                lambda: _settled(transit.read_state(kube, args.node), owner),
+                args.timeout,
+                _say,
+                f"remove what else allocates there (see `eks-hybrid-gpu inspect`), then run `{rerun}` again",
+                changes,
+            )
     transit.wait_published(kube, args.node, owner, args.timeout, _say, rerun)
     uncordon = bool(record.get("cordonedByUs"))
     leases.ensure()

@@ -9,20 +9,36 @@ lines and a deadline, never a fixed sleep standing in for a condition.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from components.consumers import Consumer, consumers_by_node
 from components.dra_objects import DRIVER
 from components.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
-from eks_hybrid_gpu.kubeclient import CLAIMS, PODS, SLICES, Kube, KubeApiError, segment
+from eks_hybrid_gpu.kubeclient import (
+    CLAIMS,
+    NODES,
+    PODS,
+    SLICES,
+    Kube,
+    KubeAccessError,
+    KubeApiError,
+    KubeUnreachable,
+    segment,
+)
 from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
 POLL_SECONDS = 0.5
-PROGRESS_SECONDS = 5.0
+"""The shortest pause between two checks of one wait."""
+PROGRESS_SECONDS = 8.0
+"""A wait prints what it still waits for at least this often, and re-reads the node at least this often."""
+WATCH_SECONDS = 60
+"""How long the API server keeps one watch open before the watcher reconnects."""
+T = TypeVar("T")
 TRANSIT_ANNOTATION = f"{LABEL_PREFIX}/in-transit"
 """On a Node being moved: JSON {"to": cohort, "key": label key, "value": label value, "cordonedByUs": bool}, so a
 re-run continues the same move and uncordons only what it cordoned; `inspect` shows it."""
@@ -165,19 +181,143 @@ def rerun_command(command: str, *positional: str, options: Sequence[tuple[str, o
     return " ".join(parts)
 
 
+TRANSIENT_STATUSES: Final = frozenset({429, 500, 502, 503, 504})
+RETRY_FIRST_SECONDS: Final = 0.5
+RETRY_MAX_SECONDS: Final = 8.0
+RETRY_BUDGET_SECONDS: Final = 120.0
+"""How long one change (a patch of the node) keeps retrying an API server that does not answer."""
+
+
+def transient(error: Exception) -> bool:
+    """An answer that waiting may change: no answer at all, 429 (throttled) or a 5xx."""
+    return isinstance(error, KubeUnreachable) or (
+        isinstance(error, KubeApiError) and error.status in TRANSIENT_STATUSES
+    )
+
+
+def retrying(call: Callable[[], T], what: str, progress: Callable[[str], None], budget: float) -> T:
+    """`call`, retried with backoff while the API server's answer is transient, for at most `budget` seconds."""
+    started = time.monotonic()
+    delay = RETRY_FIRST_SECONDS
+    while True:
+        try:
+            return call()
+        except (KubeAccessError, KubeApiError) as error:
+            left = budget - (time.monotonic() - started)
+            if not transient(error) or left <= 0:
+                raise
+            progress(f"  {what}: the API server did not answer ({_short(error)}); retrying in {delay:.1f} s")
+            time.sleep(min(delay, left))
+            delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+
+def _short(error: Exception) -> str:
+    text = str(error)
+    return text.split("): ", 1)[-1].split("; ", 1)[0][:160]
+
+
+class NodeChanges:
+    """Wakes a wait when the node, its pods, its ResourceSlices or any ResourceClaim change.
+
+    One watch per kind (the node and its pods and slices by field selector; claims cluster-wide, as `read_state`
+    reads them), each in a daemon thread that reconnects with backoff from the last resourceVersion it saw. A wait
+    then re-reads the node when the API server reports a change, and at its progress tick, instead of listing
+    twice a second.
+    """
+
+    def __init__(self, kube: Kube, node: str) -> None:
+        """Start watching; `stop` (or leaving the `with` block) ends it."""
+        self.kube = kube
+        self.changed = threading.Event()
+        self.stopped = threading.Event()
+        on_node = f"spec.nodeName={node}"
+        watches: tuple[tuple[str, dict[str, str]], ...] = (
+            (NODES, {"fieldSelector": f"metadata.name={node}"}),
+            (PODS, {"fieldSelector": on_node}),
+            (SLICES, {"fieldSelector": on_node}),
+            (CLAIMS, {}),
+        )
+        for path, query in watches:
+            threading.Thread(target=self._watch, args=(path, query), name=f"watch {path}", daemon=True).start()
+
+    def _watch(self, path: str, query: Mapping[str, str]) -> None:
+        version: str | None = None
+        delay = RETRY_FIRST_SECONDS
+        while not self.stopped.is_set():
+            params: dict[str, str | int | bool] = {
+                **query,
+                "timeoutSeconds": WATCH_SECONDS,
+                "allowWatchBookmarks": True,
+            }
+            if version:
+                params["resourceVersion"] = version
+            opened = time.monotonic()
+            try:
+                for event in self.kube.watch(path, **params):
+                    if self.stopped.is_set():
+                        return
+                    if event.get("type") == "ERROR":  # 410 Gone (too old a version) or a refusal: start afresh
+                        version = None
+                        raise KubeApiError(int(event.get("status") or 500), str(event.get("message")))
+                    found = ((event.get("object") or {}).get("metadata") or {}).get("resourceVersion")
+                    version = str(found) if found else version
+                    delay = RETRY_FIRST_SECONDS
+                    if event.get("type") != "BOOKMARK":
+                        self.changed.set()
+            except (KubeAccessError, KubeApiError):
+                self.stopped.wait(delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+                continue
+            if time.monotonic() - opened < 1.0:  # ended at once (a proxy that does not stream): do not spin
+                self.stopped.wait(delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+    def wait(self, seconds: float) -> None:
+        """Until something changed or `seconds` passed."""
+        self.changed.wait(max(seconds, 0.0))
+        self.changed.clear()
+
+    def stop(self) -> None:
+        """End the watches (each thread leaves at its next event or when the server ends the watch)."""
+        self.stopped.set()
+
+    def __enter__(self) -> NodeChanges:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
 def wait_for(
     what: str,
     check: Callable[[], tuple[bool, str]],
     timeout: float,
     progress: Callable[[str], None],
     on_timeout: str,
+    changes: NodeChanges | None = None,
 ) -> None:
-    """Poll `check` (done, what is left) until done; a progress line every few seconds; TransitError at the deadline."""
+    """Check (done, what is left) until done; TransitError at the deadline, whatever the API server does.
+
+    With `changes`, a check runs when the cluster reports a change and at each progress tick; without, every
+    POLL_SECONDS. A check the API server cannot answer (no answer, 429, 5xx) is retried with backoff and says so;
+    the deadline still holds. A progress line comes at least every PROGRESS_SECONDS.
+    """
     started = time.monotonic()
-    last = 0.0
+    last = started
+    delay = RETRY_FIRST_SECONDS
     progress(f"waiting until {what} (timeout {timeout:.0f} s)")
     while True:
-        done, left = check()
+        try:
+            done, left = check()
+            delay = RETRY_FIRST_SECONDS
+            pause = POLL_SECONDS
+        except (KubeAccessError, KubeApiError) as error:
+            if not transient(error):
+                raise
+            done, left = False, f"no answer from the API server ({_short(error)})"
+            progress(f"  {time.monotonic() - started:.0f} s: {left}; retrying in {delay:.1f} s")
+            last = time.monotonic()
+            pause, delay = delay, min(delay * 2, RETRY_MAX_SECONDS)
         now = time.monotonic()
         if done:
             progress(f"  done after {now - started:.1f} s: {what}")
@@ -188,7 +328,12 @@ def wait_for(
         if now - last >= PROGRESS_SECONDS:
             progress(f"  {now - started:.0f} s: still {left}")
             last = now
-        time.sleep(POLL_SECONDS)
+        remaining = timeout - (now - started)
+        if changes is not None and pause == POLL_SECONDS:
+            time.sleep(POLL_SECONDS)  # at most two reads a second, however busy the cluster is
+            changes.wait(min(PROGRESS_SECONDS - (time.monotonic() - last), remaining))
+        else:
+            time.sleep(max(min(pause, remaining), 0.0))
 
 
 def mark(kube: Kube, node: str, *, unschedulable: bool | None, transit: Mapping[str, Any] | None) -> None:
@@ -200,12 +345,18 @@ def mark(kube: Kube, node: str, *, unschedulable: bool | None, transit: Mapping[
     }
     if unschedulable is not None:
         body["spec"] = {"unschedulable": True if unschedulable else None}
-    kube.merge_patch(f"/api/v1/nodes/{segment(node)}", body)
+    path = f"/api/v1/nodes/{segment(node)}"
+    retrying(lambda: kube.merge_patch(path, body), f"patching node {node}", _say, RETRY_BUDGET_SECONDS)
 
 
 def set_label(kube: Kube, node: str, key: str, value: str | None) -> None:
-    """Set (or with None remove) one label of the node."""
-    kube.merge_patch(f"/api/v1/nodes/{segment(node)}", {"metadata": {"labels": {key: value}}})
+    """Set (or with None remove) one label of the node (a merge patch: repeating it is harmless)."""
+    path, body = f"/api/v1/nodes/{segment(node)}", {"metadata": {"labels": {key: value}}}
+    retrying(lambda: kube.merge_patch(path, body), f"labelling node {node}", _say, RETRY_BUDGET_SECONDS)
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def evict(kube: Kube, pod: str) -> tuple[bool, str]:
@@ -246,13 +397,15 @@ def drain_consumers(
         return False, "; ".join(c.describe() for c in held)
 
     hint = "or evict them with --drain" if not drain else "check their PodDisruptionBudgets"
-    wait_for(
-        f"no pod holds a GPU on {node}",
-        check,
-        timeout,
-        progress,
-        f"let those pods finish ({hint}), then run `{rerun}` again",
-    )
+    with NodeChanges(kube, node) as changes:
+        wait_for(
+            f"no pod holds a GPU on {node}",
+            check,
+            timeout,
+            progress,
+            f"let those pods finish ({hint}), then run `{rerun}` again",
+            changes,
+        )
 
 
 def wait_unpublished(kube: Kube, node: str, timeout: float, progress: Callable[[str], None], rerun: str) -> None:
@@ -264,13 +417,15 @@ def wait_unpublished(kube: Kube, node: str, timeout: float, progress: Callable[[
         left += [f"ResourceSlice {s}" for s in state.slices]
         return not left, ", ".join(left)
 
-    wait_for(
-        f"the old allocator has left {node} and its publication ended",
-        check,
-        timeout,
-        progress,
-        f"check that no other cohort or installation still selects the node, then run `{rerun}` again",
-    )
+    with NodeChanges(kube, node) as changes:
+        wait_for(
+            f"the old allocator has left {node} and its publication ended",
+            check,
+            timeout,
+            progress,
+            f"check that no other cohort or installation still selects the node, then run `{rerun}` again",
+            changes,
+        )
 
 
 def wait_published(
@@ -285,14 +440,16 @@ def wait_published(
             return True, ""
         return False, f"{owner} allocator ready: {'yes' if ours else 'no'}; {state.describe()}"
 
-    wait_for(
-        f"{owner}'s allocator is Ready on {node} and publishes its GPUs",
-        check,
-        timeout,
-        progress,
-        f"check the {owner} DaemonSet's pods on {node} (`kubectl get pods -A -o wide --field-selector "
-        f"spec.nodeName={node}`), then run `{rerun}` again",
-    )
+    with NodeChanges(kube, node) as changes:
+        wait_for(
+            f"{owner}'s allocator is Ready on {node} and publishes its GPUs",
+            check,
+            timeout,
+            progress,
+            f"check the {owner} DaemonSet's pods on {node} (`kubectl get pods -A -o wide --field-selector "
+            f"spec.nodeName={node}`), then run `{rerun}` again",
+            changes,
+        )
 
 
 def state_rows(states: Sequence[NodeState], key: str) -> list[tuple[str, ...]]:

@@ -8,6 +8,8 @@ migrated to DRA and back with a sampler on both nodes, refused as a one-step fli
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -19,7 +21,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from eks_hybrid_gpu import engine, kubeclient, localcluster, migrate
+from eks_hybrid_gpu import engine, engine_lock, kubeclient, localcluster, migrate
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status
@@ -247,6 +249,45 @@ def test_a_migration_killed_mid_phase_is_finished_by_the_same_command(
         assert not kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable")
         assert gpu_status(kube, node)[2] is True
     assert owner_in_file(work)["owner"] == "dra"
+
+
+def _engine_children(home: Path, parent: int) -> list[engine_lock.Process]:
+    return [p for p in engine_lock.engine_processes(home) if p.ppid == parent and p.name == "pulumi"]
+
+
+def test_a_migration_killed_inside_its_pulumi_up_is_finished_by_the_same_command_leaving_nothing_running(
+    mig_stack: auto.Stack,
+    engine_env: engine.EngineEnv,
+    kube: kubeclient.Kube,
+    cluster: localcluster.LocalCluster,
+    work: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    to = "device-plugin" if owner_in_file(work)["owner"] == "dra" else "dra"
+    command = [sys.executable, "-m", "eks_hybrid_gpu", "migrate", *argv(work, engine_env, cluster, to)]
+    process = subprocess.Popen(command, cwd=engine.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(
+            lambda: _engine_children(engine_env.pulumi_home, process.pid) or None, "migrate's pulumi up", timeout=180
+        )
+        time.sleep(2)  # inside the update: its provider and analyzer are up
+        os.kill(process.pid, signal.SIGKILL)
+    finally:
+        process.kill()
+        output = process.communicate()[0]
+    assert "pulumi up of stack mig with the policy pack" in output, output
+
+    assert migrate.main(argv(work, engine_env, cluster, to)) == 0
+    out = capsys.readouterr().out
+    assert "resuming the migration recorded in the cluster" in out
+    assert "took over Lease gpu-system/gpu-allocation-cohort.plugin" in out  # the killed run's, at once
+    assert kube.get_or_none(RECORD) is None
+    assert owner_in_file(work)["owner"] == to
+    assert engine_lock.left_behind(engine_lock.engine_processes(engine_env.pulumi_home)) == []
+    assert engine_lock.stack_locks(engine_env.state_dir / "backend", "eks-hybrid-gpu", "mig") == []
+    assert not kube.items("/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases")
+    cleared = [line for line in out.splitlines() if "stopping pid" in line or "stale lock" in line]
+    print(f"\nafter kill -9 inside pulumi up: {cleared}")
 
 
 def test_a_pod_disruption_budget_holds_the_drain_before_anything_is_removed(

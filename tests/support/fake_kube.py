@@ -7,6 +7,8 @@ resourceVersion are 409s, a missing object is a 404. The integration tests run t
 from __future__ import annotations
 
 import copy
+import time
+from collections.abc import Iterator
 from typing import Any
 
 from eks_hybrid_gpu.kubeclient import KubeApiError
@@ -72,11 +74,22 @@ class FakeKube:
     def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.writes.append(f"patch {path}")
         merge_patch(self.objects[path], body)
+        self.version += 1
         return self.objects[path]
+
+    def watch(self, path: str, **_: Any) -> Iterator[dict[str, Any]]:
+        """One event whenever anything was written (the real server filters by path and selector; waits re-read)."""
+        seen, ends = self.version, time.monotonic() + 1.0
+        while time.monotonic() < ends:
+            if self.version != seen:
+                seen = self.version
+                yield {"type": "MODIFIED", "object": {"metadata": {"resourceVersion": str(seen)}}}
+            time.sleep(0.02)
 
     def delete(self, path: str, *, resource_version: str | None = None, **_: Any) -> bool:
         self.writes.append(f"delete {path}")
         current = self.objects.get(path)
         if current is not None and resource_version and current["metadata"].get("resourceVersion") != resource_version:
             raise KubeApiError(409, "the object has been modified")
+        self.version += 1
         return self.objects.pop(path, None) is not None

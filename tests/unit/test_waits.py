@@ -1,0 +1,123 @@
+"""The waits of move-host and migrate: woken by watches, riding through an API server that does not answer."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+
+from eks_hybrid_gpu import transit
+from eks_hybrid_gpu.kubeclient import KubeAccessError, KubeApiError, KubeUnreachable
+from tests.support.fake_kube import FakeKube
+
+pytestmark = pytest.mark.unit
+
+
+class Flaky:
+    """A check that fails `failures` times with `error`, then reports done."""
+
+    def __init__(self, failures: int, error: Exception) -> None:
+        self.failures, self.error, self.calls = failures, error, 0
+
+    def __call__(self) -> tuple[bool, str]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise self.error
+        return True, ""
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        KubeUnreachable("cannot reach the Kubernetes API (...): timed out; check that the cluster is running"),
+        KubeApiError(429, "Too many requests"),
+        KubeApiError(503, "the server is currently unable to handle the request"),
+    ],
+)
+def test_a_wait_rides_through_an_api_server_that_does_not_answer(error: Exception) -> None:
+    lines: list[str] = []
+    check = Flaky(3, error)
+    transit.wait_for("the thing", check, 30, lines.append, "run it again")
+    assert check.calls == 4
+    retries = [line for line in lines if "retrying in" in line]
+    assert len(retries) == 3
+    assert [line.rsplit("retrying in ", 1)[1] for line in retries] == ["0.5 s", "1.0 s", "2.0 s"]  # backoff
+    assert lines[-1].startswith("  done after ")
+
+
+def test_the_deadline_holds_while_the_api_server_does_not_answer() -> None:
+    started = time.monotonic()
+    with pytest.raises(transit.TransitError, match=r"the thing: not after 2 s; still no answer from the API server"):
+        transit.wait_for("the thing", Flaky(10**6, KubeApiError(500, "etcd")), 2, lambda _: None, "run it again")
+    assert time.monotonic() - started < 2 + transit.RETRY_MAX_SECONDS
+
+
+@pytest.mark.parametrize(
+    "error", [KubeAccessError("permission denied (...)"), KubeApiError(404, "not found"), KubeApiError(409, "x")]
+)
+def test_an_answer_that_waiting_cannot_change_is_not_retried(error: Exception) -> None:
+    check = Flaky(1, error)
+    with pytest.raises(type(error)):
+        transit.wait_for("the thing", check, 30, lambda _: None, "run it again")
+    assert check.calls == 1
+
+
+def test_a_change_the_cluster_reports_wakes_the_wait_before_its_progress_tick() -> None:
+    kube = FakeKube()
+    kube.objects["/api/v1/nodes/gpu-1"] = {"metadata": {"name": "gpu-1"}}
+    done = threading.Event()
+    checks: list[float] = []
+
+    def check() -> tuple[bool, str]:
+        checks.append(time.monotonic())
+        return done.is_set(), "not yet"
+
+    def later() -> None:
+        time.sleep(1.5)
+        done.set()
+        kube.merge_patch("/api/v1/nodes/gpu-1", {"metadata": {"labels": {"a": "b"}}})
+
+    threading.Thread(target=later, daemon=True).start()
+    started = time.monotonic()
+    with transit.NodeChanges(kube, "gpu-1") as changes:  # type: ignore[arg-type]
+        transit.wait_for("the change", check, 30, lambda _: None, "run it again", changes)
+    took = time.monotonic() - started
+    assert took < transit.PROGRESS_SECONDS  # woken by the watch, not by the tick
+    assert len(checks) <= 4  # not two reads a second for the whole wait
+
+
+def test_a_quiet_wait_still_reports_progress_at_least_every_progress_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(transit, "PROGRESS_SECONDS", 0.6)
+    kube = FakeKube()
+    lines: list[str] = []
+    stamps: list[float] = []
+
+    def progress(line: str) -> None:
+        lines.append(line)
+        stamps.append(time.monotonic())
+
+    with transit.NodeChanges(kube, "gpu-1") as changes, pytest.raises(transit.TransitError):  # type: ignore[arg-type]
+        transit.wait_for("nothing", lambda: (False, "the same"), 3, progress, "run it again", changes)
+    ticks = [t for t, line in zip(stamps, lines, strict=True) if "still the same" in line]
+    assert len(ticks) >= 3
+    assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.6 + transit.POLL_SECONDS + 0.3
+
+
+def test_a_node_patch_is_retried_while_the_api_server_does_not_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    kube = FakeKube()
+    kube.objects["/api/v1/nodes/gpu-1"] = {"metadata": {"name": "gpu-1"}, "spec": {}}
+    real = kube.merge_patch
+    failures = iter([KubeUnreachable("cannot reach the Kubernetes API (...): connection refused; ..."), None])
+
+    def flaky(path: str, body: dict[str, object]) -> dict[str, object]:
+        error = next(failures)
+        if error is not None:
+            raise error
+        return real(path, body)  # type: ignore[arg-type]
+
+    kube.merge_patch = flaky  # type: ignore[method-assign]
+    transit.set_label(kube, "gpu-1", "k", "v")  # type: ignore[arg-type]
+    assert kube.objects["/api/v1/nodes/gpu-1"]["metadata"]["labels"] == {"k": "v"}
+    assert "labelling node gpu-1: the API server did not answer" in capsys.readouterr().out
