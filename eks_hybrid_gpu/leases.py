@@ -17,7 +17,7 @@ import os
 import socket
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -102,6 +102,8 @@ class Leases:
             for name in taken:
                 self._release(name)
             raise
+        if taken:
+            self.say(f"holding Leases in namespace {self.namespace}: {', '.join(taken)}")
         self._start_renewing()
 
     def _body(self, kind: Kind, target: str, name: str, now: datetime) -> dict[str, Any]:
@@ -220,17 +222,3 @@ class Leases:
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
     ) -> None:
         self.release()
-
-
-@contextlib.contextmanager
-def holding(
-    kube: Kube, namespace: str, command: str, say: Callable[[str], None], wanted: Mapping[Kind, Sequence[str]]
-) -> Iterator[Leases]:
-    """Hold the Leases of `wanted` (cohorts first, then nodes) for the length of the block."""
-    with Leases(kube, namespace, command, say) as leases:
-        for kind in ("cohort", "node"):
-            targets = [t for t in wanted.get(kind, ()) if t]
-            if targets:
-                leases.acquire(kind, sorted(set(targets)))
-        say(f"holding Leases in namespace {namespace}: {', '.join(sorted(leases.held)) or 'none'}")
-        yield leases

@@ -374,7 +374,7 @@ def test_two_moves_of_one_node_at_once_one_proceeds_the_other_refuses_naming_the
     )
     seen: list[str] = []
     try:
-        _lines_until(first, "holding Leases in namespace gpu-system", seen)
+        _lines_until(first, "holding Leases in namespace gpu-system: gpu-allocation-node.sim-plugin-1", seen)
         capsys.readouterr()
         assert movehost.main(argv) == 1
         err = capsys.readouterr().err

@@ -31,6 +31,8 @@ class FakeKube:
         self.objects: dict[str, dict[str, Any]] = {}
         self.writes: list[str] = []
         self.version = 0
+        self.watch_seconds = 1.0
+        """How long one watch stays open (the real server: `timeoutSeconds`, 60 s for the waits)."""
 
     def get(self, path: str, **_: Any) -> dict[str, Any]:
         if path not in self.objects:
@@ -79,7 +81,7 @@ class FakeKube:
 
     def watch(self, path: str, **_: Any) -> Iterator[dict[str, Any]]:
         """One event whenever anything was written (the real server filters by path and selector; waits re-read)."""
-        seen, ends = self.version, time.monotonic() + 1.0
+        seen, ends = self.version, time.monotonic() + self.watch_seconds
         while time.monotonic() < ends:
             if self.version != seen:
                 seen = self.version

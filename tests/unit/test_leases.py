@@ -25,7 +25,7 @@ from components.lease_records import (
     micro_time,
     utc_now,
 )
-from eks_hybrid_gpu.leases import LeaseHeld, LeaseLost, Leases, held_leases, holding, leases_path
+from eks_hybrid_gpu.leases import LeaseHeld, LeaseLost, Leases, held_leases, leases_path
 from eks_hybrid_gpu.names import NameRefused
 from tests.support.fake_kube import FakeKube
 
@@ -58,9 +58,13 @@ def _dead_pid() -> int:
 
 def test_a_run_takes_a_lease_per_node_and_cohort_and_deletes_them_when_it_ends() -> None:
     kube = FakeKube()
-    with holding(
-        kube, NS, "eks-hybrid-gpu migrate --stack s", said.append, {"node": ["gpu-1"], "cohort": ["plugin"]}
-    ) as held:  # type: ignore[arg-type]
+    with _leases(kube, "eks-hybrid-gpu migrate --stack s") as held:
+        held.acquire("cohort", ["plugin"])
+        held.acquire("node", ["gpu-1"])
+        assert said == [
+            "holding Leases in namespace gpu-system: gpu-allocation-cohort.plugin",
+            "holding Leases in namespace gpu-system: gpu-allocation-node.gpu-1",
+        ]
         node = _lease(kube, "gpu-allocation-node.gpu-1")
         cohort = _lease(kube, "gpu-allocation-cohort.plugin")
         assert node["spec"]["holderIdentity"] == cohort["spec"]["holderIdentity"] == held.identity
