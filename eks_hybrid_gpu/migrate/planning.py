@@ -68,7 +68,7 @@ def read_stack_file(name: str, project_dir: Path) -> StackFile:
 
 def rerun_command(args: argparse.Namespace) -> str:
     """The same command, to continue after an interruption: every flag that names the cluster, stack or charts."""
-    options: tuple[str, ...] = ("stack", "cohort", "to", "drain", "merge_into", "project_dir", "state_dir")
+    options: tuple[str, ...] = ("stack", "cohort", "to", "drain", "merge_into", "project", "state_dir")
     options += ("chart_mirror", "kubeconfig", "context")
     flags = [(f"--{name.replace('_', '-')}", getattr(args, name, None)) for name in options]
     timeout = getattr(args, "timeout", transit.DEFAULT_TIMEOUT_SECONDS)

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from eks_hybrid_gpu import engine, kubeclient, localcluster, migrate
+from eks_hybrid_gpu import engine, kubeclient, localcluster, migrate, projectdir
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status
@@ -47,7 +47,7 @@ def mig_stack(engine_env: engine.EngineEnv, kube: kubeclient.Kube, work: Path) -
 
 def argv(work: Path, env: engine.EngineEnv, cluster: localcluster.LocalCluster, to: str, *extra: str) -> list[str]:
     return [
-        "--stack", "mig", "--cohort", "plugin", "--to", to, "--timeout", "120", "--project-dir", str(work),
+        "--stack", "mig", "--cohort", "plugin", "--to", to, "--timeout", "120", "--project", str(work),
         "--state-dir", str(env.state_dir), "--kubeconfig", str(cluster.kubeconfig), *extra,
     ]  # fmt: skip
 
@@ -207,7 +207,9 @@ def test_a_migration_killed_mid_phase_is_finished_by_the_same_command(
         },
     }
     command = [sys.executable, "-m", "eks_hybrid_gpu", "migrate", *argv(work, engine_env, cluster, "dra")]
-    process = subprocess.Popen(command, cwd=engine.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command, cwd=projectdir.SHIPPED, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
     def phase() -> str | None:
         found = kube.get_or_none(RECORD)
