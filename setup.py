@@ -14,7 +14,6 @@ PROJECT = "eks_hybrid_gpu._project"
 PROGRAM = find_packages(include=["components", "components.*", "policy", "policy.*"])
 
 
-
 class BuildPy(build_py):
     """build_py that leaves this file out: the repository root is the folder of `eks_hybrid_gpu._project`."""
 

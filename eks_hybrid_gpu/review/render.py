@@ -257,6 +257,7 @@ def render_stack(
         raise RenderError(msg) from None
     request = {
         "project_dir": str(project_dir),
+        "program_fallback": [str(projectdir.SHIPPED)],
         "stack": stack,
         "stack_file": str(stack_file),
         "render_dir": str(area / "raw"),
