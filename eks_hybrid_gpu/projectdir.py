@@ -19,8 +19,10 @@ Tool files that are not the project's (the offline toolchain script and its vers
 
 from __future__ import annotations
 
+import os
 import sys
 from argparse import Namespace
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
@@ -92,6 +94,25 @@ def use(project: Path) -> Path:
             sys.path.remove(entry)
         sys.path.insert(0, entry)
     return project
+
+
+def importable_from_elsewhere() -> None:
+    """`use(locate())` unless `policy` already imports (the host check's zipapp, a run from the checkout's root).
+
+    For the entry points that do not start in `cli.main`: `python -m eks_hybrid_gpu.hostcheck` on a host.
+    """
+    from importlib.util import find_spec
+
+    if find_spec("policy") is None:
+        use(locate())
+
+
+def child_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment of a `python -m eks_hybrid_gpu.…` child: PYTHONPATH led by the project, then SHIPPED."""
+    env = dict(os.environ if environ is None else environ)
+    entries = [str(current()), str(SHIPPED), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(entries))
+    return env
 
 
 def current() -> Path:

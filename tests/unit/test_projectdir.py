@@ -123,3 +123,12 @@ def test_a_migrate_rerun_line_keeps_the_project(tmp_path: Path) -> None:
     assert planning.rerun_command(args) == (
         f"eks-hybrid-gpu migrate --stack s --cohort c --to dra --project {tmp_path}"
     )
+
+
+def test_a_child_gets_the_project_then_the_shipped_copy_before_its_own_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = _project(tmp_path / "p")
+    monkeypatch.setattr(projectdir, "_chosen", project)
+    env = projectdir.child_environment({"PYTHONPATH": f"/elsewhere:{project}", "HOME": "/h"})
+    assert env == {"PYTHONPATH": f"{project}:{projectdir.SHIPPED}:/elsewhere", "HOME": "/h"}

@@ -114,12 +114,19 @@ def test_hostcheck_on_a_recorded_host_agrees_with_the_checkout(
         str(_fake_tool(tmp_path, "containerd", None, "containerd containerd.io 1.7.27 05044ec")),
     ]
     from_wheel = installed.run(*argv)
+    as_module = subprocess.run(
+        [str(installed.python), "-m", "eks_hybrid_gpu.hostcheck", *argv[1:]],
+        cwd=installed.elsewhere,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     from_checkout = subprocess.run(
         [sys.executable, "-m", "eks_hybrid_gpu", *argv], cwd=wheel.REPO, capture_output=True, text=True, check=False
     )
-    assert from_wheel.returncode == from_checkout.returncode == code, from_wheel.stderr
+    assert from_wheel.returncode == as_module.returncode == from_checkout.returncode == code, as_module.stderr
     inventory = json.loads(from_wheel.stdout)
-    assert inventory == json.loads(from_checkout.stdout)
+    assert inventory == json.loads(as_module.stdout) == json.loads(from_checkout.stdout)
     assert [gpu["model"] for gpu in inventory["gpus"]] == [model]
 
 
@@ -130,3 +137,23 @@ def test_a_folder_that_is_no_project_is_refused_in_one_line(installed: wheel.Ins
         f"eks-hybrid-gpu: --project {installed.elsewhere} holds no Pulumi.yaml; "
         "name the folder whose Pulumi.yaml says `name: eks-hybrid-gpu`\n"
     )
+
+
+def test_a_child_process_of_the_cli_imports_the_project_through_its_environment(installed: wheel.Installed) -> None:
+    """`local up` starts the simulated device manager as `python -m …`; the wheel's site-packages has no `policy`."""
+    code = (
+        "import subprocess, sys; from eks_hybrid_gpu import projectdir; "
+        "argv = [sys.executable, '-m', 'eks_hybrid_gpu.simulate.devicemanager', '--help']; "
+        "bare = subprocess.run(argv, capture_output=True, text=True); "
+        "child = subprocess.run(argv, capture_output=True, text=True, env=projectdir.child_environment()); "
+        "print(bare.returncode, 'No module named' in bare.stderr, child.returncode, child.stdout.split()[:2])"
+    )
+    ran = subprocess.run(
+        [str(installed.python), "-c", code], cwd=installed.elsewhere, capture_output=True, text=True, check=True
+    )
+    assert ran.stdout.strip().split(maxsplit=3) == [
+        "1",
+        "True",
+        "0",
+        "['usage:', 'eks-hybrid-gpu-simulated-device-manager']",
+    ]
