@@ -81,20 +81,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse, then run the chosen command; a usage error exits 2 and --help 0, as argparse does."""
     try:
         project, args_list = _project_option(list(sys.argv[1:] if argv is None else argv))
-        projectdir.use(projectdir.locate(project))
+        located = projectdir.locate(project)
     except ProjectDirError as error:
         print(f"eks-hybrid-gpu: {error}", file=sys.stderr)
         return 2
     except SystemExit as stop:  # `--project` without a value
         return stop.code if isinstance(stop.code, int) else 2
-    chosen = next((a for a in args_list[:1] if a in COMMANDS), None)
-    try:
-        args = parser(chosen).parse_args(args_list)
-    except SystemExit as stop:
-        return stop.code if isinstance(stop.code, int) else 2
-    args.project = project
-    code: int = importlib.import_module(COMMANDS[args.command][0]).run(args)
-    return code
+    with projectdir.chosen(located):
+        chosen = next((a for a in args_list[:1] if a in COMMANDS), None)
+        try:
+            args = parser(chosen).parse_args(args_list)
+        except SystemExit as stop:
+            return stop.code if isinstance(stop.code, int) else 2
+        args.project = project
+        code: int = importlib.import_module(COMMANDS[args.command][0]).run(args)
+        return code
 
 
 def run_command(name: str, argv: Sequence[str]) -> int:

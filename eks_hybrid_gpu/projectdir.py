@@ -22,7 +22,8 @@ from __future__ import annotations
 import os
 import sys
 from argparse import Namespace
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
@@ -82,7 +83,7 @@ _chosen: Path | None = None
 
 
 def use(project: Path) -> Path:
-    """Make `project` this process's project (the CLI calls it once, before importing the command).
+    """Make `project` this process's project (`chosen` does it for one CLI command, before importing it).
 
     Its directory goes first on `sys.path`, then SHIPPED, so `components` and `policy` resolve to the
     project's own code and, where it has none, to the shipped program.
@@ -94,6 +95,22 @@ def use(project: Path) -> Path:
             sys.path.remove(entry)
         sys.path.insert(0, entry)
     return project
+
+
+@contextmanager
+def chosen(project: Path) -> Iterator[Path]:
+    """`use(project)` for one command: `current()` answers `project` until the command returns.
+
+    The choice is undone afterwards (a test or a library that runs several commands in one process gets no
+    leftover); the `sys.path` entries stay, because the modules imported through them stay imported.
+    """
+    global _chosen
+    before = _chosen
+    use(project)
+    try:
+        yield project
+    finally:
+        _chosen = before
 
 
 def importable_from_elsewhere() -> None:

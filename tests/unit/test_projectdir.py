@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from eks_hybrid_gpu import cli, projectdir
 from eks_hybrid_gpu.migrate import planning
@@ -100,19 +101,26 @@ def test_the_cli_refuses_a_folder_that_is_no_project_in_one_line(
 
 
 @pytest.mark.parametrize("where", ["before", "after-nested-command"])
-def test_the_cli_takes_project_anywhere_and_the_command_reads_it(
+def test_the_cli_takes_project_anywhere_for_the_length_of_the_command(
     where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sys, "path", [*sys.path])
     monkeypatch.setattr(projectdir, "_chosen", None)
     project = _project(tmp_path / "p")
     (project / "stacks").mkdir()
-    (project / "stacks" / "Pulumi.local.yaml").write_text((REPO / "stacks" / "Pulumi.local.yaml").read_text())
+    document = yaml.safe_load((REPO / "stacks" / "Pulumi.local.yaml").read_text())
+    cohorts = document["config"]["eks-hybrid-gpu:cohorts"]
+    document["config"]["eks-hybrid-gpu:cohorts"] = [c for c in cohorts if c["name"] == "plugin"]
+    (project / "stacks" / "Pulumi.local.yaml").write_text(yaml.safe_dump(document))
     argv = ["simulate", "fleet", "--stack", "local"]
+    assert cli.main(argv) == 0
+    assert "- name: sim-dra-0" in capsys.readouterr().out  # the checkout's stack: the working directory's project
     argv = ["--project", str(project), *argv] if where == "before" else [*argv, "--project", str(project)]
     assert cli.main(argv) == 0
-    assert projectdir.current() == project.resolve()
-    assert "# The simulated fleet of stacks/Pulumi.local.yaml" in capsys.readouterr().out
+    fleet = capsys.readouterr().out
+    assert "- name: sim-plugin-0" in fleet
+    assert "sim-dra-" not in fleet
+    assert projectdir.current() == REPO  # the choice ended with the command
     assert cli.main(["simulate", "fleet", "--stack", "absent", "--project", str(project)]) == 1
     assert "stacks/Pulumi.absent.yaml does not exist" in capsys.readouterr().err
 
