@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import wheel
+from tests.support import recorded_host, wheel
 
 pytestmark = pytest.mark.unit
 
-FIXTURES = wheel.REPO / "tests" / "fixtures" / "hostcheck"
 PROJECT_DATA = {
     "Pulumi.yaml",
     "policy/PulumiPolicy.yaml",
@@ -85,34 +84,13 @@ def test_the_installed_code_runs_from_the_venv_and_installs_no_components_or_pol
     assert no_policy
 
 
-def _fake_tool(folder: Path, name: str, recorded: Path | None, text: str = "") -> Path:
-    """An executable that answers with one recorded output, as the host's tool did."""
-    script = folder / name
-    script.write_text(f"#!/bin/sh\ncat {recorded}\n" if recorded else f"#!/bin/sh\nprintf '%s\\n' '{text}'\n")
-    script.chmod(0o755)
-    return script
-
-
 @pytest.mark.parametrize(
     ("smi", "code", "model"), [("driver-570.csv", 0, "NVIDIA H200"), ("old-driver.csv", 1, "NVIDIA A100-SXM4-80GB")]
 )
 def test_hostcheck_on_a_recorded_host_agrees_with_the_checkout(
     installed: wheel.Installed, tmp_path: Path, smi: str, code: int, model: str
 ) -> None:
-    argv = [
-        "hostcheck",
-        "--owner",
-        "dra",
-        "--json",
-        "--root",
-        str(FIXTURES / "roots" / "prepared-dra"),
-        "--nvidia-smi",
-        str(_fake_tool(tmp_path, "nvidia-smi", FIXTURES / "nvidia-smi" / smi)),
-        "--nvidia-ctk",
-        str(_fake_tool(tmp_path, "nvidia-ctk", None, "NVIDIA Container Toolkit CLI version 1.18.0")),
-        "--containerd",
-        str(_fake_tool(tmp_path, "containerd", None, "containerd containerd.io 1.7.27 05044ec")),
-    ]
+    argv = ["hostcheck", *recorded_host.host_args(tmp_path, smi)]
     from_wheel = installed.run(*argv)
     as_module = subprocess.run(
         [str(installed.python), "-m", "eks_hybrid_gpu.hostcheck", *argv[1:]],
