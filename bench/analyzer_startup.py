@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from eks_hybrid_gpu import engine
+from eks_hybrid_gpu import projectdir
 
 
 def startup_seconds() -> float:
@@ -21,7 +21,7 @@ def startup_seconds() -> float:
     env = {**os.environ, "PULUMI_PYTHON_CMD": sys.executable}
     started = time.perf_counter()
     process = subprocess.Popen(
-        [str(engine.POLICY_PACK), "127.0.0.1:1"],
+        [str(projectdir.policy_pack()), "127.0.0.1:1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,

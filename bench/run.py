@@ -168,13 +168,13 @@ def _capture(area: Any, stack: str, record: Path | None = None) -> tuple[Path, d
 
 def _compare(area: Any, stack: str, objects_file: Path, repeats: int, label: str) -> dict[str, Any]:
     """Interleaved previews of `stack` without and with the pack and of its ConfigGroup baseline."""
-    from eks_hybrid_gpu import engine
+    from eks_hybrid_gpu import projectdir
 
     baseline = f"{stack}-configgroup"
     (area.work_dir / "stacks" / f"Pulumi.{baseline}.yaml").write_text("config: {}\n")
     variants: dict[str, Callable[[], Any]] = {
         "ours": lambda: area.operation(stack, "preview"),
-        "ours+pack": lambda: area.operation(stack, "preview", policy_pack=engine.POLICY_PACK),
+        "ours+pack": lambda: area.operation(stack, "preview", policy_pack=projectdir.policy_pack()),
         "configgroup": lambda: area.operation(baseline, "preview", program="configgroup", objects=objects_file),
     }
     results = _rounds(repeats, variants, label)

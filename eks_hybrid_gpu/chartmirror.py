@@ -26,14 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from components.config import StackConfig, show
-from eks_hybrid_gpu import chartfetch
+from eks_hybrid_gpu import chartfetch, projectdir
 from policy.gpu_allocation.vocab import versioning
 from policy.gpu_allocation.vocab.labels import Owner
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS, archive_digests
 
 CHART_MIRROR_ENV = "EKS_HYBRID_GPU_CHART_MIRROR"
-SHARED_MIRROR = Path(__file__).resolve().parents[1].parent / "shared" / "charts"
-"""The team's mirror beside a checkout (`../shared/charts`)."""
 MIRROR_FIX = f"pass --chart-mirror DIR (or set {CHART_MIRROR_ENV}=DIR)"
 DIGESTS_HOME = "policy/gpu_allocation/vocab/owners.py"
 """Where the pinned archive digests live, as refusals and notices name it."""
@@ -268,7 +266,7 @@ def resolve(
     lacks an archive, or no source at all (naming the archives it accepts, the variable, `fix` and the folder).
     """
     given = explicit or (Path(environ[CHART_MIRROR_ENV]) if environ.get(CHART_MIRROR_ENV) else None)
-    shared = SHARED_MIRROR if shared is None else shared
+    shared = projectdir.shared_charts() if shared is None else shared
     cache = chartfetch.cache_dir(environ) if cache is None else cache
     sources = Sources()
     if given is not None:

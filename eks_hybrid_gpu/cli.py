@@ -3,6 +3,9 @@
 Each command module defines `add_arguments(parser)` and `run(args) -> int`. Only the chosen command's module is
 imported (the host check runs on GPU hosts with the standard library alone; `local` and `review` load the
 Pulumi engine), so the top-level help lists the commands from the table below without importing them.
+
+Every command takes `--project DIR` (anywhere on the line); `main` settles the project (eks_hybrid_gpu.projectdir)
+before it imports the command, because the command modules import `components` and `policy` from the project.
 """
 
 from __future__ import annotations
@@ -12,7 +15,11 @@ import importlib
 import sys
 from collections.abc import Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Final
+
+from eks_hybrid_gpu import projectdir
+from eks_hybrid_gpu.projectdir import ProjectDirError
 
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "local": ("eks_hybrid_gpu.local", "run the main job on the local default (control plane, kwok nodes, pulumi up)"),
@@ -35,6 +42,24 @@ def version() -> str:
         return "unknown (not installed: run scripts/bootstrap.sh or pip install .)"
 
 
+PROJECT_HELP = (
+    f"the Pulumi project (the folder of its {projectdir.PROJECT_FILE}; default: the first one from the working "
+    "directory upwards, else the project this package ships)"
+)
+
+
+def _project_option(argv: Sequence[str]) -> tuple[Path | None, list[str]]:
+    """`--project DIR` wherever it stands (also after a nested command such as `simulate fleet`), and the rest.
+
+    It is read before the command's module, and so `components`, is imported.
+    """
+    early = argparse.ArgumentParser(prog="eks-hybrid-gpu", add_help=False, allow_abbrev=False)
+    early.add_argument("--project", type=Path, metavar="DIR")
+    known, rest = early.parse_known_args(argv)
+    project: Path | None = known.project
+    return project, rest
+
+
 def parser(chosen: str | None = None) -> argparse.ArgumentParser:
     """The command line; the arguments of `chosen` (the only module imported) are filled in."""
     root = argparse.ArgumentParser(
@@ -42,9 +67,11 @@ def parser(chosen: str | None = None) -> argparse.ArgumentParser:
         description="One NVIDIA GPU allocation owner per node cohort on EKS Hybrid Nodes: the day-2 commands.",
     )
     root.add_argument("--version", action="version", version=f"eks-hybrid-gpu {version()}")
+    root.add_argument("--project", type=Path, metavar="DIR", help=PROJECT_HELP)
     sub = root.add_subparsers(dest="command", required=True, metavar="<command>")
     for name, (module, summary) in COMMANDS.items():
         command = sub.add_parser(name, help=summary, description=summary)
+        command.add_argument("--project", type=Path, metavar="DIR", help=PROJECT_HELP)
         if name == chosen:
             importlib.import_module(module).add_arguments(command)
     return root
@@ -52,14 +79,23 @@ def parser(chosen: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse, then run the chosen command; a usage error exits 2 and --help 0, as argparse does."""
-    args_list = list(sys.argv[1:] if argv is None else argv)
-    chosen = next((a for a in args_list[:1] if a in COMMANDS), None)
     try:
-        args = parser(chosen).parse_args(args_list)
-    except SystemExit as stop:
+        project, args_list = _project_option(list(sys.argv[1:] if argv is None else argv))
+        located = projectdir.locate(project)
+    except ProjectDirError as error:
+        print(f"eks-hybrid-gpu: {error}", file=sys.stderr)
+        return 2
+    except SystemExit as stop:  # `--project` without a value
         return stop.code if isinstance(stop.code, int) else 2
-    code: int = importlib.import_module(COMMANDS[args.command][0]).run(args)
-    return code
+    with projectdir.chosen(located):
+        chosen = next((a for a in args_list[:1] if a in COMMANDS), None)
+        try:
+            args = parser(chosen).parse_args(args_list)
+        except SystemExit as stop:
+            return stop.code if isinstance(stop.code, int) else 2
+        args.project = project
+        code: int = importlib.import_module(COMMANDS[args.command][0]).run(args)
+        return code
 
 
 def run_command(name: str, argv: Sequence[str]) -> int:

@@ -20,11 +20,11 @@ from typing import Any
 import yaml
 from pulumi import automation as auto
 
+from eks_hybrid_gpu import projectdir
 from policy.gpu_allocation.vocab.labels import PROJECT
 
-ROOT = Path(__file__).resolve().parents[1]
-TOOLCHAIN_SCRIPT = ROOT / "scripts" / "toolchain.sh"
-POLICY_PACK = ROOT / "policy" / "analyzer"
+TOOLCHAIN_SCRIPT = projectdir.tool_file("scripts/toolchain.sh")
+"""The offline toolchain's build script, shipped with the package (with toolchain-versions.env beside it)."""
 PROVIDER_PLUGIN = "kubernetes"
 
 
@@ -41,7 +41,7 @@ def engine_state_dir() -> Path:
 
 def _versions() -> dict[str, str]:
     pairs = {}
-    for line in (ROOT / "scripts" / "toolchain-versions.env").read_text().splitlines():
+    for line in projectdir.tool_file("scripts/toolchain-versions.env").read_text().splitlines():
         if "=" in line and not line.lstrip().startswith("#"):
             key, value = line.split("=", 1)
             pairs[key.strip()] = value.strip()
@@ -184,19 +184,20 @@ def _work_copy(engine: EngineEnv, name: str, source_dir: Path, charts: Mapping[s
 def stack(
     engine: EngineEnv,
     name: str,
-    work_dir: Path = ROOT,
+    work_dir: Path | None = None,
     program: Callable[[], None] | None = None,
     charts: Mapping[str, Any] | None = None,
 ) -> auto.Stack:
-    """Select or create a stack whose config lives in `work_dir`/stacks, running the real program inline."""
+    """Select or create a stack whose config lives in `work_dir`/stacks (default: the project's), run inline."""
+    project = work_dir or projectdir.current()
 
     def default_program() -> None:
         from components.program import run
 
-        run(ROOT, local_kubeconfig=engine.kubeconfig)
+        run(project, local_kubeconfig=engine.kubeconfig)
 
     workspace = auto.LocalWorkspaceOptions(
-        work_dir=str(_work_copy(engine, name, work_dir, charts)),
+        work_dir=str(_work_copy(engine, name, project, charts)),
         pulumi_home=str(engine.pulumi_home),
         env_vars=engine.variables,
         pulumi_command=auto.PulumiCommand(
@@ -217,4 +218,4 @@ def _which(binary: str, engine: EngineEnv) -> str:
 
 def policy_packs() -> list[str]:
     """The `policy_packs` argument of preview/up: the project's pack, through its executable entry point."""
-    return [str(POLICY_PACK)]
+    return [str(projectdir.policy_pack())]

@@ -22,7 +22,7 @@ from pulumi import automation as auto
 
 from components.config import StackConfig
 from components.ledger import ledger_namespace
-from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, simulate
+from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, projectdir, simulate
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.engine import engine_state_dir
 from eks_hybrid_gpu.localpaths import local_state_dir
@@ -32,6 +32,12 @@ from policy.gpu_allocation.vocab.labels import LEDGER_NAME
 
 LOCAL_STACK = "local"
 NODES_READY_TIMEOUT_SECONDS = 60.0
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the project when it lies inside it (policy/analyzer), else in full (the shipped pack)."""
+    project = projectdir.current()
+    return str(path.relative_to(project)) if path.is_relative_to(project) else str(path)
 
 
 def _print(message: str) -> None:
@@ -140,7 +146,7 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     # The in-process program's preflight reads the loopback server, whose certificate is self-signed at start.
     warnings.filterwarnings("ignore", message="Unverified HTTPS request is being made to host '127.0.0.1'")
     stack = engine.stack(env, stack_name, charts=charts.overrides)
-    _print(f"\npulumi up of stack {stack_name} with the policy pack {engine.POLICY_PACK.relative_to(engine.ROOT)}")
+    _print(f"\npulumi up of stack {stack_name} with the policy pack {_shown(projectdir.policy_pack())}")
     try:
         result = stack.up(on_output=_print, color="never", policy_packs=engine.policy_packs())
     except auto.CommandError as error:

@@ -23,8 +23,11 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+
+from eks_hybrid_gpu import projectdir
 
 DEFAULT_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
 WORKLOAD_CONTROLLERS = (
@@ -93,10 +96,10 @@ def _binary(name: str) -> str:
     return found
 
 
-def _start(state: Path, name: str, argv: list[str]) -> None:
+def _start(state: Path, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> None:
     log = (state / f"{name}.log").open("wb")
     # A new session, so the process outlives the command that started it (`local up`) until `local down`.
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # noqa: S603
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)  # noqa: S603
     (state / f"{name}.pid").write_text(str(process.pid))
 
 
@@ -340,7 +343,8 @@ def start_device_manager(cluster: LocalCluster) -> None:
     """
     _progress("starting the simulated device manager (GPU publications follow the allocator pods)")
     argv = [sys.executable, "-m", "eks_hybrid_gpu.simulate.devicemanager", f"--kubeconfig={cluster.kubeconfig}"]
-    _start(cluster.state_dir, "device-manager", argv)
+    # It imports `components` and `policy`: from the project, as this process does (eks_hybrid_gpu.projectdir).
+    _start(cluster.state_dir, "device-manager", argv, projectdir.child_environment())
 
 
 def controllers_of(state_dir: Path) -> tuple[str, ...]:

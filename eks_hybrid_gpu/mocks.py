@@ -8,17 +8,17 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pulumi
 import yaml
 from pulumi.runtime.mocks import MockMonitor
 
+from eks_hybrid_gpu.projectdir import SHIPPED
 from policy.gpu_allocation.vocab.labels import PROJECT
 
-ROOT = Path(__file__).resolve().parents[1]
-"""The project directory: Pulumi.yaml and stacks/."""
+ROOT = SHIPPED
+"""The project the mocks run: the one this package ships (the checkout, in a source install)."""
 
 EKS_DESCRIBE_INVOKE = "aws:eks/getCluster:getCluster"
 

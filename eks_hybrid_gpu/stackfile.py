@@ -21,10 +21,8 @@ import yaml
 
 from components.config import StackConfig
 from components.validation import load_stack_config
+from eks_hybrid_gpu import projectdir
 from policy.gpu_allocation.vocab.labels import PROJECT
-
-PROJECT_DIR = Path(__file__).resolve().parents[1]
-"""This checkout: the project whose `stacks/` the commands read unless told another."""
 
 _ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<rest>.*)$")
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
@@ -36,8 +34,9 @@ def raw_config(document: Mapping[str, Any]) -> dict[str, Any]:
     return {k.removeprefix(prefix): v for k, v in (document.get("config") or {}).items() if k.startswith(prefix)}
 
 
-def stack_config(stack_name: str, project_dir: Path = PROJECT_DIR) -> StackConfig:
-    """The validated config of `stacks/Pulumi.<stack_name>.yaml`, read without the engine."""
+def stack_config(stack_name: str, project_dir: Path | None = None) -> StackConfig:
+    """The validated config of `stacks/Pulumi.<stack_name>.yaml` of the project (default: the command's)."""
+    project_dir = project_dir or projectdir.current()
     stack_file = f"stacks/Pulumi.{stack_name}.yaml"
     document = yaml.safe_load((project_dir / stack_file).read_text()) or {}
     return load_stack_config(raw_config(document), project_dir, stack_file=stack_file)

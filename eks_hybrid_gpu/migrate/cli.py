@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from components.ledger import LedgerError
-from eks_hybrid_gpu import names, transit
+from eks_hybrid_gpu import names, projectdir, transit
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.engine_lock import EngineLocked
 from eks_hybrid_gpu.kubeclient import add_cluster_options, connect, run_reporting
@@ -17,7 +17,6 @@ from eks_hybrid_gpu.migrate.phases import Up, migrate
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, read_stack_file, rerun_command
 from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
 from eks_hybrid_gpu.options import add_timeout_option
-from eks_hybrid_gpu.stackfile import PROJECT_DIR
 from policy.gpu_allocation.vocab.labels import OWNERS
 
 
@@ -36,7 +35,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         metavar="COHORT",
         help="move the cohort's hosts one at a time into this existing cohort of the new owner (move-host's order)",
     )
-    p.add_argument("--project-dir", type=Path, help="the project holding stacks/ (default: this checkout)")
     p.add_argument("--state-dir", type=Path, help="a local stack's Pulumi home and backend (default: local up's)")
     p.add_argument("--chart-mirror", type=Path, help="a local stack's chart mirror folder, as for `local up`")
     add_cluster_options(p, "default: the local cluster's for a local stack, else $KUBECONFIG or ~/.kube/config")
@@ -59,7 +57,7 @@ def _migrate(args: argparse.Namespace) -> int:
     if args.merge_into is not None:
         names.cohort_name(args.merge_into, "--merge-into")
     try:
-        stack = read_stack_file(args.stack, args.project_dir or PROJECT_DIR)
+        stack = read_stack_file(args.stack, projectdir.of(args))
         kubeconfig = args.kubeconfig
         if kubeconfig is None and stack.config.cluster.source == "local":
             from eks_hybrid_gpu.localpaths import local_kubeconfig

@@ -56,7 +56,7 @@ def read_stack_file(name: str, project_dir: Path) -> StackFile:
     """Read and validate `stacks/Pulumi.<name>.yaml`; MigrateRefused when it is missing or invalid."""
     path = project_dir / "stacks" / f"Pulumi.{name}.yaml"
     if not path.is_file():
-        msg = f"no stack file {path}; pass the stack's name as in stacks/Pulumi.<name>.yaml (and --project-dir)"
+        msg = f"no stack file {path}; pass the stack's name as in stacks/Pulumi.<name>.yaml (and --project)"
         raise MigrateRefused(msg)
     raw = raw_config(yaml.safe_load(path.read_text()) or {})
     try:
@@ -68,7 +68,7 @@ def read_stack_file(name: str, project_dir: Path) -> StackFile:
 
 def rerun_command(args: argparse.Namespace) -> str:
     """The same command, to continue after an interruption: every flag that names the cluster, stack or charts."""
-    options: tuple[str, ...] = ("stack", "cohort", "to", "drain", "merge_into", "project_dir", "state_dir")
+    options: tuple[str, ...] = ("stack", "cohort", "to", "drain", "merge_into", "project", "state_dir")
     options += ("chart_mirror", "kubeconfig", "context")
     flags = [(f"--{name.replace('_', '-')}", getattr(args, name, None)) for name in options]
     timeout = getattr(args, "timeout", transit.DEFAULT_TIMEOUT_SECONDS)

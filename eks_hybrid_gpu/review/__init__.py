@@ -46,6 +46,7 @@ from pathlib import Path
 
 import yaml
 
+from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.kubeclient import KubeAccessError, chosen_context
@@ -170,7 +171,8 @@ def run(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu.review import gitref
     from eks_hybrid_gpu.review.render import chart_mirror, chart_repository, policy_setup
 
-    stack_file = engine.ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
+    project = projectdir.of(args)
+    stack_file = projectdir.stack_file(args.stack, project)
     if not stack_file.is_file():
         known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stack_file.parent.glob("*.yaml"))
         return _fail(f"no stack '{args.stack}': stacks/Pulumi.{args.stack}.yaml does not exist (stacks: {known})")
@@ -182,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         with tempfile.TemporaryDirectory(prefix="eks-hybrid-gpu-review-") as tmp, ExitStack() as cleanup:
             scratch = Path(tmp)
-            base = gitref.export(engine.ROOT, args.base, scratch / "base-checkout")
+            base = gitref.export(project, args.base, scratch / "base-checkout")
             from_env = os.environ.get(CHART_MIRROR_ENV)
             mirror = args.chart_mirror or (Path(from_env) if from_env else None)
             charts = chart_repository(stack_file, mirror, scratch / "charts")
@@ -209,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
             )
             result = review(
                 args.stack,
-                ReviewInput(engine.ROOT, stack_file, "the working tree"),
+                ReviewInput(project, stack_file, "the working tree"),
                 ReviewInput(base.project_dir, base.project_dir / "stacks" / stack_file.name, base.label),
                 env,
             )

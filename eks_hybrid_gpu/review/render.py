@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from eks_hybrid_gpu import engine
+from eks_hybrid_gpu import engine, projectdir
 from eks_hybrid_gpu.chartmirror import CHARTS, ChartMirrorError, Wanted, pick_version, resolve, wanted_of_document
 from eks_hybrid_gpu.review.ledger import read_ledger
 from eks_hybrid_gpu.review.normalize import normalize, read_render_dir, redact_text
@@ -170,9 +170,9 @@ def chart_repository(
     and the user cache (after pulling the pinned versions into it), and an index.yaml, so a base that pins a
     version either holds renders too.
     """
-    from eks_hybrid_gpu import chartfetch, chartmirror
+    from eks_hybrid_gpu import chartfetch
 
-    shared = chartmirror.SHARED_MIRROR if shared is None else shared
+    shared = projectdir.shared_charts() if shared is None else shared
     cache = chartfetch.cache_dir(environ)
     document = yaml.safe_load(stack_file.read_text()) or {}
     wanted, local = wanted_charts(document if isinstance(document, Mapping) else {})
@@ -257,6 +257,7 @@ def render_stack(
         raise RenderError(msg) from None
     request = {
         "project_dir": str(project_dir),
+        "program_fallback": [str(projectdir.SHIPPED)],
         "stack": stack,
         "stack_file": str(stack_file),
         "render_dir": str(area / "raw"),
@@ -264,7 +265,7 @@ def render_stack(
         "pulumi_home": str(home),
         "pulumi_root": str(env.pulumi_root),
         "env": _engine_env(env, area, home),
-        "policy_packs": [str(Path(__file__).resolve().parents[2] / "policy" / "analyzer")] if policy else [],
+        "policy_packs": [str(projectdir.policy_pack(project_dir))] if policy else [],
         "policy_pack_configs": [str(env.policy_config)] if policy and env.policy_config else [],
         "chart_overrides": chart_overrides(document, env),
         "result": str(area / "result.json"),

@@ -9,8 +9,9 @@ file backend then writes every object, charts included, as YAML; nothing reaches
 `run` does not take that argument has no render mode (see `takes_render_dir`): the review renders its stack file
 with the head's program instead and says so.
 
-The request (JSON) names: project_dir, stack, stack_file, render_dir, work_dir, pulumi_home, pulumi_root,
-env (extra environment), policy_packs, policy_pack_configs, result (where the result JSON goes).
+The request (JSON) names: project_dir, program_fallback (the shipped project, after project_dir on `sys.path`, for
+a project that holds only Pulumi.yaml and stacks/), stack, stack_file, render_dir, work_dir, pulumi_home,
+pulumi_root, env (extra environment), policy_packs, policy_pack_configs, result (where the result JSON goes).
 The result: {"ok": bool, "error": str, "policy": [violations], "ownership": ..., "log": [last lines]}.
 """
 
@@ -99,7 +100,8 @@ def render(request: dict[str, Any]) -> dict[str, Any]:
     """Run the checkout's program in render mode; return the result document."""
     project_dir = Path(request["project_dir"]).resolve()
     here = str(Path(__file__).resolve().parent)
-    sys.path[:] = [str(project_dir), *(p for p in sys.path if p and str(Path(p).resolve()) != here)]
+    fallback = [str(p) for p in request.get("program_fallback") or []]
+    sys.path[:] = [str(project_dir), *fallback, *(p for p in sys.path if p and str(Path(p).resolve()) != here)]
     # The CLI and the provider it starts get KUBECONFIG (Helm's capabilities come from the API server's
     # discovery); this process must not, or the SDK would pass it to the render provider as `kubeconfig`.
     os.environ.update({k: v for k, v in request["env"].items() if k != "KUBECONFIG"})

@@ -90,12 +90,12 @@ def _apply(args: argparse.Namespace) -> int:
 def _fleet(args: argparse.Namespace) -> int:
     """The fleet `local up` writes for a stack, as a cohorts file to edit and `simulate apply --file`."""
     from components.refusals import StackConfigError
-    from eks_hybrid_gpu import engine
+    from eks_hybrid_gpu import projectdir
     from eks_hybrid_gpu.simulate.fleet import fleet_for
     from eks_hybrid_gpu.stackfile import stack_config
 
     stack_file = f"stacks/Pulumi.{args.stack}.yaml"
-    if not (engine.ROOT / stack_file).is_file():
+    if not (projectdir.current() / stack_file).is_file():
         print(
             f"simulate fleet: {stack_file} does not exist; pass --stack NAME of a stack file in stacks/",
             file=sys.stderr,

@@ -10,6 +10,7 @@ from typing import Any
 
 import yaml
 
+from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE
 
 
@@ -20,9 +21,7 @@ def rehearsal_work_dir(stack_file: Path, name: str, root: Path) -> Path:
     """
     work = root / "rehearse" / name
     (work / "stacks").mkdir(parents=True, exist_ok=True)
-    from eks_hybrid_gpu.engine import ROOT
-
-    shutil.copy(ROOT / "Pulumi.yaml", work / "Pulumi.yaml")
+    shutil.copy(projectdir.current() / "Pulumi.yaml", work / "Pulumi.yaml")
     document = yaml.safe_load(stack_file.read_text()) or {}
     target = work / "stacks" / f"Pulumi.{name}.yaml"
     if target.exists() and "encryptionsalt" not in document:
@@ -49,11 +48,11 @@ def run_pulumi(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu.engine import engine_state_dir
     from eks_hybrid_gpu.localpaths import local_state_dir
 
-    stack_file = Path(args.stack_file) if args.stack_file else engine.ROOT / "stacks" / f"Pulumi.{args.stack}.yaml"
+    stack_file = Path(args.stack_file) if args.stack_file else projectdir.stack_file(args.stack)
     name = stack_name_of(stack_file) if args.stack_file else args.stack
     if not stack_file.is_file():
         option = f"--stack-file {args.stack_file}" if args.stack_file else f"--stack {args.stack}"
-        known = sorted(stack_name_of(p) for p in (engine.ROOT / "stacks").glob("Pulumi.*.yaml"))
+        known = sorted(stack_name_of(p) for p in (projectdir.current() / "stacks").glob("Pulumi.*.yaml"))
         print(
             f"simulate {args.action}: {option}: {stack_file} is not a file; name a stack of stacks/ "
             f"({', '.join(known)}) or an existing --stack-file",

@@ -20,12 +20,12 @@ from pulumi import automation as auto
 
 from components.config import StackConfig
 from components.ledger import ownership_map
-from eks_hybrid_gpu import chartmirror, engine, kubeclient, local
+from eks_hybrid_gpu import chartmirror, engine, kubeclient, local, projectdir
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
 from tests.support import charts
 
-LOCAL_STACK_FILE = engine.ROOT / "stacks" / "Pulumi.local.yaml"
+LOCAL_STACK_FILE = projectdir.SHIPPED / "stacks" / "Pulumi.local.yaml"
 SHARED_CHARTS = charts.folder()
 VIOLATION = re.compile(r"- \[mandatory\] \[severity: \w+\]\s+(\S+)\s+\((.*)\)$")
 """A mandatory violation line of `pulumi preview` output: the policy, then the resource it names."""
@@ -41,7 +41,7 @@ def work_dir_with_stack(tmp: Path, stack: str, overrides: dict[str, Any]) -> Pat
 
     Its charts come from the tests' chart archives (`local_charts`) unless `overrides` sets `charts`.
     """
-    shutil.copy(engine.ROOT / "Pulumi.yaml", tmp / "Pulumi.yaml")
+    shutil.copy(projectdir.SHIPPED / "Pulumi.yaml", tmp / "Pulumi.yaml")
     (tmp / "stacks").mkdir(exist_ok=True)
     document = yaml.safe_load(LOCAL_STACK_FILE.read_text())
     document["config"]["eks-hybrid-gpu:charts"] = local_charts()

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from eks_hybrid_gpu import engine, engine_lock, kubeclient, localcluster, migrate
+from eks_hybrid_gpu import engine, engine_lock, kubeclient, localcluster, migrate, projectdir
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status
@@ -49,7 +49,7 @@ def mig_stack(engine_env: engine.EngineEnv, kube: kubeclient.Kube, work: Path) -
 
 def argv(work: Path, env: engine.EngineEnv, cluster: localcluster.LocalCluster, to: str, *extra: str) -> list[str]:
     return [
-        "--stack", "mig", "--cohort", "plugin", "--to", to, "--timeout", "120", "--project-dir", str(work),
+        "--stack", "mig", "--cohort", "plugin", "--to", to, "--timeout", "120", "--project", str(work),
         "--state-dir", str(env.state_dir), "--kubeconfig", str(cluster.kubeconfig), *extra,
     ]  # fmt: skip
 
@@ -209,7 +209,9 @@ def test_a_migration_killed_mid_phase_is_finished_by_the_same_command(
         },
     }
     command = [sys.executable, "-m", "eks_hybrid_gpu", "migrate", *argv(work, engine_env, cluster, "dra")]
-    process = subprocess.Popen(command, cwd=engine.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command, cwd=projectdir.SHIPPED, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
 
     def phase() -> str | None:
         found = kube.get_or_none(RECORD)
@@ -265,7 +267,9 @@ def test_a_migration_killed_inside_its_pulumi_up_is_finished_by_the_same_command
 ) -> None:
     to = "device-plugin" if owner_in_file(work)["owner"] == "dra" else "dra"
     command = [sys.executable, "-m", "eks_hybrid_gpu", "migrate", *argv(work, engine_env, cluster, to)]
-    process = subprocess.Popen(command, cwd=engine.ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    process = subprocess.Popen(
+        command, cwd=projectdir.SHIPPED, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     try:
         wait_for(
             lambda: _engine_children(engine_env.pulumi_home, process.pid) or None, "migrate's pulumi up", timeout=180

@@ -22,7 +22,7 @@ from components.config import SmokeJobsConfig, StackConfig
 from components.live import Source, read_live
 from components.preflight import check_nodes
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
-from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
+from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, projectdir, simulate
 from eks_hybrid_gpu.local import created_objects
 from policy.gpu_allocation.vocab import grammar
 from tests.integration.helpers import refused_up, work_dir_with_stack
@@ -314,7 +314,7 @@ def test_a_pod_asking_for_both_mechanisms_is_refused_at_preview(
     def program() -> None:
         from components.program import run
 
-        cluster = run(engine.ROOT, local_kubeconfig=sim_engine_env.kubeconfig)
+        cluster = run(projectdir.SHIPPED, local_kubeconfig=sim_engine_env.kubeconfig)
         spec = smoke_job_spec(
             SmokeRequest("nvidia.com/gpu", "nvidia"),
             {"eks.amazonaws.com/compute-type": "hybrid", "workload.example.com/gpu-allocation": "dra"},

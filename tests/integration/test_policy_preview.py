@@ -25,7 +25,7 @@ from components.dra_driver import DraDriver
 from components.gpu_operator import GpuOperator
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
 from components.stamping import Ownership, stamp
-from eks_hybrid_gpu import engine
+from eks_hybrid_gpu import engine, projectdir
 from tests.integration.helpers import cluster_provider, namespace, refused_by, work_dir_with_stack
 from tests.support import charts
 
@@ -88,7 +88,7 @@ def _device_plugin(
         namespace="gpu-system",
         runtime_class="nvidia",
         skip_await=True,
-        project_dir=engine.ROOT,
+        project_dir=projectdir.SHIPPED,
         opts=pulumi.ResourceOptions(providers=[provider]),
     )
 
@@ -102,7 +102,7 @@ def _dra_driver(name: str, feature_gates: dict[str, bool], provider: k8s.Provide
         namespace="gpu-dra-system",
         feature_gates=feature_gates,
         skip_await=True,
-        project_dir=engine.ROOT,
+        project_dir=projectdir.SHIPPED,
         opts=pulumi.ResourceOptions(providers=[provider]),
     )
 
@@ -115,7 +115,7 @@ def _gpu_operator(name: str, operator: OperatorConfig, provider: k8s.Provider) -
         chart=OPERATOR_CHART,
         namespace="gpu-operator",
         skip_await=True,
-        project_dir=engine.ROOT,
+        project_dir=projectdir.SHIPPED,
         opts=pulumi.ResourceOptions(providers=[provider]),
     )
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from eks_hybrid_gpu import chartfetch, engine, localcluster
+from eks_hybrid_gpu import chartfetch, engine, localcluster, projectdir
 from eks_hybrid_gpu.review import ReviewInput, main, review, write_review
 from eks_hybrid_gpu.review.render import (
     RENDER_MODE_NOTE,
@@ -35,7 +35,7 @@ from tests.support import charts
 pytestmark = [pytest.mark.integration, pytest.mark.charts]
 
 SHARED_CHARTS = charts.folder()
-STACKS = engine.ROOT / "stacks"
+STACKS = projectdir.SHIPPED / "stacks"
 OFFLINE_STACKS = {
     "local": {"plugin": "device-plugin", "dra": "dra"},
     "device-plugin": {"plugin": "device-plugin"},
@@ -107,7 +107,9 @@ def _changed_lines(diff: str) -> dict[str, list[str]]:
 
 
 def _review_pair(env: RenderEnv, stack: str, head: Path, base: Path) -> Review:
-    return review(stack, ReviewInput(engine.ROOT, head, "head"), ReviewInput(engine.ROOT, base, "base"), env)
+    return review(
+        stack, ReviewInput(projectdir.SHIPPED, head, "head"), ReviewInput(projectdir.SHIPPED, base, "base"), env
+    )
 
 
 @pytest.mark.parametrize("stack", sorted(OFFLINE_STACKS))
@@ -121,7 +123,7 @@ def test_render_is_deterministic(render_env: RenderEnv, stack: str) -> None:
     assert result.diff == ""
     assert {name: c["owner"] for name, c in result.head.ownership["cohorts"].items()} == OFFLINE_STACKS[stack]
     text = "".join(result.head.tree.values())
-    assert str(engine.ROOT) not in text
+    assert str(projectdir.SHIPPED) not in text
     assert str(SHARED_CHARTS) not in text
     assert all(re.fullmatch(r"[A-Za-z]+/[a-z0-9_.-]+/[A-Za-z0-9_.-]+\.yaml", path) for path in result.head.tree)
     assert result.exit_code == 0, result.head.policy
@@ -144,7 +146,7 @@ def test_dra_stacks_refuse_a_mirror_without_the_pinned_0_5_0(render_env: RenderE
     with chart_mirror(folder) as (url, index):
         old = dataclasses.replace(render_env, chart_mirror=url, chart_mirror_index=index)
         with pytest.raises(RenderError, match=r"no dra-driver-nvidia-gpu 0\.5\.0 \(it has 0\.4\.1\)"):
-            review(stack, ReviewInput(engine.ROOT, stack_file, "head"), None, old)
+            review(stack, ReviewInput(projectdir.SHIPPED, stack_file, "head"), None, old)
 
 
 def test_time_slicing_replicas_change_is_a_small_diff(render_env: RenderEnv, tmp_path: Path) -> None:
@@ -209,7 +211,7 @@ def test_the_ledger_is_read_in_the_stacks_own_device_plugin_namespace(render_env
     cohorts = [{"name": "plugin", "owner": "device-plugin", "hostDriverVerified": True}]
     head = _variant(tmp_path, "head", {"cohorts": cohorts, "namespaces": {"devicePlugin": "team-gpu"}})
 
-    result = review("v", ReviewInput(engine.ROOT, head, "head"), None, render_env)
+    result = review("v", ReviewInput(projectdir.SHIPPED, head, "head"), None, render_env)
 
     assert "ConfigMap/team-gpu/gpu-allocation-ledger.yaml" in result.head.tree
     assert LEDGER not in result.head.tree
@@ -228,7 +230,7 @@ def test_mandatory_violation_exits_1(render_env: RenderEnv, tmp_path: Path) -> N
     }
     head = _variant(tmp_path, "head", overrides)
 
-    result = review("v", ReviewInput(engine.ROOT, head, "head"), None, render_env)
+    result = review("v", ReviewInput(projectdir.SHIPPED, head, "head"), None, render_env)
 
     assert result.exit_code == 1
     failing = {(p.level, p.policy, p.object) for p in result.mandatory_failures}

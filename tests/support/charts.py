@@ -19,10 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from eks_hybrid_gpu import chartfetch
+from eks_hybrid_gpu import chartfetch, projectdir
 from eks_hybrid_gpu.chartmirror import (
     CHART_MIRROR_ENV,
-    SHARED_MIRROR,
     ChartMirrorError,
     Sources,
     Wanted,
@@ -113,7 +112,7 @@ def folder() -> Path:
 
     A module that reads it carries the `charts` marker, so its tests fail with the one line before they use it.
     """
-    return SHARED_MIRROR if unavailable() is not None else repository()
+    return projectdir.shared_charts() if unavailable() is not None else repository()
 
 
 @contextmanager

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from components.config import StackConfig
-from eks_hybrid_gpu import chartfetch, chartmirror, local
+from eks_hybrid_gpu import chartfetch, chartmirror, local, projectdir
 from eks_hybrid_gpu.review.render import chart_mirror
 from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA
 from policy.gpu_allocation.vocab.owners import archive_digests, owner_kind
@@ -298,7 +298,7 @@ def test_a_mirror_that_is_no_folder_is_refused_in_one_line(config: StackConfig, 
 def test_local_up_refuses_before_starting_anything(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, offline: dict[str, str]
 ) -> None:
-    monkeypatch.setattr(chartmirror, "SHARED_MIRROR", tmp_path / "absent")
+    monkeypatch.setattr(projectdir, "shared_charts", lambda project=None: tmp_path / "absent")
     monkeypatch.delenv(chartmirror.CHART_MIRROR_ENV, raising=False)
     for key, value in offline.items():
         monkeypatch.setenv(key, value)
@@ -314,12 +314,12 @@ def test_the_mirror_goes_into_the_engine_work_copy_only(tmp_path: Path) -> None:
 
     env = engine.EngineEnv(tmp_path, engine.Toolchain((), tmp_path / "provider"), tmp_path / "kubeconfig")
     archive = {"version": "0.4.1", "source": {"archive": "/m/dra-driver-nvidia-gpu-0.4.1.tgz"}}
-    work = engine._work_copy(env, "local", engine.ROOT, {"draDriver": archive})
+    work = engine._work_copy(env, "local", projectdir.SHIPPED, {"draDriver": archive})
     import yaml
 
     copied = yaml.safe_load((work / "stacks" / "Pulumi.local.yaml").read_text())
     assert copied["config"]["eks-hybrid-gpu:charts"] == {"draDriver": archive}
-    repository = yaml.safe_load((engine.ROOT / "stacks" / "Pulumi.local.yaml").read_text())
+    repository = yaml.safe_load((projectdir.SHIPPED / "stacks" / "Pulumi.local.yaml").read_text())
     assert "eks-hybrid-gpu:charts" not in repository["config"]
 
 
@@ -331,7 +331,9 @@ def test_the_review_serves_shared_charts_and_the_cache_as_one_repository(
 
     shared = _mirror(tmp_path / "shared", PLUGIN, DRA_041)
     cache = _mirror(Path(offline["EKS_HYBRID_GPU_CACHE"]) / "charts", "gpu-operator-v26.7.0.tgz")
-    folder = chart_repository(local.engine.ROOT / "stacks" / "Pulumi.local.yaml", None, tmp_path / "r", offline, shared)
+    folder = chart_repository(
+        projectdir.SHIPPED / "stacks" / "Pulumi.local.yaml", None, tmp_path / "r", offline, shared
+    )
     names = sorted(p.name for p in folder.iterdir())
     assert names == sorted([PLUGIN, DRA_041, "gpu-operator-v26.7.0.tgz", "index.yaml"])
     entries = chartfetch.index_document(folder)["entries"]
@@ -350,7 +352,7 @@ def test_the_review_refuses_an_eks_stack_that_no_source_can_serve(tmp_path: Path
 
     shared = _mirror(tmp_path / "shared")
     with pytest.raises(RenderError, match=r"^no chart source for dra-driver-nvidia-gpu-0\.5\.0\.tgz: "):
-        chart_repository(local.engine.ROOT / "stacks" / "Pulumi.dra.yaml", None, tmp_path / "r", offline, shared)
+        chart_repository(projectdir.SHIPPED / "stacks" / "Pulumi.dra.yaml", None, tmp_path / "r", offline, shared)
 
 
 @pytest.mark.charts
@@ -358,7 +360,7 @@ def test_the_review_serves_a_mirror_without_an_index_through_its_own(tmp_path: P
     from eks_hybrid_gpu.review.render import chart_repository
 
     mirror = _mirror(tmp_path / "m", PLUGIN)
-    stack = local.engine.ROOT / "stacks" / "Pulumi.device-plugin.yaml"
+    stack = projectdir.SHIPPED / "stacks" / "Pulumi.device-plugin.yaml"
     environ = {"EKS_HYBRID_GPU_CACHE": str(tmp_path / "cache")}
     folder = chart_repository(stack, mirror, tmp_path / "r", environ, tmp_path / "no-shared")
     assert folder == tmp_path / "r"

@@ -10,38 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.recorded_host import host_args
+
 REPO = Path(__file__).resolve().parents[2]
-FIXTURES = REPO / "tests" / "fixtures" / "hostcheck"
 BUILD = REPO / "scripts" / "build_hostcheck.py"
 sys.path.insert(0, str(BUILD.parent))
 import build_hostcheck  # noqa: E402  (a script, not a package)
-
-
-def _fake_tool(folder: Path, name: str, stdout_file: Path | None, text: str = "") -> Path:
-    """An executable that answers every invocation with one recorded output, as the host's tool would."""
-    script = folder / name
-    body = f"cat {stdout_file}" if stdout_file else f"printf '%s\\n' '{text}'"
-    script.write_text(f"#!/bin/sh\n{body}\n")
-    script.chmod(0o755)
-    return script
-
-
-def _host_args(tmp_path: Path, smi_fixture: str) -> list[str]:
-    tools = tmp_path / "tools"
-    tools.mkdir()
-    return [
-        "--owner",
-        "dra",
-        "--json",
-        "--root",
-        str(FIXTURES / "roots" / "prepared-dra"),
-        "--nvidia-smi",
-        str(_fake_tool(tools, "nvidia-smi", FIXTURES / "nvidia-smi" / smi_fixture)),
-        "--nvidia-ctk",
-        str(_fake_tool(tools, "nvidia-ctk", None, "NVIDIA Container Toolkit CLI version 1.18.0")),
-        "--containerd",
-        str(_fake_tool(tools, "containerd", None, "containerd containerd.io 1.7.27 05044ec")),
-    ]
 
 
 @pytest.mark.unit
@@ -51,7 +25,7 @@ def test_zipapp_runs_bare_and_agrees_with_the_module(tmp_path: Path, smi_fixture
     built = subprocess.run([sys.executable, str(BUILD), "--out", str(pyz)], capture_output=True, text=True, check=True)
     assert "sha256:" in built.stdout
     assert pyz.stat().st_size < 200_000
-    args = _host_args(tmp_path, smi_fixture)
+    args = host_args(tmp_path, smi_fixture)
     # -S -I: no site-packages, no checkout on the path, no environment: what a GPU host's python3 has
     bare = subprocess.run(["python3", "-S", "-I", str(pyz), *args], capture_output=True, text=True, cwd=tmp_path)
     module = subprocess.run(

@@ -81,7 +81,7 @@ def cluster() -> FakeKube:
 
 
 def _args(project: Path, *extra: str, to: str = "dra") -> argparse.Namespace:
-    argv = ["migrate", "--stack", "t", "--cohort", "plugin", "--to", to, "--project-dir", str(project), *extra]
+    argv = ["migrate", "--stack", "t", "--cohort", "plugin", "--to", to, "--project", str(project), *extra]
     return parser("migrate").parse_args(argv)
 
 
@@ -336,7 +336,7 @@ def test_a_renamed_cohort_is_migrated_from_the_ledgers_name(project: Path, capsy
     _stack_with(project, [cohort(PLUGIN_COHORT, name="gpus")], {})
     kube = cluster()
     stack = migrate.read_stack_file("t", project)
-    argv = ["migrate", "--stack", "t", "--cohort", "gpus", "--to", "device-plugin", "--project-dir", str(project)]
+    argv = ["migrate", "--stack", "t", "--cohort", "gpus", "--to", "device-plugin", "--project", str(project)]
     args = parser("migrate").parse_args([*argv, "--dry-run"])
 
     assert migrate.migrate(kube, stack, args, FakeUp(kube)) == 0  # type: ignore[arg-type]

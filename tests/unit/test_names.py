@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eks_hybrid_gpu import inspection, kubeclient, movehost, names
+from eks_hybrid_gpu import inspection, kubeclient, movehost, names, projectdir
 from eks_hybrid_gpu.migrate import cli as migrate_cli
 from policy.gpu_allocation.vocab.grammar import is_dns_subdomain
 
@@ -103,9 +104,10 @@ def test_move_host_checks_the_target_cohort_and_the_ledger(tmp_path: Path, capsy
 
 
 def test_migrate_checks_stack_and_cohort_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    argv = ["--stack", "../../etc/x", "--cohort", "plugin", "--to", "dra", "--project-dir", str(tmp_path)]
+    shutil.copy(projectdir.SHIPPED / "Pulumi.yaml", tmp_path)  # a project with no stacks: nothing to read
+    argv = ["--stack", "../../etc/x", "--cohort", "plugin", "--to", "dra", "--project", str(tmp_path)]
     _one_line_refusal(capsys, migrate_cli.main(argv), "migrate: --stack '../../etc/x' is not a stack name")
-    argv = ["--stack", "local", "--cohort", "a/b", "--to", "dra", "--project-dir", str(tmp_path)]
+    argv = ["--stack", "local", "--cohort", "a/b", "--to", "dra", "--project", str(tmp_path)]
     _one_line_refusal(capsys, migrate_cli.main(argv), "migrate: --cohort 'a/b' is not a cohort name")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from eks_hybrid_gpu import chartfetch, chartmirror, engine, localcluster
+from eks_hybrid_gpu import chartfetch, chartmirror, engine, localcluster, projectdir
 from eks_hybrid_gpu.simulate import cli as simulate
 from tests.support import charts
 
@@ -30,7 +30,7 @@ def offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    monkeypatch.setattr(chartmirror, "SHARED_MIRROR", tmp_path / "absent")
+    monkeypatch.setattr(projectdir, "shared_charts", lambda project=None: tmp_path / "absent")
     monkeypatch.delenv(chartmirror.CHART_MIRROR_ENV, raising=False)
     monkeypatch.setenv(chartfetch.UPSTREAM_ENV, f"http://127.0.0.1:{port}")
     monkeypatch.setenv("EKS_HYBRID_GPU_CACHE", str(tmp_path / "cache"))
@@ -67,7 +67,7 @@ def test_offline_without_a_chart_source_refuses_in_one_line_before_the_cluster(
     assert simulate.main(["preview", "--stack", "local"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("simulate preview: no chart source for nvidia-device-plugin-0.20.0.tgz and ")
-    assert err.endswith("or in " + str(chartmirror.SHARED_MIRROR) + "\n")
+    assert err.endswith("or in " + str(offline.parent / "absent") + "\n")
     assert err.count("\n") == 1
 
 
