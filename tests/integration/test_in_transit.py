@@ -8,6 +8,7 @@ sim-dra-0/1. A consumer is a plain pod holding `nvidia.com/gpu: 1` on a plugin n
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -359,41 +360,13 @@ def _lines_until(process: subprocess.Popen[str], wanted: str, seen: list[str]) -
     pytest.fail(f"the command ended before printing {wanted!r}:\n{''.join(seen)}")
 
 
-def test_two_moves_of_one_node_at_once_one_proceeds_the_other_refuses_naming_the_holder(
-    transit_stack: auto.Stack,
-    kube: kubeclient.Kube,
-    cluster: localcluster.LocalCluster,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    argv = ["sim-plugin-1", "--to", "dra", "--timeout", "120", "--kubeconfig", str(cluster.kubeconfig)]
-    first = subprocess.Popen(
-        [sys.executable, "-m", "eks_hybrid_gpu", "move-host", *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    seen: list[str] = []
-    try:
-        _lines_until(first, "holding Leases in namespace gpu-system: gpu-allocation-node.sim-plugin-1", seen)
-        capsys.readouterr()
-        assert movehost.main(argv) == 1
-        err = capsys.readouterr().err
-        assert err.count("\n") == 1
-        assert f"node sim-plugin-1 is held by another run: {socket.gethostname()}/{first.pid}/" in err
-        assert "running `eks-hybrid-gpu move-host sim-plugin-1 --to dra" in err
-        assert "renewed 0 s ago" in err or "renewed 1 s ago" in err
-    finally:
-        rest = first.communicate(timeout=180)[0]
-    assert first.returncode == 0, "".join(seen) + rest
-    assert kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"][KEY] == "dra"
-    assert not kube.items("/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases")  # given back
-    assert movehost.main(["sim-plugin-1", "--to", "plugin", "--kubeconfig", str(cluster.kubeconfig)]) == 0
+def _back_to_plugin(kube: kubeclient.Kube, cluster: localcluster.LocalCluster) -> None:
+    if kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"].get(KEY) != "device-plugin":
+        assert movehost.main(["sim-plugin-1", "--to", "plugin", "--kubeconfig", str(cluster.kubeconfig)]) == 0
 
 
-def test_a_move_rides_through_an_api_server_stopped_for_20_s(
-    transit_stack: auto.Stack, kube: kubeclient.Kube, cluster: localcluster.LocalCluster
-) -> None:
-    apiserver = int((cluster.state_dir / "kube-apiserver.pid").read_text())
+def _held_move(cluster: localcluster.LocalCluster) -> tuple[list[str], subprocess.Popen[str]]:
+    """A move of sim-plugin-1 to dra without --drain, started in its own process: it waits on the busy GPU."""
     argv = ["sim-plugin-1", "--to", "dra", "--timeout", "180", "--kubeconfig", str(cluster.kubeconfig)]
     process = subprocess.Popen(
         [sys.executable, "-m", "eks_hybrid_gpu", "move-host", *argv],
@@ -401,20 +374,69 @@ def test_a_move_rides_through_an_api_server_stopped_for_20_s(
         stderr=subprocess.STDOUT,
         text=True,
     )
+    return argv, process
+
+
+def test_two_moves_of_one_node_at_once_one_proceeds_the_other_refuses_naming_the_holder(
+    transit_stack: auto.Stack,
+    kube: kubeclient.Kube,
+    cluster: localcluster.LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    wait_for(lambda: gpu_status(kube, "sim-plugin-1")[1] == {"nvidia.com/gpu": "4"} or None, "plugin publishing")
+    consumer(kube, "busy-twice", "sim-plugin-1")
+    argv, first = _held_move(cluster)
     seen: list[str] = []
     try:
-        _lines_until(process, "waiting until the old allocator has left sim-plugin-1", seen)
+        _lines_until(first, "waiting until no pod holds a GPU on sim-plugin-1", seen)
+        capsys.readouterr()
+        assert movehost.main(argv) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert f"node sim-plugin-1 is held by another run: {socket.gethostname()}/{first.pid}/" in err
+        assert "running `eks-hybrid-gpu move-host sim-plugin-1 --to dra" in err
+        assert re.search(r"renewed \d+ s ago \(lease duration 30 s\)", err), err
+        assert kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"][KEY] == "device-plugin"  # nothing moved
+        delete_pod(kube, "busy-twice")
+        rest = first.communicate(timeout=180)[0]
+        assert first.returncode == 0, "".join(seen) + rest
+        assert kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"][KEY] == "dra"
+        assert not kube.items("/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases")  # given back
+    finally:
+        first.kill()
+        first.communicate()
+        if kube.get_or_none(f"/api/v1/namespaces/{WORKLOADS}/pods/busy-twice") is not None:
+            delete_pod(kube, "busy-twice")
+        _back_to_plugin(kube, cluster)
+
+
+def test_a_move_rides_through_an_api_server_stopped_for_20_s(
+    transit_stack: auto.Stack, kube: kubeclient.Kube, cluster: localcluster.LocalCluster
+) -> None:
+    apiserver = int((cluster.state_dir / "kube-apiserver.pid").read_text())
+    wait_for(lambda: gpu_status(kube, "sim-plugin-1")[1] == {"nvidia.com/gpu": "4"} or None, "plugin publishing")
+    consumer(kube, "busy-stopped", "sim-plugin-1")
+    _, process = _held_move(cluster)
+    seen: list[str] = []
+    try:
+        _lines_until(process, "waiting until no pod holds a GPU on sim-plugin-1", seen)
         os.kill(apiserver, signal.SIGSTOP)
         try:
             time.sleep(20)
         finally:
             os.kill(apiserver, signal.SIGCONT)
-    finally:
+        delete_pod(kube, "busy-stopped")
         rest = process.communicate(timeout=300)[0]
-    out = "".join(seen) + rest
-    assert process.returncode == 0, out
-    # A request sent while the server is stopped is answered when it resumes, or times out and is retried: either
-    # way the move goes on from where it was, and no step was skipped.
-    assert "labelled sim-plugin-1 workload.example.com/gpu-allocation=dra" in out, out
-    assert kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"][KEY] == "dra"
-    assert movehost.main(["sim-plugin-1", "--to", "plugin", "--kubeconfig", str(cluster.kubeconfig)]) == 0
+        out = "".join(seen) + rest
+        assert process.returncode == 0, out
+        # A request sent while the server is stopped is answered when it resumes, or times out and is retried:
+        # either way the move goes on from where it was, and no step is skipped.
+        assert "labelled sim-plugin-1 workload.example.com/gpu-allocation=dra" in out, out
+        assert kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"][KEY] == "dra"
+        print(f"\nafter SIGSTOP 20 s: {[line.strip() for line in out.splitlines() if 'answer' in line]}")
+    finally:
+        process.kill()
+        process.communicate()
+        if kube.get_or_none(f"/api/v1/namespaces/{WORKLOADS}/pods/busy-stopped") is not None:
+            delete_pod(kube, "busy-stopped")
+        _back_to_plugin(kube, cluster)
