@@ -21,7 +21,7 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from eks_hybrid_gpu import engine, engine_lock, kubeclient, localcluster, migrate, projectdir
+from eks_hybrid_gpu import engine, engine_lock, kubeclient, localcluster, migrate, projectdir, transit
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status
@@ -221,7 +221,7 @@ def test_a_migration_killed_mid_phase_is_finished_by_the_same_command(
         wait_for(lambda: phase() == "remove" or None, "phase remove", timeout=120)
         kube.create("/apis/resource.k8s.io/v1/resourceslices", stale)
         wait_for(lambda: phase() == "wait-unpublished" or None, "phase wait-unpublished", timeout=180)
-        time.sleep(3)
+        time.sleep(transit.PROGRESS_SECONDS + 2)  # one progress line, naming what is left
     finally:
         process.kill()
         output = process.communicate()[0]
