@@ -14,9 +14,11 @@ from collections import Counter
 from typing import Any
 
 from eks_hybrid_gpu import transit
+from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND
 from tests.support.fake_kube import FakeKube
 
 SECONDS = 20.0
+PLUGIN_BINARY = DEVICE_PLUGIN_KIND.allocator_binary
 NODE = "gpu-1"
 
 
@@ -61,7 +63,7 @@ def _cluster() -> CountingKube:
             "namespace": "gpu-system",
             "ownerReferences": [{"kind": "DaemonSet", "name": "plugin", "uid": "d1", "controller": True}],
         },
-        "spec": {"nodeName": NODE, "containers": [{"name": "p", "image": "x", "command": ["nvidia-device-plugin"]}]},
+        "spec": {"nodeName": NODE, "containers": [{"name": "p", "image": "x", "command": [PLUGIN_BINARY]}]},
         "status": {"phase": "Running"},
     }
     return kube
