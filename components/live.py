@@ -10,6 +10,7 @@ preflight does not guess what it cannot see.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,15 +19,14 @@ import yaml
 from kubernetes import config
 from kubernetes.config.config_exception import ConfigException
 
+from components import scoped_read
 from components.kube_http import Unreachable, send, status_message
 from components.lease_records import LEASE_OF, HeldLease, leases_path
 from components.ledger import LedgerError, parse_record
 from components.migration import Migration, parse_migration
+from components.scoped_read import Lists, ScopeError
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, MIGRATION_KEY, MIGRATION_NAME
 
-NODES = "/api/v1/nodes"
-PODS = "/api/v1/pods"
-DAEMONSETS = "/apis/apps/v1/daemonsets"
 RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 """resource.k8s.io versions tried in order; a cluster that serves none of them can hold no ResourceSlice."""
@@ -126,6 +126,10 @@ class Reader:
             raise LiveReadError(msg) from None
         self.context = current or "(none)"
         self.server = str(self.api.configuration.host)
+        self.requests = 0
+        """Requests sent so far: what the bench's live-read table counts."""
+        self.bytes_read = 0
+        """Response body bytes received so far."""
 
     @property
     def where(self) -> str:
@@ -148,6 +152,8 @@ class Reader:
             msg = f"preflight: cannot reach the Kubernetes API ({self.where}): {error}; {self.source.fix}"
             raise LiveReadError(msg) from None
         text = response.text
+        self.requests += 1
+        self.bytes_read += len(text)
         if response.status == 404:
             return None
         if response.status == 401:
@@ -160,7 +166,7 @@ class Reader:
             msg = (
                 f"preflight: permission denied listing {what} ({self.where}): {status_message(text)}; the preflight "
                 "must see every node's GPU publishers and does not guess what it cannot read: grant this identity "
-                "list on nodes, pods, daemonsets (apps), resourceslices and resourceclaims (resource.k8s.io), "
+                "list and get on nodes, pods, daemonsets (apps), resourceslices and resourceclaims (resource.k8s.io), "
                 "or use an administrator kubeconfig"
             )
             raise LiveReadError(msg)
@@ -196,29 +202,50 @@ def read_only_records(source: Source, namespace: str) -> Records:
     return read_records(Reader(source), namespace)
 
 
-def read_live(source: Source, records_namespace: str | None = None) -> LiveCluster:
-    """Nodes, pods, DaemonSets, RuntimeClasses, and the ResourceSlices and ResourceClaims the cluster serves.
-
-    Pods are the unfinished ones of every namespace. Each kind is listed once per preview; the DRA lists come from
-    the first resource.k8s.io version served.
-    """
-    reader = Reader(source)
-    nodes = reader.items(NODES, "nodes") or []
-    pods = reader.items(PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed") or []
-    daemonsets = reader.items(DAEMONSETS, "DaemonSets") or []
-    slices: list[dict[str, Any]] = []
-    claims: list[dict[str, Any]] = []
-    for version in SLICE_VERSIONS:
-        found = reader.items(f"/apis/resource.k8s.io/{version}/resourceslices", "ResourceSlices")
-        if found is not None:
-            slices = found
-            claims = reader.items(f"/apis/resource.k8s.io/{version}/resourceclaims", "ResourceClaims") or []
-            break
+def live_cluster(lists: Lists, reader: Reader, records: Records | None) -> LiveCluster:
+    """The lists with the RuntimeClasses and records: the LiveCluster the preflight judges."""
     # Listed last, and a refusal kept rather than raised: only a stack that reuses an existing class needs them.
     try:
         runtime_classes: list[dict[str, Any]] | None = reader.items(RUNTIME_CLASSES, "RuntimeClasses") or []
         runtime_error = None
     except LiveReadError as error:
         runtime_classes, runtime_error = None, str(error).removeprefix("preflight: ")
+    return LiveCluster(
+        lists.nodes, lists.slices, lists.pods, lists.daemonsets, lists.claims, runtime_classes, runtime_error, records
+    )
+
+
+def read_live(
+    source: Source, records_namespace: str | None = None, selectors: Sequence[Mapping[str, str]] = ()
+) -> LiveCluster:
+    """The GPU nodes, what runs on them, the RuntimeClasses and the records (`components.scoped_read`).
+
+    `selectors`: the stack's cohort selectors; the ledger's and a migration's are added from the records, which are
+    read first. Pods are the unfinished ones on the nodes in scope; the DRA lists come from the first
+    resource.k8s.io version served.
+    """
+    reader = Reader(source)
     records = read_records(reader, records_namespace) if records_namespace else None
-    return LiveCluster(nodes, slices, pods, daemonsets, claims, runtime_classes, runtime_error, records)
+    try:
+        lists = scoped_read.read(
+            _getter(reader),
+            scoped_read.scope_of(
+                selectors, records.ledger if records else None, records.migration if records else None
+            ),
+            SLICE_VERSIONS,
+        )
+    except ScopeError as error:
+        msg = f"preflight: {error}; nothing was changed"
+        raise LiveReadError(msg) from None
+    return live_cluster(lists, reader, records)
+
+
+def read_live_whole(source: Source, records_namespace: str | None = None) -> LiveCluster:
+    """Every object of the cluster, whole (`scoped_read.read_whole`): the reference the scoped read is held to."""
+    reader = Reader(source)
+    records = read_records(reader, records_namespace) if records_namespace else None
+    return live_cluster(scoped_read.read_whole(_getter(reader), SLICE_VERSIONS), reader, records)
+
+
+def _getter(reader: Reader) -> scoped_read.Get:
+    return lambda path, what, query: reader.get(path, what, **query)

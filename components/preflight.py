@@ -259,6 +259,15 @@ def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
     )
 
 
-def read_cluster(cluster: ClusterConfig, target: ClusterTarget, records_namespace: str | None = None) -> LiveCluster:
-    """Nodes, pods, DaemonSets, ResourceSlices (and the ledger's records); a LiveReadError when they cannot be read."""
-    return read_live(source_of(cluster, target), records_namespace)
+def read_cluster(
+    cluster: ClusterConfig,
+    target: ClusterTarget,
+    records_namespace: str | None = None,
+    config: StackConfig | None = None,
+) -> LiveCluster:
+    """The cohorts' and GPU nodes, what runs on them, the ledger's records; a LiveReadError when they cannot be read.
+
+    `config`: the stack whose cohorts' nodes are read besides every node with a GPU trace (`components.scoped_read`).
+    """
+    selectors = [c.selector(config.cohort_label_key) for c in config.cohorts] if config is not None else []
+    return read_live(source_of(cluster, target), records_namespace, selectors)

@@ -117,7 +117,7 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
     if config.cluster.preflight:
         pulumi.log.info("preflight: reading the cohorts' nodes, who publishes their GPUs, and the ownership ledger")
         try:
-            live = read_cluster(config.cluster, target, ledger_namespace(config.namespaces))
+            live = read_cluster(config.cluster, target, ledger_namespace(config.namespaces), config)
             records = live.records
             migration = records.checked_migration() if records else None
         except (LiveReadError, LedgerError) as error:

@@ -1,14 +1,15 @@
-"""What `inspect` reads: nodes, slices, claims, unfinished pods, DaemonSets, the ledger and a migration record."""
+"""What `inspect` reads: the ledger, the GPU nodes and what runs on them, claims, and a migration record."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components import scoped_read
 from components.config import NamespacesConfig
-from components.dra_objects import DRIVER
 from components.ledger import ledger_namespace
-from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, NODES, PODS, SLICES, Kube, KubeAccessError
+from eks_hybrid_gpu.kubeclient import Kube, KubeAccessError, KubeApiError, segment
 from eks_hybrid_gpu.records import read_records
 from policy.gpu_allocation.vocab.labels import LEDGER_NAME
 
@@ -29,35 +30,44 @@ class Snapshot:
     ledger_ref: str
     namespace: str
     pods: list[dict[str, Any]] = field(default_factory=list)
-    """Unfinished pods of every namespace: where allocator pods of any origin show up."""
+    """Unfinished pods of the GPU nodes, of every namespace: where allocator pods of any origin show up."""
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
     all_claims: list[dict[str, Any]] = field(default_factory=list)
-    """ResourceClaims of every namespace: who holds DRA devices on which node."""
+    """ResourceClaims of every namespace allocated `gpu.nvidia.com` devices: who holds DRA devices on which node."""
     migration: dict[str, Any] | None = None
     """The owner change `eks-hybrid-gpu migrate` records beside the ledger, while one is under way."""
 
 
-def _list(kube: Kube, path: str, what: str, **query: str) -> list[dict[str, Any]]:
-    """A list; a refused one (403) says which list it was: inspect does not guess around what it cannot read."""
-    try:
-        return kube.items(path, **query)
-    except KubeAccessError as error:
-        if not str(error).startswith("permission denied"):
-            raise  # unreachable or rejected credentials: about the cluster, not this list
-        msg = f"cannot list {what}: {error}"
-        raise KubeAccessError(msg) from None
+def _getter(kube: Kube) -> scoped_read.Get:
+    """GET through `kube`; a refused read (403) says which list it was: inspect does not guess around it."""
+
+    def get(path: str, what: str, query: Mapping[str, str]) -> dict[str, Any] | None:
+        try:
+            return kube.get(path, **query)
+        except KubeApiError as error:
+            if error.status == 404:
+                return None
+            raise
+        except KubeAccessError as error:
+            if not str(error).startswith("permission denied"):
+                raise  # unreachable or rejected credentials: about the cluster, not this list
+            msg = f"cannot list {what}: {error}"
+            raise KubeAccessError(msg) from None
+
+    return get
 
 
 def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snapshot:
-    """Read nodes, the driver's slices, the namespace's claims, the ledger, and every allocator's pods."""
-    slices = [s for s in _list(kube, SLICES, "ResourceSlices") if s.get("spec", {}).get("driver") == DRIVER]
-    all_claims = _list(kube, CLAIMS, "ResourceClaims")
-    claims = [c for c in all_claims if c.get("metadata", {}).get("namespace") == namespace]
-    nodes = _list(kube, NODES, "nodes")
-    pods = _list(kube, PODS, "pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
-    daemonsets = _list(kube, DAEMONSETS, "DaemonSets")
+    """The ledger, then the GPU nodes it and GPU traces name, what runs there (`components.scoped_read`), claims."""
     records = read_records(kube, ledger_ref)  # a record migrate or the preview refuses is refused here too
+    get = _getter(kube)
+    scope = scoped_read.scope_of((), records.ledger, records.migration_record)
+    try:
+        lists = scoped_read.read(get, scope, ("v1",))
+    except scoped_read.ScopeError as error:
+        raise KubeAccessError(str(error)) from None
+    claims = get(f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims", "ResourceClaims", {})
     return Snapshot(
-        nodes, slices, claims, records.ledger, ledger_ref, namespace, pods, daemonsets, all_claims,
-        records.migration_record,
+        lists.nodes, lists.slices, list((claims or {}).get("items") or []), records.ledger, ledger_ref, namespace,
+        lists.pods, lists.daemonsets, lists.claims, records.migration_record,
     )  # fmt: skip

@@ -166,8 +166,8 @@ def test_forbidden_resource_slices_are_refused_not_guessed(
         'resourceslices.resource.k8s.io is forbidden: User "system:serviceaccount:publishers-no-slices:'
         'publishers-no-slices" cannot list resource "resourceslices" in API group "resource.k8s.io" at the cluster '
         "scope; the preflight must see every node's GPU publishers and does not guess what it cannot read: grant "
-        "this identity list on nodes, pods, daemonsets (apps), resourceslices and resourceclaims (resource.k8s.io), "
-        "or use an administrator kubeconfig"
+        "this identity list and get on nodes, pods, daemonsets (apps), resourceslices and resourceclaims "
+        "(resource.k8s.io), or use an administrator kubeconfig"
     )
 
 

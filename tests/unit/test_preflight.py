@@ -296,24 +296,26 @@ KUBECONFIG_FIX = (
 )
 
 
-def test_reads_every_list_and_the_served_slice_version(api: LoopbackApi) -> None:
+def test_reads_the_gpu_nodes_their_pods_and_the_served_slice_version(api: LoopbackApi) -> None:
     handler, _, kubeconfig = api
     handler.served = {
-        "/api/v1/nodes": [{"metadata": {"name": "n"}}],
-        "/api/v1/pods": [{"metadata": {"name": "p"}}],
-        "/apis/apps/v1/daemonsets": [{"metadata": {"name": "d"}}],
+        "/api/v1/nodes": [
+            {"metadata": {"name": "n", "labels": {"nvidia.com/gpu.present": "true"}}},
+            {"metadata": {"name": "cpu", "labels": {}}},
+        ],
+        "/api/v1/pods": [{"metadata": {"name": "p"}, "spec": {"nodeName": "n"}}],
         # A cluster that serves only v1beta2 (Kubernetes 1.33): its slices are read there.
-        "/apis/resource.k8s.io/v1beta2/resourceslices": [{"metadata": {"name": "s"}}],
+        "/apis/resource.k8s.io/v1beta2/resourceslices": [
+            {"metadata": {"name": "s"}, "spec": {"driver": "gpu.nvidia.com"}}
+        ],
     }
 
     live = read_live(_source(kubeconfig))
 
-    assert [
-        [i["metadata"]["name"] for i in items] for items in (live.nodes, live.pods, live.daemonsets, live.slices)
-    ] == [
+    # The CPU node has no GPU trace and no cohort: neither it nor its pods are read (tests/unit/test_scoped_read.py).
+    assert [[i["metadata"]["name"] for i in items] for items in (live.nodes, live.pods, live.slices)] == [
         ["n"],
         ["p"],
-        ["d"],
         ["s"],
     ]
 
@@ -337,8 +339,8 @@ def test_forbidden_resource_slices_are_refused(api: LoopbackApi) -> None:
         f"preflight: permission denied listing ResourceSlices (kubeconfig {kubeconfig} "
         f"(eks-hybrid-gpu:cluster.kubeconfig), context dev, server {url}): /apis/resource.k8s.io/v1/resourceslices "
         'is forbidden: User "dev" cannot list it; the preflight must see every node\'s GPU publishers and does not '
-        "guess what it cannot read: grant this identity list on nodes, pods, daemonsets (apps), resourceslices and "
-        "resourceclaims (resource.k8s.io), or use an administrator kubeconfig"
+        "guess what it cannot read: grant this identity list and get on nodes, pods, daemonsets (apps), resourceslices "
+        "and resourceclaims (resource.k8s.io), or use an administrator kubeconfig"
     )
 
 

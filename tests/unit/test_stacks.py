@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from components.cluster import ClusterTarget
-from components.config import ClusterConfig
+from components.config import ClusterConfig, StackConfig
 from components.live import LiveCluster
 from eks_hybrid_gpu.mocks import EKS_CLUSTER, exported_outputs, stack_config
 from tests.support.configs import Recorder, RunProgram, hybrid_node, selector_for
@@ -170,9 +170,15 @@ def test_eks_stack_provider_uses_exec_auth_from_the_describe(
     seen: list[tuple[Any, ...]] = []
 
     def read_cluster(
-        cluster: ClusterConfig, target: ClusterTarget, records_namespace: str | None = None
+        cluster: ClusterConfig,
+        target: ClusterTarget,
+        records_namespace: str | None = None,
+        config: StackConfig | None = None,
     ) -> LiveCluster:
         seen.append((target.kubeconfig_path, target.kubeconfig_content, target.context))
+        # The stack's cohorts: the scoped read reads their nodes even where no GPU label or resource marks them.
+        assert config is not None
+        assert config.cohorts
         return LiveCluster(list(NODES[stack]))
 
     monkeypatch.setattr("components.program.read_cluster", read_cluster)
