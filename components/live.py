@@ -126,10 +126,6 @@ class Reader:
             raise LiveReadError(msg) from None
         self.context = current or "(none)"
         self.server = str(self.api.configuration.host)
-        self.requests = 0
-        """Requests sent so far: what the bench's live-read table counts."""
-        self.bytes_read = 0
-        """Response body bytes received so far."""
 
     @property
     def where(self) -> str:
@@ -152,8 +148,6 @@ class Reader:
             msg = f"preflight: cannot reach the Kubernetes API ({self.where}): {error}; {self.source.fix}"
             raise LiveReadError(msg) from None
         text = response.text
-        self.requests += 1
-        self.bytes_read += len(text)
         if response.status == 404:
             return None
         if response.status == 401:

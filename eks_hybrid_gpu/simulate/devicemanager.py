@@ -1,7 +1,9 @@
 """The simulated kubelet's device manager: a node publishes what the allocator pods running on it publish.
 
 kwok plays the kubelet's pod lifecycle; it knows nothing of devices. This process plays the part of the kubelet
-that does: it watches the simulated nodes and the pods bound to them, and
+that does: it watches (`simulate.informers`) the simulated nodes (label selector), the pods bound to each of them
+(field selector `spec.nodeName`), the slices it published and the ConfigMaps the plugins mount, never the rest of
+the cluster, and on each batch of events
 
 - while a Ready device-plugin pod (ours, the GPU Operator's, anyone's: recognised by what it runs) is on a node,
   the node's `nvidia.com/*` capacity and allocatable are what that plugin advertises for the host's GPUs under
@@ -23,9 +25,10 @@ pods against allocatable, and device preparation (no container starts).
 from __future__ import annotations
 
 import argparse
+import functools
+import queue
 import sys
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -35,6 +38,7 @@ from pydantic import ValidationError
 
 from components.publishers import pod_ready
 from eks_hybrid_gpu.kubeclient import Kube, KubeAccessError, KubeApiError, connect, segment
+from eks_hybrid_gpu.simulate.informers import Caches, Informer, Update
 from eks_hybrid_gpu.simulate.model import HOST_ANNOTATION, PUBLISHED_BY_LABEL, SIMULATED_LABEL, SLICE_API, SimNode
 from eks_hybrid_gpu.simulate.objects import (
     PluginSharing,
@@ -44,10 +48,16 @@ from eks_hybrid_gpu.simulate.objects import (
     slice_name,
 )
 from policy.gpu_allocation.vocab.allocators import pod_owner
+from policy.gpu_allocation.vocab.grammar import is_dns_label, is_dns_subdomain
 from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA
 
 CONFIG_NODE_LABEL = "nvidia.com/device-plugin.config"
-INTERVAL_SECONDS = 0.25
+RESYNC_SECONDS = 30.0
+"""A pass with no event: judges the caches again (no request), as an informer's resync does."""
+RETRY_SECONDS = 1.0
+"""After a pass whose write failed: the next one comes this soon, event or not."""
+NODES = "nodes"
+SLICES = "slices"
 Obj = Mapping[str, Any]
 
 
@@ -168,68 +178,192 @@ def status_patch(node: Obj, published: Publication) -> dict[str, Any] | None:
     return {"status": {"capacity": want_capacity, "allocatable": want_allocatable}}
 
 
-def sync(kube: Kube) -> list[str]:
-    """One pass over every simulated node: publish what runs there. Returns what changed, for the log."""
-    nodes = kube.items("/api/v1/nodes", labelSelector=f"{SIMULATED_LABEL}=true")
-    pods_by_node: dict[str, list[Obj]] = {}
-    for pod in kube.items("/api/v1/pods", fieldSelector="spec.nodeName!="):
-        pods_by_node.setdefault(str(pod["spec"].get("nodeName")), []).append(pod)
-    slices = {s["metadata"]["name"]: s for s in kube.items(SLICE_API, labelSelector=f"{PUBLISHED_BY_LABEL}=pod")}
-    configmaps: dict[str, Obj] | None = None
+@dataclass(frozen=True)
+class View:
+    """What one pass judges: the simulated nodes, the pods bound to each, our slices and the mounted ConfigMaps."""
+
+    nodes: Sequence[Obj]
+    pods_by_node: Mapping[str, Sequence[Obj]]
+    slices: MutableMapping[str, dict[str, Any]]
+    """Slice name -> the slice this process published (label `published-by=pod`); `sync` records its own writes."""
+    configmaps: Mapping[str, Obj]
+    """`NAMESPACE/NAME` -> ConfigMap, for the device-plugin pods that mount their config."""
+
+
+def sync(kube: Kube, view: View) -> list[str]:
+    """One pass over every simulated node of `view`: publish what runs there. Returns what changed, for the log."""
     changed: list[str] = []
-    for node in nodes:
+    for node in view.nodes:
         meta = node["metadata"]
         try:
             host = SimNode.model_validate_json((meta.get("annotations") or {}).get(HOST_ANNOTATION) or "")
         except ValidationError:
             continue  # written before the simulated kubelet existed, or by hand: not ours to publish
-        pods = pods_by_node.get(meta["name"], [])
-        if configmaps is None and any(_mounts_config(p) for p in pods):
-            configmaps = {
-                f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in kube.items("/api/v1/configmaps")
-            }
-        published = publication(host, meta.get("labels") or {}, pods, configmaps or {})
+        pods = view.pods_by_node.get(meta["name"], [])
+        published = publication(host, meta.get("labels") or {}, pods, view.configmaps)
         patch = status_patch(node, published)
         if patch is not None:
             kube.merge_patch(f"/api/v1/nodes/{segment(meta['name'])}/status", patch)
             changed.append(f"{meta['name']}: {patch['status']['allocatable']}")
         name = slice_name(meta["name"])
         wanted = published.slice and host.host_publisher != DRA  # a host-level driver's slice is `apply`'s
-        if wanted and name not in slices:
+        if wanted and name not in view.slices:
             body = resource_slice(host, meta.get("uid"), 1, {PUBLISHED_BY_LABEL: "pod"})
             if body is not None:
                 try:
-                    kube.create(SLICE_API, body)
+                    view.slices[name] = kube.create(SLICE_API, body)
                     changed.append(f"{meta['name']}: ResourceSlice {name} published")
                 except KubeApiError as error:
                     if error.status != 409:
                         raise
-        elif not wanted and name in slices:
+        elif not wanted and name in view.slices:
             kube.delete(f"{SLICE_API}/{segment(name)}")
+            view.slices.pop(name, None)
             changed.append(f"{meta['name']}: ResourceSlice {name} removed")
     return changed
 
 
-def run(kubeconfig: str, interval: float = INTERVAL_SECONDS) -> int:
-    """Sync forever; a pass that fails (the API server restarting) is logged and retried."""
+def config_refs(pods: Sequence[Obj]) -> set[tuple[str, str]]:
+    """(namespace, name) of the ConfigMaps the device-plugin pods with a config-manager mount."""
+    refs = set()
+    for pod in pods:
+        if not _mounts_config(pod):
+            continue
+        namespace = str((pod.get("metadata") or {}).get("namespace"))
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            name = (volume.get("configMap") or {}).get("name") if isinstance(volume, Mapping) else None
+            if name:
+                refs.add((namespace, str(name)))
+    return refs
+
+
+class DeviceManager:
+    """Informers on the simulated nodes, the pods of each (field selector), our slices and the mounted ConfigMaps.
+
+    Each batch of events is applied to the caches, then one pass (`sync`) judges them and writes only what
+    changed; idle, the watches cost a request per informer every few minutes, not a LIST per collection per pass.
+    """
+
+    def __init__(self, kube: Kube) -> None:
+        """Nothing started: `start` does."""
+        self.kube = kube
+        self.updates: queue.Queue[Update] = queue.Queue()
+        self.caches = Caches()
+        self.synced: set[str] = set()
+        """Informers whose first list arrived: a node is judged only once everything it depends on is listed."""
+        self._generation = 0
+
+    def _informer(self, name: str, path: str, **query: str) -> Informer:
+        return Informer(self.kube, name, path, self.updates, **query)
+
+    def start(self) -> None:
+        """List and watch the simulated nodes and our slices; the pods' informers follow the nodes."""
+        self.caches.ensure(
+            NODES, lambda: self._informer(NODES, "/api/v1/nodes", labelSelector=f"{SIMULATED_LABEL}=true")
+        )
+        self.caches.ensure(SLICES, lambda: self._informer(SLICES, SLICE_API, labelSelector=f"{PUBLISHED_BY_LABEL}=pod"))
+
+    def _named(self, prefix: str, wanted: set[str]) -> None:
+        """Keep one informer per wanted name under `prefix` (`pods NODE`, `configmap NS/NAME`), stop the others."""
+        running = {n.split(" #", 1)[0]: n for n in self.caches.informers if n.startswith(prefix)}
+        for what, informer in running.items():
+            if what not in wanted:
+                self.caches.drop(informer)
+                self.synced.discard(informer)
+        for what in sorted(wanted - set(running)):
+            self._generation += 1
+            name = f"{what} #{self._generation}"  # a late event of a stopped informer never reaches a new cache
+            target = what.removeprefix(prefix)
+            if prefix == "pods ":
+                path, query = "/api/v1/pods", {"fieldSelector": f"spec.nodeName={target}"}
+            else:
+                namespace, _, configmap = target.partition("/")
+                path = f"/api/v1/namespaces/{segment(namespace)}/configmaps"
+                query = {"fieldSelector": f"metadata.name={configmap}"}
+            self.caches.ensure(name, functools.partial(self._informer, name, path, **query))
+
+    def follow(self) -> None:
+        """Start the informers the caches now call for: a pod informer per simulated node, one per mounted ConfigMap."""
+        nodes = self.caches.objects.get(NODES, {})
+        self._named("pods ", {f"pods {name}" for name in nodes if is_dns_subdomain(name)})
+        refs = {ref for pods in self.view_pods().values() for ref in config_refs(pods)}
+        valid = {f"configmap {ns}/{name}" for ns, name in refs if is_dns_label(ns) and is_dns_subdomain(name)}
+        self._named("configmap ", valid)
+
+    def view_pods(self) -> dict[str, list[Obj]]:
+        """Node name -> the pods its informer holds."""
+        found: dict[str, list[Obj]] = {}
+        for name, cache in self.caches.objects.items():
+            if name.startswith("pods "):
+                found[name.removeprefix("pods ").split(" #", 1)[0]] = list(cache.values())
+        return found
+
+    def view(self) -> View:
+        """The nodes whose every informer has listed, with their pods, our slices and the ConfigMaps."""
+        ready = {n.removeprefix("pods ").split(" #", 1)[0] for n in self.synced if n.startswith("pods ")}
+        configs_listed = all(n in self.synced for n in self.caches.informers if n.startswith("configmap "))
+        nodes = [n for k, n in sorted(self.caches.objects.get(NODES, {}).items()) if k in ready and configs_listed]
+        configmaps = {
+            k: c for n, cache in self.caches.objects.items() if n.startswith("configmap ") for k, c in cache.items()
+        }
+        return View(nodes, self.view_pods(), self.caches.objects.setdefault(SLICES, {}), configmaps)
+
+    def step(self, timeout: float) -> list[str]:
+        """Wait up to `timeout` for events, apply every one queued, then run one pass; what changed, for the log."""
+        try:
+            batch = [self.updates.get(timeout=timeout)]
+        except queue.Empty:
+            batch = []
+        while True:
+            try:
+                batch.append(self.updates.get_nowait())
+            except queue.Empty:
+                break
+        for update in batch:
+            if update.kind == "failed":
+                print(
+                    f"{datetime.now(UTC):%H:%M:%S} watch failed, retrying: {update.message}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            elif self.caches.apply(update) and update.kind == "relisted":
+                self.synced.add(update.informer)
+        self.follow()
+        if NODES not in self.synced or SLICES not in self.synced:
+            return []
+        return sync(self.kube, self.view())
+
+    def stop(self) -> None:
+        """Stop every informer."""
+        self.caches.stop_all()
+
+
+def run(kubeconfig: str, resync: float = RESYNC_SECONDS) -> int:
+    """Watch and publish forever; a pass that fails (the API server restarting) is logged and retried."""
     kube = connect(kubeconfig)
-    print(f"simulated device manager for {kube.server}: every {interval} s", flush=True)
+    print(
+        f"simulated device manager for {kube.server}: watching the simulated nodes, resync every {resync} s", flush=True
+    )
+    manager = DeviceManager(kube)
+    manager.start()
+    wait = resync
     while True:
         try:
-            for line in sync(kube):
+            for line in manager.step(wait):
                 print(f"{datetime.now(UTC):%H:%M:%S.%f} {line}", flush=True)
+            wait = resync
         except (KubeAccessError, KubeApiError, OSError) as error:
             print(f"{datetime.now(UTC):%H:%M:%S} pass failed: {error}", file=sys.stderr, flush=True)
-        time.sleep(interval)
+            wait = RETRY_SECONDS  # judge again soon even if no event comes
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m eks_hybrid_gpu.simulate.devicemanager --kubeconfig PATH`: what `local up` starts beside kwok."""
     parser = argparse.ArgumentParser(prog="eks-hybrid-gpu-simulated-device-manager", description=__doc__)
     parser.add_argument("--kubeconfig", required=True)
-    parser.add_argument("--interval", type=float, default=INTERVAL_SECONDS)
+    parser.add_argument("--resync", type=float, default=RESYNC_SECONDS, help="seconds between passes with no event")
     args = parser.parse_args(argv)
-    return run(args.kubeconfig, args.interval)
+    return run(args.kubeconfig, args.resync)
 
 
 if __name__ == "__main__":
