@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Run every benchmark, print the table and write the JSON (issue 8).
 
-    .venv/bin/python -m bench [--quick] [--json PATH] [--no-engine] [--scaling 8,32]
+    .venv/bin/python -m bench [--quick] [--json PATH] [--no-engine] [--no-construction] [--scaling 8,32]
+                              [--no-live-read] [--live-sizes 5/4,55/512]
     bench/run.py ...                                   (the same)
 
 See bench/README.md for what each figure measures.
@@ -32,7 +33,7 @@ if (
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import machine  # noqa: E402
+from bench import live_read, machine  # noqa: E402
 from bench.stats import fit_exponent, segment_exponents, summarize  # noqa: E402
 
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
@@ -253,6 +254,7 @@ def render(results: dict[str, Any]) -> str:
     else:
         lines += _construction_lines(c)
     lines += _engine_lines(results.get("engine"))
+    lines += ["", *live_read.lines(results.get("live_read"))]
     return "\n".join(lines)
 
 
@@ -376,6 +378,12 @@ def main(argv: list[str] | None = None) -> int:
         help="comma-separated cohort counts of synthetic stacks whose previews show how both ratios grow "
         "(default 8; none with --quick; '' for none)",
     )
+    parser.add_argument("--no-live-read", action="store_true", help="skip the live read at scale (section 5)")
+    parser.add_argument(
+        "--live-sizes",
+        default=",".join(f"{n}/{p}" for n, p in live_read.SIZES),
+        help="nodes/pods sizes of the live read at scale, comma-separated (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
     construct_repeats, preview_repeats = (2, 1) if args.quick else (5, 3)
     scaling_text = args.scaling if args.scaling is not None else ("" if args.quick else "8")
@@ -387,6 +395,9 @@ def main(argv: list[str] | None = None) -> int:
         results["construction"] = construction(COHORT_POINTS, construct_repeats)
     if not args.no_engine:
         results["engine"] = engine_benchmarks(preview_repeats, 2 if args.quick else 5, scaling)
+    if not args.no_live_read:
+        sizes = live_read.parse_sizes(args.live_sizes)
+        results["live_read"] = live_read.run(sizes, 1 if args.quick else 3, 10.0 if args.quick else 20.0)
     results["machine"] = machine.describe((results.get("engine") or {}).get("pulumi_cli"))
     results["load_end"] = machine.load()
     results["runtime_s"] = time.perf_counter() - started

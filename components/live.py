@@ -132,14 +132,6 @@ class Reader:
         """`kubeconfig PATH, context C, server S`."""
         return f"{self.source.described_as}, context {self.context}, server {self.server}"
 
-    def items(self, path: str, what: str, **query: str) -> list[dict[str, Any]] | None:
-        """The items of a list, or None when the API server does not serve it (404)."""
-        document = self.get(path, what, **query)
-        if document is None:
-            return None
-        items: list[dict[str, Any]] = document.get("items") or []
-        return items
-
     def get(self, path: str, what: str, **query: str) -> dict[str, Any] | None:
         """One object or list as JSON, or None when it does not exist or is not served (404)."""
         try:
@@ -184,9 +176,9 @@ def read_records(reader: Reader, namespace: str) -> Records:
     leases: list[HeldLease] = []
     leases_error = None
     try:
-        listed = reader.items(leases_path(namespace), "Leases", labelSelector=LEASE_OF) or []
-        leases = [HeldLease.of(lease) for lease in listed if isinstance(lease, dict)]
-    except LiveReadError as error:  # only shown, never judged: a refusal here would block every preview
+        pages = scoped_read.paged(_getter(reader), leases_path(namespace), "Leases", labelSelector=LEASE_OF)
+        leases = [HeldLease.of(lease) for page in pages or () for lease in page if isinstance(lease, dict)]
+    except (LiveReadError, ScopeError) as error:  # only shown, never judged: a refusal would block every preview
         leases_error = str(error).removeprefix("preflight: ")
     return Records(namespace, found[LEDGER_NAME], found[MIGRATION_NAME], leases, leases_error)
 
@@ -200,10 +192,13 @@ def live_cluster(lists: Lists, reader: Reader, records: Records | None) -> LiveC
     """The lists with the RuntimeClasses and records: the LiveCluster the preflight judges."""
     # Listed last, and a refusal kept rather than raised: only a stack that reuses an existing class needs them.
     try:
-        runtime_classes: list[dict[str, Any]] | None = reader.items(RUNTIME_CLASSES, "RuntimeClasses") or []
+        pages = scoped_read.paged(_getter(reader), RUNTIME_CLASSES, "RuntimeClasses")
+        runtime_classes: list[dict[str, Any]] | None = [c for page in pages or () for c in page]
         runtime_error = None
     except LiveReadError as error:
         runtime_classes, runtime_error = None, str(error).removeprefix("preflight: ")
+    except ScopeError as error:
+        runtime_classes, runtime_error = None, str(error)
     return LiveCluster(
         lists.nodes, lists.slices, lists.pods, lists.daemonsets, lists.claims, runtime_classes, runtime_error, records
     )

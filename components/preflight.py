@@ -239,7 +239,7 @@ def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
             f"the kubeconfig generated for EKS cluster {cluster.name} ({cluster.region})",
             f"check the AWS credentials that `aws eks get-token --cluster-name {cluster.name} --region "
             f"{cluster.region}` uses, and that this IAM principal has an EKS access entry with cluster-admin "
-            "(or list on nodes, pods, daemonsets, resourceslices and resourceclaims)",
+            "(or list and get on nodes, pods, daemonsets, resourceslices and resourceclaims)",
         )
     if cluster.source == "kubeconfig":
         return Source(

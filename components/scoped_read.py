@@ -15,6 +15,10 @@ cohort selects or that carry a GPU trace, and what runs on those nodes. So this 
    any pod a GPU claim reserves that is not on them (read by name);
 4. the DaemonSets behind those pods, each read by name and checked against the pod's owner reference uid.
 
+Lists ask for no `resourceVersion`: a check that refuses a plan judges the current state, not the watch cache's
+possibly stale one (`resourceVersion=0`), and the watch cache answers `resourceVersion=0` with the whole list in
+one response whatever the `limit` (kubernetes/kubernetes #70735), which is what paging avoids.
+
 What it cannot see, by design: an allocator or a GPU-holding pod on a node with no GPU trace and no cohort. A
 device plugin there publishes nothing (the node advertises no GPU), and the kubelet admits no pod asking for a
 GPU the node lacks. Reads fail closed: every failed request raises the caller's refusal (`Get`), and a name
@@ -215,28 +219,27 @@ def _node_pods(get: Get, node: str) -> list[dict[str, Any]]:
     return [slim_pod(p) for page in found or () for p in page]
 
 
-def _reserved_pod(get: Get, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
+def _same_object(get: Get, group: str, resource: str, kind: str, ref: tuple[str, str, str]) -> dict[str, Any] | None:
+    """The object (namespace, name, uid) a pod or a claim names; None when it is gone or another now has its name."""
+    namespace, name, uid = ref
     path = (
-        f"/api/v1/namespaces/{_segment(namespace, 'namespace', is_dns_label)}/pods/"
-        f"{_segment(name, 'pod name', is_dns_subdomain)}"
+        f"{group}/namespaces/{_segment(namespace, 'namespace', is_dns_label)}/{resource}/"
+        f"{_segment(name, f'{kind} name', is_dns_subdomain)}"
     )
-    pod = get(path, f"pod {namespace}/{name}", {})
-    if pod is None or _mapping(pod.get("metadata")).get("uid") != uid:
-        return None
-    if _mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
+    found = get(path, f"{kind} {namespace}/{name}", {})
+    return found if found is not None and _mapping(found.get("metadata")).get("uid") == uid else None
+
+
+def _reserved_pod(get: Get, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
+    pod = _same_object(get, "/api/v1", "pods", "pod", (namespace, name, uid))
+    if pod is None or _mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
         return None
     return slim_pod(pod)
 
 
 def _daemonset(get: Get, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
-    path = (
-        f"/apis/apps/v1/namespaces/{_segment(namespace, 'namespace', is_dns_label)}/daemonsets/"
-        f"{_segment(name, 'DaemonSet name', is_dns_subdomain)}"
-    )
-    daemonset = get(path, f"DaemonSet {namespace}/{name}", {})
-    if daemonset is None or _mapping(daemonset.get("metadata")).get("uid") != uid:
-        return None  # gone, or replaced by another of that name: not the pod's controller
-    return slim_daemonset(daemonset)
+    daemonset = _same_object(get, "/apis/apps/v1", "daemonsets", "DaemonSet", (namespace, name, uid))
+    return None if daemonset is None else slim_daemonset(daemonset)
 
 
 def _controllers(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:

@@ -28,7 +28,7 @@ from eks_hybrid_gpu.inspection.report import (
     report,
     slice_summary,
 )
-from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, Snapshot, gather
+from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, Snapshot, gather, gather_whole
 from eks_hybrid_gpu.records import read_ledger
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 
@@ -42,6 +42,7 @@ __all__ = [
     "claim_summary",
     "fact_findings",
     "gather",
+    "gather_whole",
     "main",
     "node_findings",
     "node_owner",

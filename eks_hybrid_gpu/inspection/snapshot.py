@@ -8,6 +8,7 @@ from typing import Any
 
 from components import scoped_read
 from components.config import NamespacesConfig
+from components.dra_objects import DRIVER
 from components.ledger import ledger_namespace
 from eks_hybrid_gpu.kubeclient import Kube, KubeAccessError, KubeApiError, segment
 from eks_hybrid_gpu.records import read_records
@@ -19,7 +20,7 @@ DEFAULT_LEDGER = f"{ledger_namespace(NamespacesConfig())}/{LEDGER_NAME}"
 
 @dataclass(frozen=True)
 class Snapshot:
-    """Everything inspect reads, as the API returned it."""
+    """Everything inspect reads; nodes, pods and DaemonSets reduced to the fields the checks use (`scoped_read`)."""
 
     nodes: list[dict[str, Any]]
     slices: list[dict[str, Any]]
@@ -62,12 +63,29 @@ def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snap
     records = read_records(kube, ledger_ref)  # a record migrate or the preview refuses is refused here too
     get = _getter(kube)
     scope = scoped_read.scope_of((), records.ledger, records.migration_record)
+    claims_path = f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims"
     try:
         lists = scoped_read.read(get, scope, ("v1",))
+        claims = [c for page in scoped_read.paged(get, claims_path, "ResourceClaims") or () for c in page]
     except scoped_read.ScopeError as error:
         raise KubeAccessError(str(error)) from None
-    claims = get(f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims", "ResourceClaims", {})
     return Snapshot(
-        lists.nodes, lists.slices, list((claims or {}).get("items") or []), records.ledger, ledger_ref, namespace,
-        lists.pods, lists.daemonsets, lists.claims, records.migration_record,
+        lists.nodes, lists.slices, claims, records.ledger, ledger_ref, namespace, lists.pods, lists.daemonsets,
+        lists.claims, records.migration_record,
+    )  # fmt: skip
+
+
+def gather_whole(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snapshot:
+    """Every list of the cluster whole, as `gather` read before it was scoped: the reference it is held to.
+
+    `tests/unit/test_scoped_read.py` holds `report(gather(...))` equal to `report(gather_whole(...))`; the bench's
+    live-read table measures both.
+    """
+    records = read_records(kube, ledger_ref)
+    lists = scoped_read.read_whole(_getter(kube), ("v1",))
+    slices = [s for s in lists.slices if (s.get("spec") or {}).get("driver") == DRIVER]
+    claims = [c for c in lists.claims if (c.get("metadata") or {}).get("namespace") == namespace]
+    return Snapshot(
+        lists.nodes, slices, claims, records.ledger, ledger_ref, namespace, lists.pods, lists.daemonsets,
+        lists.claims, records.migration_record,
     )  # fmt: skip

@@ -11,6 +11,7 @@ import http.server
 import json
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,12 +37,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self._send(404, {"kind": "Status", "message": "not found"})
 
     def _send(self, status: int, body: object) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, json.dumps(body).encode())
 
     def log_message(self, *_args: object) -> None:
         return
@@ -51,10 +47,20 @@ LoopbackApi = tuple[type["Handler"], str, str]
 """(handler class to configure, server URL, kubeconfig path)."""
 
 
-@pytest.fixture(name="api")
-def api_fixture(tmp_path: Path) -> Iterator[LoopbackApi]:
-    """(handler class to configure, server URL, kubeconfig path) of a loopback HTTP API server."""
-    handler = type("Api", (Handler,), {"served": {}, "forbidden": (), "status": 200})
+def send_json(handler: http.server.BaseHTTPRequestHandler, status: int, data: bytes) -> None:
+    """One JSON answer with its length, so the client's connection stays reusable."""
+    handler.send_response(status)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
+@contextmanager
+def serving(
+    handler: type[http.server.BaseHTTPRequestHandler], tmp_path: Path, context: str = "dev"
+) -> Iterator[tuple[str, str]]:
+    """(server URL, kubeconfig path) of `handler` served on 127.0.0.1 until the block ends."""
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
@@ -67,11 +73,21 @@ def api_fixture(tmp_path: Path) -> Iterator[LoopbackApi]:
                 "kind": "Config",
                 "clusters": [{"name": "c", "cluster": {"server": url}}],
                 "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "dev", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "dev",
+                "contexts": [{"name": context, "context": {"cluster": "c", "user": "u"}}],
+                "current-context": context,
             }
         )
     )
-    yield handler, url, str(kubeconfig)
-    server.shutdown()
-    server.server_close()
+    try:
+        yield url, str(kubeconfig)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(name="api")
+def api_fixture(tmp_path: Path) -> Iterator[LoopbackApi]:
+    """(handler class to configure, server URL, kubeconfig path) of a loopback HTTP API server."""
+    handler = type("Api", (Handler,), {"served": {}, "forbidden": (), "status": 200})
+    with serving(handler, tmp_path) as (url, kubeconfig):
+        yield handler, url, kubeconfig

@@ -21,6 +21,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from tests.support.loopback_api import send_json, serving
+
 COLLECTIONS: Mapping[str, str] = {
     "/api/v1/nodes": "nodes",
     "/api/v1/pods": "pods",
@@ -114,12 +116,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         status, body = self.recorded.answer(self.path)
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, status, json.dumps(body).encode())
 
     def log_message(self, *_args: object) -> None:
         return
@@ -130,23 +127,5 @@ def recorded_api_fixture(tmp_path: Path) -> Iterator[tuple[Recorded, str]]:
     """(the served objects to fill in, kubeconfig path) of a loopback API server over recorded objects."""
     recorded = Recorded({})
     handler = type("RecordedApi", (_Handler,), {"recorded": recorded})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    kubeconfig = tmp_path / "kubeconfig"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": url}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "admin", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "admin",
-            }
-        )
-    )
-    yield recorded, str(kubeconfig)
-    server.shutdown()
-    server.server_close()
+    with serving(handler, tmp_path, "admin") as (_url, kubeconfig):
+        yield recorded, kubeconfig

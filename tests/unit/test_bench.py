@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
+from bench import live_read
 from bench.engine_bench import role_of
 from bench.engine_worker import step_objects
 from bench.proctree import descendants, memory_kib
@@ -189,3 +190,40 @@ def test_first_overlap_is_found_among_first_occurrences(first: list[Any], second
         return next(((a, b) for a in a_list for b in b_list if placements_overlap(a[0], b[0])), None)
 
     assert overlap(_first_of_each(first), _first_of_each(second)) == overlap(first, second)
+
+
+def test_live_sizes_are_nodes_slash_pods() -> None:
+    assert live_read.parse_sizes("5/4, 55/512,") == [(5, 4), (55, 512)]
+    assert live_read.parse_sizes(",".join(f"{n}/{p}" for n, p in live_read.SIZES)) == list(live_read.SIZES)
+
+
+def _live_row(nodes: int, pods: int, scale: float) -> dict[str, Any]:
+    """One size's figures: the whole reads grow by `scale`, the scoped ones stay."""
+
+    def mode(grows: float, kept_pods: int) -> dict[str, Any]:
+        wall = {"median": 0.1 * grows, "min": 0.1 * grows, "max": 0.1 * grows, "runs": 1}
+        return {
+            "wall_s": wall,
+            "peak_rss_bytes": {**wall, "median": 70.0 * 2**20 * grows},
+            "bytes_read": int(2**20 * grows),
+            "requests": 11,
+            "kept": {"nodes": 5, "pods": kept_pods},
+        }
+
+    modes = {m: mode(scale, pods) if "whole" in m else mode(1.0, 4) for m in live_read.MODES}
+    return {"nodes": nodes, "pods": pods, "same_answers": {"preflight": True, "inspect": False}, "modes": modes}
+
+
+def test_the_live_read_table_shows_every_mode_the_growth_and_the_idle_rates() -> None:
+    rows = [_live_row(5, 4, 1.0), _live_row(55, 512, 8.0)]
+    idle = {"5/4": {"before": {"requests_per_s": 11.4, "requests": 114, "seconds": 10.0}}}
+    report = {"sizes": rows, "growth": live_read.growth(rows), "idle_device_manager": idle, "repeats": 1}
+
+    text = "\n".join(live_read.lines(report))
+
+    assert text.count("preflight-scoped") == 3  # two sizes and the growth line
+    assert "    5/4      inspect-whole" in text
+    assert text.count("NO") == 4  # inspect's answers differed at both sizes
+    assert "preflight-scoped   wall 0.00, peak RSS 0.00, bytes read 0.00" in text
+    assert "at 5/4: before (lists every 0.25 s) 11.40 req/s (114 in 10 s)" in text
+    assert live_read.lines(None) == ["5. live read at scale skipped (--no-live-read)"]

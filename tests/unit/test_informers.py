@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.server
 import json
 import queue
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +22,7 @@ from eks_hybrid_gpu import kubeclient
 from eks_hybrid_gpu.simulate import devicemanager
 from eks_hybrid_gpu.simulate.informers import Caches, Informer, Update
 from eks_hybrid_gpu.simulate.model import HOST_ANNOTATION
+from tests.support.loopback_api import send_json, serving
 from tests.unit.test_devicemanager import H100X4, READY, pod_of, rendered
 
 
@@ -59,11 +59,7 @@ class WatchApi(http.server.BaseHTTPRequestHandler):
         self._reply("".join(f"{line}\n" for line in lines).encode())
 
     def _reply(self, data: bytes) -> None:
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        send_json(self, 200, data)
 
     def log_message(self, *_args: object) -> None:
         return
@@ -73,23 +69,8 @@ class WatchApi(http.server.BaseHTTPRequestHandler):
 def watch_api_fixture(tmp_path: Path) -> Iterator[tuple[type[WatchApi], kubeclient.Kube]]:
     """(the handler to fill in, a client of it)."""
     handler = type("Api", (WatchApi,), {"items": [], "events": [], "compacted": 0, "listed": 1, "seen": []})
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    kubeconfig = tmp_path / "kubeconfig"
-    url = f"http://127.0.0.1:{server.server_address[1]}"
-    kubeconfig.write_text(
-        json.dumps(
-            {
-                "clusters": [{"name": "c", "cluster": {"server": url}}],
-                "users": [{"name": "u", "user": {"token": "t"}}],
-                "contexts": [{"name": "admin", "context": {"cluster": "c", "user": "u"}}],
-                "current-context": "admin",
-            }
-        )
-    )
-    yield handler, kubeclient.connect(str(kubeconfig), None)
-    server.shutdown()
-    server.server_close()
+    with serving(handler, tmp_path, "admin") as (_url, kubeconfig):
+        yield handler, kubeclient.connect(kubeconfig, None)
 
 
 def _node(name: str, **labels: str) -> dict[str, Any]:

@@ -421,8 +421,8 @@ def test_the_eks_source_says_which_credentials_to_check() -> None:
     )
     assert str(refused.value).endswith(
         "); check the AWS credentials that `aws eks get-token --cluster-name hybrid-gpu --region us-west-2` uses, "
-        "and that this IAM principal has an EKS access entry with cluster-admin (or list on nodes, pods, daemonsets, "
-        "resourceslices and resourceclaims)"
+        "and that this IAM principal has an EKS access entry with cluster-admin (or list and get on nodes, pods, "
+        "daemonsets, resourceslices and resourceclaims)"
     )
 
 

@@ -57,11 +57,10 @@ class Reader:
     def __init__(self, kube: FakeKube) -> None:
         self.kube = kube
 
-    def get(self, path: str, what: str, **_: str) -> dict[str, Any] | None:
+    def get(self, path: str, what: str, **query: str) -> dict[str, Any] | None:
+        if "limit" in query:  # a list, one page of everything
+            return {"items": self.kube.items(path, **query)}
         return self.kube.get_or_none(path)
-
-    def items(self, path: str, what: str, **query: str) -> list[dict[str, Any]]:
-        return self.kube.items(path, **query)
 
 
 def _preflight(kube: FakeKube) -> None:

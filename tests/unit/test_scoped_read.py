@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 
 from components import scoped_read
-from components.cluster import ClusterFacts, ClusterTarget
+from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
 from components.live import LiveReadError, read_live, read_live_whole
 from components.preflight import check, source_of
+from components.validation import ClusterFacts
 from eks_hybrid_gpu import inspection, kubeclient
-from eks_hybrid_gpu.inspection.snapshot import Snapshot
-from eks_hybrid_gpu.records import read_records
+from eks_hybrid_gpu.inspection.snapshot import gather_whole
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort, node_info
-from tests.support.recorded_api import Recorded, recorded_api_fixture  # noqa: F401 (registers `recorded_api`)
+from tests.support.recorded_api import COLLECTIONS, Recorded, recorded_api_fixture  # noqa: F401 (registers `recorded_api`)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 HYBRID = "eks.amazonaws.com/compute-type"
@@ -209,18 +209,6 @@ def test_the_scoped_read_reads_only_the_gpu_nodes_pods_and_pages_every_list(reco
     assert all(n["metadata"]["annotations"] == {} for n in live.nodes)
 
 
-def _whole_snapshot(kube: kubeclient.Kube) -> Snapshot:
-    """What `inspect` read before: every list whole."""
-    records = read_records(kube, LEDGER_REF)
-    lists = scoped_read.read_whole(lambda path, what, query: kube.get(path, **query), ("v1",))
-    slices = [s for s in lists.slices if s["spec"]["driver"] == "gpu.nvidia.com"]
-    claims = [c for c in lists.claims if c["metadata"]["namespace"] == NAMESPACE]
-    return Snapshot(
-        lists.nodes, slices, claims, records.ledger, LEDGER_REF, NAMESPACE, lists.pods, lists.daemonsets,
-        lists.claims, records.migration_record,
-    )  # fmt: skip
-
-
 @pytest.mark.parametrize("ledger", [PLUGIN_DRA_LEDGER, OPERATOR_LEDGER], ids=["plugin and dra", "GPU Operator"])
 def test_inspect_reports_the_same_from_the_scoped_read(
     recorded_api: tuple[Recorded, str], ledger: dict[str, Any]
@@ -229,12 +217,37 @@ def test_inspect_reports_the_same_from_the_scoped_read(
     _serve(recorded, ledger)
     kube = kubeclient.connect(kubeconfig, None)
 
-    expected = inspection.report(_whole_snapshot(kube), kube)
+    expected = inspection.report(gather_whole(kube, NAMESPACE, LEDGER_REF), kube)
     found = inspection.report(inspection.gather(kube, NAMESPACE, LEDGER_REF), kube)
 
     assert expected["findings"], "the recorded cluster must give inspect something to find"
     assert {n["name"] for n in expected["nodes"] if n["consumers"]} >= {"sim-plugin-1", "plugin-gone-0", "sim-dra-2"}
     assert found == expected
+
+
+@pytest.mark.parametrize("reader", ["preflight", "inspect"])
+def test_every_list_is_paged_and_pods_are_listed_only_by_node(recorded_api: tuple[Recorded, str], reader: str) -> None:
+    recorded, kubeconfig = recorded_api
+    _serve(recorded, PLUGIN_DRA_LEDGER)
+
+    if reader == "preflight":
+        read_live(_source(kubeconfig), NAMESPACE, [])
+    else:
+        inspection.gather(kubeclient.connect(kubeconfig, None), NAMESPACE, LEDGER_REF)
+
+    lists = [(path, query) for path, query in recorded.requests if _is_list(path)]
+    assert lists, "the read lists something"
+    assert [(path, query) for path, query in lists if query.get("limit") != "3"] == []
+    pod_selectors = [query.get("fieldSelector", "") for path, query in lists if path.endswith("/pods")]
+    assert pod_selectors
+    assert all(s.startswith("spec.nodeName=") for s in pod_selectors)
+    assert not [path for path, _ in lists if path.endswith("/daemonsets")], "DaemonSets are read by name"
+
+
+def _is_list(path: str) -> bool:
+    """A collection path: cluster-wide, or of one namespace (`.../namespaces/NS/RESOURCE`)."""
+    namespaced = path.split("/namespaces/", 1)
+    return path in COLLECTIONS or (len(namespaced) == 2 and namespaced[1].count("/") == 1)
 
 
 def test_a_pod_list_that_fails_part_way_is_a_refusal(recorded_api: tuple[Recorded, str]) -> None:

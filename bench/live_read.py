@@ -1,0 +1,354 @@
+"""The live read at scale (issue 29): the preflight's and `inspect`'s reads as the cluster grows around 5 GPU nodes.
+
+One local cluster (`eks_hybrid_gpu.localcluster` with kwok) holds the local stack's simulated fleet: 5 GPU nodes.
+`grow` adds kwok nodes (no GPU, no cohort label) and plain pods created bound to them (`spec.nodeName` set; kwok
+makes them Running, so each carries the status a kubelet writes), up to each size of `SIZES` in nodes/pods. At
+each size every read runs in a fresh interpreter (`bench.live_worker`), the scoped one and the whole-cluster one
+it replaced, and the answers of both must be the same. The idle device manager's requests per second are counted
+at the smallest and the largest size (`bench.devicemanager_idle`), the working tree's (watches) against the one
+before it (listing four times a second), taken from git.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from bench.stats import fit_exponent, summarize
+from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES: tuple[tuple[int, int], ...] = ((5, 4), (55, 512), (205, 4034), (505, 15079))
+"""(nodes, unfinished pods) of the cluster, GPU nodes included: the sizes issue 29 measured."""
+MODES = ("preflight-whole", "preflight-scoped", "inspect-whole", "inspect-scoped")
+NAMESPACE = "bench-apps"
+PADDING_LABEL = "bench.eks-hybrid-gpu.io/padding"
+"""On the kwok nodes the bench adds: no GPU, no cohort."""
+GPU_POD_LABEL = "bench.eks-hybrid-gpu.io/gpu-node-pod"
+DEVICE_MANAGER = "eks_hybrid_gpu/simulate/devicemanager.py"
+MIB = 1024 * 1024
+
+
+def parse_sizes(text: str) -> list[tuple[int, int]]:
+    """`NODES/PODS,NODES/PODS,...` (as `--live-sizes` takes them) as pairs."""
+    sizes = []
+    for size in filter(None, (part.strip() for part in text.split(","))):
+        nodes, _, pods = size.partition("/")
+        sizes.append((int(nodes), int(pods)))
+    return sizes
+
+
+def _progress(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def _node(name: str) -> dict[str, Any]:
+    from eks_hybrid_gpu.localcluster import KWOK_NODE_ANNOTATION
+
+    key, value = KWOK_NODE_ANNOTATION
+    resources = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {key: value},
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "node.kubernetes.io/instance-type": "m6i.4xlarge",
+                "topology.kubernetes.io/zone": "us-west-2a",
+                PADDING_LABEL: "true",
+            },
+        },
+        "status": {"capacity": resources, "allocatable": resources},
+    }
+
+
+def _pod(index: int, node: str) -> dict[str, Any]:
+    """A plain web pod of the size real ones have: two containers with env, probes, resources and mounts."""
+    env = [{"name": f"SETTING_{i}", "value": f"value-{index}-{i}"} for i in range(8)]
+    app = {
+        "name": "app",
+        "image": "registry.example.com/shop/web@sha256:" + "ab" * 32,
+        "args": ["--port=8080", "--log-format=json"],
+        "env": env,
+        "ports": [{"containerPort": 8080, "name": "http"}],
+        "resources": {"requests": {"cpu": "100m", "memory": "128Mi"}, "limits": {"memory": "256Mi"}},
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 10},
+        "volumeMounts": [{"name": "config", "mountPath": "/etc/web"}],
+    }
+    sidecar = {
+        "name": "log-shipper",
+        "image": "registry.example.com/ops/shipper@sha256:" + "cd" * 32,
+        "resources": {"requests": {"cpu": "10m", "memory": "32Mi"}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"web-{index:05d}",
+            "namespace": NAMESPACE,
+            "labels": {"app": "web", "tier": "frontend", "release": "stable", "pod-index": str(index)},
+            "annotations": {"example.com/owner": "shop-team", "example.com/build": f"build-{index % 97}"},
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [app, sidecar],
+            "volumes": [{"name": "config", "emptyDir": {}}],
+        },
+    }
+
+
+def _gpu_node_pods() -> list[dict[str, Any]]:
+    """What the checks must find on the GPU nodes, as on a cluster that GPU hosts joined: 4 pods, at every size.
+
+    A static NVIDIA device plugin (kube-system) on a dra cohort node and another team's on a plugin cohort node
+    (second publishers: the preflight refuses both), and pods holding GPUs on a cohort node and on the Auto Mode
+    node, which no cohort selects. The device manager publishes what the plugins advertise, so both reads judge
+    real publications, and the answers they must agree on are not empty.
+    """
+    (image,) = DEVICE_PLUGIN_KIND.images
+    plugin = {"name": "plugin", "image": f"nvcr.io/nvidia/{image}:v0.17.1"}  # NVIDIA's static manifest
+    holder = {
+        "name": "train",
+        "image": "registry.example.com/ml/train:1",
+        "resources": {"limits": {"nvidia.com/gpu": "1"}},
+    }
+    placed = (
+        ("kube-system", "nvidia-device-plugin-static", "sim-dra-0", plugin),
+        ("team-x", "nvidia-device-plugin-team-x", "sim-plugin-1", plugin),
+        ("research", "gpu-holder-plugin", "sim-plugin-0", holder),
+        ("research", "gpu-holder-auto", "sim-auto-l4-0", holder),
+    )
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": namespace, "labels": {GPU_POD_LABEL: "true"}},
+            "spec": {"nodeName": node, "containers": [container]},
+        }
+        for namespace, name, node, container in placed
+    ]
+
+
+def _count(kube: Any, path: str, **query: str) -> int:
+    """Items of a list: one item and the server's remainingItemCount, else (a selector) every page counted."""
+    document = kube.get(path, limit="1", **query)
+    meta = document.get("metadata") or {}
+    if "remainingItemCount" in meta or not meta.get("continue"):
+        return len(document.get("items") or []) + int(meta.get("remainingItemCount") or 0)
+    counted, token = 0, ""
+    while True:  # the API server gives no remainingItemCount for a list with a selector
+        page = kube.get(path, limit="500", **query, **({"continue": token} if token else {}))
+        counted += len(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue") or ""
+        if not token:
+            return counted
+
+
+def _namespace(kube: Any, name: str) -> None:
+    if not kube.get_or_none(f"/api/v1/namespaces/{name}"):
+        kube.create("/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
+def grow(kube: Any, nodes: int, pods: int) -> None:
+    """Add padding kwok nodes and plain bound pods until the cluster holds `nodes` nodes and `pods` unfinished pods.
+
+    The GPU nodes' pods (`_gpu_node_pods`) are created first, once; plain pods go to the padding nodes only (to any
+    node while there is none), so the GPU nodes' pods stay the same at every size.
+    """
+    for name in (NAMESPACE, "team-x", "research"):
+        _namespace(kube, name)
+    if not _count(kube, "/api/v1/pods", labelSelector=f"{GPU_POD_LABEL}=true"):
+        for pod in _gpu_node_pods():
+            kube.create(f"/api/v1/namespaces/{pod['metadata']['namespace']}/pods", pod)
+    existing = _count(kube, "/api/v1/nodes")
+    padding = _count(kube, "/api/v1/nodes", labelSelector=f"{PADDING_LABEL}=true")
+    new_nodes = [f"bench-node-{i:04d}" for i in range(padding, padding + max(0, nodes - existing))]
+    unfinished = _count(kube, "/api/v1/pods", fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+    ours = _count(kube, f"/api/v1/namespaces/{NAMESPACE}/pods")
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        list(pool.map(lambda n: kube.create("/api/v1/nodes", _node(n)), new_nodes))
+        names = [n["metadata"]["name"] for n in kube.items("/api/v1/nodes", labelSelector=f"{PADDING_LABEL}=true")]
+        names = names or [n["metadata"]["name"] for n in kube.items("/api/v1/nodes")]
+        indexes = range(ours, ours + max(0, pods - unfinished))
+        list(
+            pool.map(
+                lambda i: kube.create(f"/api/v1/namespaces/{NAMESPACE}/pods", _pod(i, names[i % len(names)])), indexes
+            )
+        )
+    deadline = time.monotonic() + 600
+    while _count(kube, "/api/v1/pods", fieldSelector="status.phase=Pending") and time.monotonic() < deadline:
+        time.sleep(2)  # kwok is still making the new pods Running: reads measured now would race its writes
+
+
+def _worker(module: str, *args: str) -> dict[str, Any]:
+    result = subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=ROOT, check=False, capture_output=True, text=True, timeout=900
+    )
+    if result.returncode != 0:
+        msg = f"{module} {' '.join(args)} exited {result.returncode}; its stderr ends with:\n{result.stderr[-3000:]}"
+        raise RuntimeError(msg)
+    found: dict[str, Any] = json.loads(result.stdout.strip().splitlines()[-1])
+    return found
+
+
+def _device_manager_before(folder: Path) -> Path | None:
+    """The device manager of the commit before the one that made it watch, from git; None outside a checkout."""
+    added = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", "eks_hybrid_gpu/simulate/informers.py"],
+        cwd=ROOT, capture_output=True, text=True, check=False,
+    ).stdout.split()  # fmt: skip
+    if not added:
+        return None
+    shown = subprocess.run(
+        ["git", "show", f"{added[-1]}^:{DEVICE_MANAGER}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if shown.returncode != 0:
+        return None
+    path = folder / "devicemanager_before.py"
+    path.write_text(shown.stdout)
+    return path
+
+
+def _idle(kubeconfig: str, before: Path | None, seconds: float) -> dict[str, Any]:
+    found = {"after": _worker("bench.devicemanager_idle", str(ROOT / DEVICE_MANAGER), kubeconfig, str(seconds))}
+    if before is not None:
+        found["before"] = _worker("bench.devicemanager_idle", str(before), kubeconfig, str(seconds))
+    return found
+
+
+def run(sizes: Sequence[tuple[int, int]], repeats: int, idle_seconds: float) -> dict[str, Any]:
+    """Start the cluster, grow it size by size, measure every read `repeats` times at each; stop it."""
+    from eks_hybrid_gpu import engine, kubeclient, local, localcluster
+    from eks_hybrid_gpu.stackfile import stack_config
+
+    engine.ensure_toolchain().activate()  # etcd, kube-apiserver and kwok from the toolchain cache
+    rows: list[dict[str, Any]] = []
+    idle: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
+        state = Path(tmp) / "state"
+        before = _device_manager_before(Path(tmp))
+        _progress("live read: starting the local cluster with kwok and the local stack's simulated fleet")
+        cluster = localcluster.start(state, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
+        try:
+            kubeconfig = str(cluster.kubeconfig)
+            kube = kubeclient.connect(kubeconfig, None)
+            local.simulate_nodes(kube, stack_config("local"))
+            for index, (nodes, pods) in enumerate(sizes):
+                _progress(f"live read: growing the cluster to {nodes} nodes / {pods} pods")
+                started = time.perf_counter()
+                grow(kube, nodes, pods)
+                grown_s = time.perf_counter() - started
+                if index in (0, len(sizes) - 1):
+                    _progress(f"live read: idle device manager at {nodes}/{pods}, {idle_seconds:.0f} s each")
+                    idle[f"{nodes}/{pods}"] = _idle(kubeconfig, before, idle_seconds)
+                runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}
+                for rep in range(repeats):
+                    for mode in MODES:
+                        _progress(f"live read: {mode} at {nodes}/{pods}, run {rep + 1}/{repeats}")
+                        runs[mode].append(_worker("bench.live_worker", mode, kubeconfig))
+                rows.append(_row(nodes, pods, grown_s, runs))
+        finally:
+            localcluster.stop(state)
+    return {"sizes": rows, "growth": growth(rows), "idle_device_manager": idle, "repeats": repeats}
+
+
+def _row(nodes: int, pods: int, grown_s: float, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    def figures(mode: str, key: str) -> dict[str, float]:
+        return summarize([r[key] for r in runs[mode]]).as_dict()
+
+    same = {
+        kind: len({r["digest"] for mode in MODES if mode.startswith(kind) for r in runs[mode]}) == 1
+        for kind in ("preflight", "inspect")
+    }
+    return {
+        "nodes": nodes,
+        "pods": pods,
+        "grow_s": grown_s,
+        "same_answers": same,
+        "modes": {
+            mode: {
+                "wall_s": figures(mode, "wall_s"),
+                "peak_rss_bytes": figures(mode, "peak_rss_bytes"),
+                "rss_after_imports_bytes": figures(mode, "rss_after_imports_bytes"),
+                "bytes_read": runs[mode][-1]["bytes_read"],
+                "requests": runs[mode][-1]["requests"],
+                "answers": runs[mode][-1]["answers"],
+                "kept": runs[mode][-1]["kept"],
+            }
+            for mode in MODES
+        },
+    }
+
+
+def growth(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Least-squares exponent of each figure against the cluster's pods (log-log), per mode."""
+    if len(rows) < 2:
+        return {}
+    xs = [float(row["pods"]) for row in rows]
+    found: dict[str, Any] = {}
+    for mode in MODES:
+        found[mode] = {
+            "wall_s": fit_exponent(xs, [row["modes"][mode]["wall_s"]["median"] for row in rows]).exponent,
+            "peak_rss_bytes": fit_exponent(
+                xs, [row["modes"][mode]["peak_rss_bytes"]["median"] for row in rows]
+            ).exponent,
+            "bytes_read": fit_exponent(xs, [float(row["modes"][mode]["bytes_read"]) for row in rows]).exponent,
+        }
+    return found
+
+
+def lines(report: dict[str, Any] | None) -> list[str]:
+    """The table's section 5."""
+    if not report:
+        return ["5. live read at scale skipped (--no-live-read)"]
+    out = [
+        "5. Live read at scale: the local cluster with the local stack's 5 simulated GPU nodes, grown with kwok nodes "
+        f"and plain pods bound to them; each read in a fresh interpreter, {report['repeats']} run(s) per size",
+        "   whole = one unpaginated list per kind, kept whole (before); scoped = GPU nodes first, then their pods "
+        "(after). Peak RSS is the process's (interpreter and imports included).",
+        f"{'nodes/pods':>12} {'read':<18} {'wall s':>20} {'peak RSS MiB':>14} {'MiB read':>9} {'requests':>9} "
+        f"{'kept nodes/pods':>16} {'same answers':>13}",
+    ]
+    for row in report["sizes"]:
+        for mode in MODES:
+            m = row["modes"][mode]
+            wall = m["wall_s"]
+            out.append(
+                f"{row['nodes']:>5}/{row['pods']:<6} {mode:<18} "
+                f"{wall['median']:>8.3f} [{wall['min']:.3f}–{wall['max']:.3f}] "
+                f"{m['peak_rss_bytes']['median'] / MIB:>14.0f} {m['bytes_read'] / MIB:>9.2f} {m['requests']:>9} "
+                f"{m['kept']['nodes']:>7}/{m['kept']['pods']:<8} "
+                f"{'yes' if row['same_answers'][mode.split('-')[0]] else 'NO':>13}"
+            )
+    growth = report.get("growth") or {}
+    if growth:
+        out.append("growth exponent against the cluster's pods (least squares, log-log):")
+        for mode, figures in growth.items():
+            out.append(
+                f"  {mode:<18} wall {figures['wall_s']:.2f}, peak RSS {figures['peak_rss_bytes']:.2f}, "
+                f"bytes read {figures['bytes_read']:.2f}"
+            )
+    for size, found in (report.get("idle_device_manager") or {}).items():
+        cells = [
+            f"{label} {found[key]['requests_per_s']:.2f} req/s "
+            f"({found[key]['requests']} in {found[key]['seconds']:.0f} s)"
+            for key, label in (("before", "before (lists every 0.25 s)"), ("after", "after (watches)"))
+            if key in found
+        ]
+        out.append(f"idle simulated device manager at {size}: " + "; ".join(cells))
+    out.append("")
+    return out
