@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,28 +40,39 @@ class Snapshot:
     """The owner change `eks-hybrid-gpu migrate` records beside the ledger, while one is under way."""
 
 
+@contextmanager
+def _refused_as(what: str) -> Iterator[None]:
+    """A refused read (403) says which read it was: inspect does not guess around what it cannot read."""
+    try:
+        yield
+    except KubeAccessError as error:
+        if not str(error).startswith("permission denied"):
+            raise  # unreachable or rejected credentials: about the cluster, not this read
+        msg = f"cannot {what}: {error}"
+        raise KubeAccessError(msg) from None
+
+
 def _getter(kube: Kube) -> scoped_read.Get:
-    """GET through `kube`; a refused read (403) says which list it was: inspect does not guess around it."""
+    """GET through `kube`: None for a 404; a 403 names the list (or the object) refused."""
 
     def get(path: str, what: str, query: Mapping[str, str]) -> dict[str, Any] | None:
-        try:
-            return kube.get(path, **query)
-        except KubeApiError as error:
-            if error.status == 404:
-                return None
-            raise
-        except KubeAccessError as error:
-            if not str(error).startswith("permission denied"):
-                raise  # unreachable or rejected credentials: about the cluster, not this list
-            msg = f"cannot list {what}: {error}"
-            raise KubeAccessError(msg) from None
+        with _refused_as(f"{'list' if 'limit' in query else 'read'} {what}"):
+            try:
+                return kube.get(path, **query)
+            except KubeApiError as error:
+                if error.status == 404:
+                    return None
+                raise
 
     return get
 
 
 def gather(kube: Kube, namespace: str, ledger_ref: str = DEFAULT_LEDGER) -> Snapshot:
     """The ledger, then the GPU nodes it and GPU traces name, what runs there (`components.scoped_read`), claims."""
-    records = read_records(kube, ledger_ref)  # a record migrate or the preview refuses is refused here too
+    # The ledger first: its cohorts' selectors are part of what is read. A record migrate or the preview refuses
+    # is refused here too.
+    with _refused_as(f"read the ledger {ledger_ref}"):
+        records = read_records(kube, ledger_ref)
     get = _getter(kube)
     scope = scoped_read.scope_of((), records.ledger, records.migration_record)
     claims_path = f"/apis/resource.k8s.io/v1/namespaces/{segment(namespace)}/resourceclaims"

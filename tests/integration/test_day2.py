@@ -548,8 +548,8 @@ def no_access_kubeconfig(day2: kubeclient.Kube, tmp_path_factory: pytest.TempPat
         (
             inspection.main,
             "inspect",
-            'resourceslices.resource.k8s.io is forbidden: User "system:serviceaccount:day2-rbac:no-access" cannot '
-            'list resource "resourceslices" in API group "resource.k8s.io" at the cluster scope',
+            'configmaps "gpu-allocation-ledger" is forbidden: User "system:serviceaccount:day2-rbac:no-access" '
+            'cannot get resource "configmaps" in API group "" in the namespace "gpu-system"',
         ),
         (
             smoke.main,
@@ -569,7 +569,8 @@ def test_forbidden_user_is_refused_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     extra = ["--out", str(tmp_path)] if name == "smoke" else []
-    listing = "cannot list ResourceSlices: " if name == "inspect" else ""
+    # inspect reads the ledger first: its cohorts' selectors say which nodes the read covers.
+    listing = "cannot read the ledger gpu-system/gpu-allocation-ledger: " if name == "inspect" else ""
 
     code, out, err = run(main, ["--kubeconfig", str(no_access_kubeconfig), *extra], capsys)
 

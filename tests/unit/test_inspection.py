@@ -466,6 +466,28 @@ def test_forbidden_resource_slices_are_refused_not_guessed(
     )
 
 
+@pytest.mark.parametrize(
+    ("forbidden", "refused"),
+    [
+        ("/api/v1/namespaces/gpu-system/configmaps", "read the ledger gpu-system/gpu-allocation-ledger"),
+        ("/api/v1/pods", "list pods"),
+    ],
+    ids=["the ledger, read first", "the GPU nodes' pods"],
+)
+def test_a_forbidden_read_names_what_it_was(
+    api: LoopbackApi, capsys: pytest.CaptureFixture[str], forbidden: str, refused: str
+) -> None:
+    handler, url, kubeconfig = api
+    handler.served = {"/api/v1/nodes": [{"metadata": {"name": "gpu-0", "labels": {"nvidia.com/gpu.present": "true"}}}]}
+    handler.forbidden = (forbidden,)
+
+    assert inspection.main(["--kubeconfig", kubeconfig]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"inspect: cannot {refused}: permission denied (kubeconfig {kubeconfig}, context dev, server {url}): "
+        f"{forbidden}"
+    )
+
+
 # ---------------------------------------------------------------- GPUs in use
 
 
