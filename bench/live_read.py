@@ -5,8 +5,8 @@ One local cluster (`eks_hybrid_gpu.localcluster` with kwok) holds the local stac
 makes them Running, so each carries the status a kubelet writes), up to each size of `SIZES` in nodes/pods. At
 each size every read runs in a fresh interpreter (`bench.live_worker`), the scoped one and the whole-cluster one
 it replaced, and the answers of both must be the same. The idle device manager's requests per second are counted
-at the smallest and the largest size (`bench.devicemanager_idle`), the working tree's (watches) against the one
-before it (listing four times a second), taken from git.
+over `IDLE_SECONDS` at the smallest and the largest size (`bench.devicemanager_idle`), the working tree's
+(watches) against the one before it (listing four times a second), taken from git.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import fit_exponent, summarize
+from components.kube_http import WATCH_SECONDS
 from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,6 +35,8 @@ PADDING_LABEL = "bench.eks-hybrid-gpu.io/padding"
 GPU_POD_LABEL = "bench.eks-hybrid-gpu.io/gpu-node-pod"
 DEVICE_MANAGER = "eks_hybrid_gpu/simulate/devicemanager.py"
 MIB = 1024 * 1024
+IDLE_SECONDS = WATCH_SECONDS + 5.0
+"""How long an idle device manager is counted: every informer's watch ends and is sent again once within it."""
 
 
 def parse_sizes(text: str) -> list[tuple[int, int]]:
@@ -230,8 +233,12 @@ def _idle(kubeconfig: str, before: Path | None, seconds: float) -> dict[str, Any
     return found
 
 
-def run(sizes: Sequence[tuple[int, int]], repeats: int, idle_seconds: float) -> dict[str, Any]:
-    """Start the cluster, grow it size by size, measure every read `repeats` times at each; stop it."""
+def run(sizes: Sequence[tuple[int, int]], repeats: int, idle_at_largest: bool = True) -> dict[str, Any]:
+    """Start the cluster, grow it size by size, measure every read `repeats` times at each; stop it.
+
+    The idle device managers are counted at the smallest size, and at the largest when `idle_at_largest`.
+    """
+    idle_seconds = IDLE_SECONDS
     from eks_hybrid_gpu import engine, kubeclient, local, localcluster
     from eks_hybrid_gpu.stackfile import stack_config
 
@@ -252,7 +259,7 @@ def run(sizes: Sequence[tuple[int, int]], repeats: int, idle_seconds: float) -> 
                 started = time.perf_counter()
                 grow(kube, nodes, pods)
                 grown_s = time.perf_counter() - started
-                if index in (0, len(sizes) - 1):
+                if index == 0 or (idle_at_largest and index == len(sizes) - 1):
                     _progress(f"live read: idle device manager at {nodes}/{pods}, {idle_seconds:.0f} s each")
                     idle[f"{nodes}/{pods}"] = _idle(kubeconfig, before, idle_seconds)
                 runs: dict[str, list[dict[str, Any]]] = {mode: [] for mode in MODES}

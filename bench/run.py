@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_live_read:
         quick_sizes = live_read.SIZES[:3] if args.quick else live_read.SIZES
         sizes = live_read.parse_sizes(args.live_sizes) if args.live_sizes is not None else list(quick_sizes)
-        results["live_read"] = live_read.run(sizes, 1 if args.quick else 3, 10.0 if args.quick else 20.0)
+        results["live_read"] = live_read.run(sizes, 1 if args.quick else 3, idle_at_largest=not args.quick)
     results["machine"] = machine.describe((results.get("engine") or {}).get("pulumi_cli"))
     results["load_end"] = machine.load()
     results["runtime_s"] = time.perf_counter() - started

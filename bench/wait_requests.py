@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from components.kube_http import WATCH_SECONDS
 from eks_hybrid_gpu import transit
 from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND
 from tests.support.fake_kube import FakeKube
@@ -49,7 +50,7 @@ class CountingKube(FakeKube):
 def _cluster() -> CountingKube:
     """One node whose device-plugin pod stays: a wait for its publication to end never finishes here."""
     kube = CountingKube()
-    kube.watch_seconds = transit.WATCH_SECONDS
+    kube.watch_seconds = WATCH_SECONDS
     kube.objects[f"/api/v1/nodes/{NODE}"] = {
         "metadata": {"name": NODE},
         "status": {"allocatable": {"nvidia.com/gpu": "4"}},

@@ -40,8 +40,10 @@ class Response:
         return status_message(self.text) or self.reason
 
 
-WATCH_READ_TIMEOUT = 75.0
-"""A watch asks the server to end it after 60 s (`timeoutSeconds`); a stream silent for longer is a stalled one."""
+WATCH_SECONDS = 60
+"""How long a watcher asks the API server to keep one watch open (`timeoutSeconds`) before it reconnects."""
+WATCH_READ_TIMEOUT = WATCH_SECONDS + 15.0
+"""A watch asks the server to end it after `WATCH_SECONDS`; a stream silent for longer is a stalled one."""
 
 
 def watch(api: client.ApiClient, path: str, query: Mapping[str, str]) -> Iterator[dict[str, Any]]:

@@ -17,6 +17,7 @@ from typing import Any, Final, TypeVar
 
 from components.consumers import Consumer, consumers_by_node
 from components.dra_objects import DRIVER
+from components.kube_http import WATCH_SECONDS
 from components.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
 from eks_hybrid_gpu.kubeclient import (
     CLAIMS,
@@ -36,8 +37,6 @@ POLL_SECONDS = 0.5
 """The shortest pause between two checks of one wait."""
 PROGRESS_SECONDS = 8.0
 """A wait prints what it still waits for at least this often, and re-reads the node at least this often."""
-WATCH_SECONDS = 60
-"""How long the API server keeps one watch open before the watcher reconnects."""
 T = TypeVar("T")
 TRANSIT_ANNOTATION = f"{LABEL_PREFIX}/in-transit"
 """On a Node being moved: JSON {"to": cohort, "key": label key, "value": label value, "cordonedByUs": bool}, so a

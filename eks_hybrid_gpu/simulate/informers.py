@@ -1,18 +1,19 @@
 """List-then-watch caches of a few scoped collections, as client-go's informers keep them, for the device manager.
 
 Listing four times a second costs the API server a LIST per collection per pass whether or not anything changed.
-An informer lists once, then watches from that list's resourceVersion (`kubernetes.watch`); each event updates
-its cache and wakes its consumer. A watch the server ends (its timeout) resumes from the last version seen; a
-version too old (410 Gone) or any failure (the API server restarting) relists after a back-off that doubles up
-to `MAX_BACKOFF_SECONDS`. Idle, an informer costs one watch request per `WATCH_SECONDS`.
+An informer lists once, then watches from that list's resourceVersion (`Kube.watch`, the one watch request the
+commands' waits send too); each event updates its cache and wakes its consumer. A watch the server ends (its
+`timeoutSeconds`, `WATCH_SECONDS`) resumes from the last version seen; a version too old (410 Gone) or any failure
+(the API server restarting) relists after a back-off that doubles up to `MAX_BACKOFF_SECONDS`. Idle, an informer
+costs one watch request per `WATCH_SECONDS`.
 
 Informers run in daemon threads; they never touch shared state: each posts `Update`s to one queue, and the
-consumer's thread applies them (`Caches`), so the caches need no lock.
+consumer's thread applies them (`Caches`), so the caches need no lock. A stopped informer posts nothing more and
+its thread ends at the next event or when the server ends its watch.
 """
 
 from __future__ import annotations
 
-import json
 import queue
 import random
 import threading
@@ -20,15 +21,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-import urllib3
-from kubernetes import watch
-from kubernetes.client.exceptions import ApiException
-
-from components.kube_http import one_line, status_message
+from components.kube_http import WATCH_SECONDS
 from eks_hybrid_gpu.kubeclient import Kube
 
-WATCH_SECONDS: Final = 240
-"""How long one watch request stays open before the server ends it and the informer resumes."""
 MAX_BACKOFF_SECONDS: Final = 5.0
 GONE_PAUSE_SECONDS: Final = 0.1
 """Before relisting after 410 Gone: the next list is fresh, but a server that answers 410 at once is not hammered."""
@@ -52,7 +47,12 @@ def key_of(obj: Mapping[str, Any]) -> str:
 
 
 class WatchFailed(Exception):
-    """A list or watch request got no usable answer; the informer relists after a back-off."""
+    """The server ended a watch with an ERROR event; `status` 410 means the version is too old to resume from."""
+
+    def __init__(self, status: int, message: str) -> None:
+        """`status`: the HTTP status or the Status object's code."""
+        super().__init__(f"{status} {message}")
+        self.status = status
 
 
 class Informer:
@@ -64,7 +64,6 @@ class Informer:
         self.stopped = threading.Event()
         self.requests = 0
         """List and watch requests sent: what the bench's idle table counts."""
-        self._watch: watch.Watch | None = None
         self._thread = threading.Thread(target=self._run, name=f"informer {name}", daemon=True)
 
     def start(self) -> Informer:
@@ -73,40 +72,13 @@ class Informer:
         return self
 
     def stop(self) -> None:
-        """Stop at the next event or at once (the open watch's socket is shut); posts nothing more."""
+        """Post nothing more; the thread ends at the next event or when the server ends the watch."""
         self.stopped.set()
-        if self._watch is not None:
-            self._watch.stop()  # type: ignore[no-untyped-call]
-
-    def _request(self, **kwargs: Any) -> urllib3.BaseHTTPResponse:
-        """GET the collection (a watch when `kwargs` says so), the response unread; a failure is WatchFailed."""
-        params = dict(self.query)
-        if kwargs.get("watch"):
-            params.update(watch="true", allowWatchBookmarks="true", timeoutSeconds=str(WATCH_SECONDS))
-            params["resourceVersion"] = str(kwargs.get("resource_version") or "")
-        serialized = self.kube.api.param_serialize(
-            "GET",
-            self.path,
-            query_params=list(params.items()),
-            header_params={"Accept": "application/json"},
-            auth_settings=["BearerToken"],
-        )
-        self.requests += 1
-        try:
-            response = self.kube.api.call_api(*serialized, _request_timeout=(5.0, WATCH_SECONDS + 30.0))
-        except (urllib3.exceptions.HTTPError, OSError, ApiException) as error:
-            raise WatchFailed(one_line(error)) from None
-        raw: urllib3.BaseHTTPResponse = response.response
-        if not 200 <= raw.status <= 299:
-            text = raw.data.decode(errors="replace") if raw.data else ""
-            msg = f"{raw.status} {status_message(text)}"
-            raise WatchFailed(msg)
-        return raw
 
     def _list(self) -> str:
         """List the collection whole and post it; returns the list's resourceVersion to watch from."""
-        response = self._request()
-        document = json.loads(response.data or b"{}")
+        self.requests += 1
+        document = self.kube.get(self.path, **self.query)
         items = tuple(document.get("items") or [])
         if not self.stopped.is_set():
             self.updates.put(Update(self.name, "relisted", items))
@@ -114,17 +86,18 @@ class Informer:
 
     def _watch_from(self, version: str) -> str:
         """Watch from `version` until the server ends the request; returns the last version seen."""
-        self._watch = watch.Watch()  # type: ignore[no-untyped-call]
-        events = self._watch.stream(  # type: ignore[no-untyped-call]
-            self._request, resource_version=version, timeout_seconds=WATCH_SECONDS
+        self.requests += 1
+        events = self.kube.watch(
+            self.path, **self.query, resourceVersion=version, allowWatchBookmarks=True, timeoutSeconds=WATCH_SECONDS
         )
         for event in events:
             if self.stopped.is_set():
                 break
             kind, obj = event.get("type"), event.get("object") or {}
-            if kind == "ERROR":
-                msg = f"{obj.get('code')} {obj.get('message')}"
-                raise WatchFailed(msg)
+            if kind == "ERROR":  # a refused watch (its HTTP status), or a Status in the stream (410: too old)
+                raise WatchFailed(
+                    int(event.get("status") or obj.get("code") or 500), str(event.get("message") or obj.get("message"))
+                )
             version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
             if kind in ("ADDED", "MODIFIED", "DELETED"):
                 self.updates.put(Update(self.name, kind, (obj,)))
@@ -140,7 +113,7 @@ class Informer:
                 version = self._watch_from(version)
                 backoff = 0.2
             except Exception as error:  # whatever ends a watch, the informer relists: it never dies
-                gone = isinstance(error, ApiException) and error.status == 410
+                gone = isinstance(error, WatchFailed) and error.status == 410
                 if not gone and not self.stopped.is_set():
                     self.updates.put(Update(self.name, "failed", message=f"{self.path}: {error}"))
                 version = ""  # relist: a version too old, or a gap while the server was away
