@@ -33,7 +33,7 @@ if (
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import live_read, machine, wait_requests  # noqa: E402
+from bench import live_read, machine, preview_at_scale, wait_requests  # noqa: E402
 from bench.stats import fit_exponent, segment_exponents, summarize  # noqa: E402
 
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
@@ -257,6 +257,8 @@ def render(results: dict[str, Any]) -> str:
     lines += ["", *live_read.lines(results.get("live_read"))]
     if results.get("waits"):
         lines += ["", "6. " + "\n".join(wait_requests.lines(results["waits"]))]
+    if results.get("preview_at_scale"):
+        lines += ["", "7. " + "\n".join(preview_at_scale.lines(results["preview_at_scale"]))]
     return "\n".join(lines)
 
 
@@ -381,6 +383,11 @@ def main(argv: list[str] | None = None) -> int:
         "(default 8; none with --quick; '' for none)",
     )
     parser.add_argument("--no-live-read", action="store_true", help="skip the live read at scale (section 5)")
+    parser.add_argument(
+        "--preview-at-scale",
+        action="store_true",
+        help="also time pulumi preview at 5 and 505 nodes (section 7; about 10 min on 2 cores)",
+    )
     parser.add_argument("--no-waits", action="store_true", help="skip the requests a move-host wait sends (section 6)")
     parser.add_argument(
         "--live-sizes",
@@ -404,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
         quick_sizes = live_read.SIZES[:3] if args.quick else live_read.SIZES
         sizes = live_read.parse_sizes(args.live_sizes) if args.live_sizes is not None else list(quick_sizes)
         results["live_read"] = live_read.run(sizes, 1 if args.quick else 3, idle_at_largest=not args.quick)
+    if args.preview_at_scale:
+        results["preview_at_scale"] = preview_at_scale.run()
     if not args.no_waits:
         results["waits"] = wait_requests.run(6.0 if args.quick else wait_requests.SECONDS)
     results["machine"] = machine.describe((results.get("engine") or {}).get("pulumi_cli"))

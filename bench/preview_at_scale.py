@@ -1,0 +1,119 @@
+"""The preview's cost as the cluster grows around the same GPU cohorts: `pulumi preview` at 5 and 505 nodes.
+
+The local cluster (kwok, the local stack's simulated fleet) is grown with padding kwok nodes and plain bound pods
+as section 5 grows it (`bench.live_read.grow`); the GPU nodes' extra pods that section 5 plants to give the reads
+something to find are removed again, so the preview is the one a platform team runs on a healthy cluster. Each
+preview is the real engine with the policy pack and the program's preflight, in this process. Run alone:
+`python -m bench.preview_at_scale [NODES/PODS ...]` (default 5/4 505/15079, 3 previews each).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench import live_read
+from eks_hybrid_gpu import projectdir
+
+SIZES = ((5, 4), (505, 15079))
+REPEATS = 3
+
+
+def _remove_planted_pods(kube: Any) -> None:
+    for pod in kube.items("/api/v1/pods", labelSelector=f"{live_read.GPU_POD_LABEL}=true"):
+        meta = pod["metadata"]
+        kube.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", gracePeriodSeconds=0)
+    deadline = time.monotonic() + 120
+    while kube.items("/api/v1/pods", labelSelector=f"{live_read.GPU_POD_LABEL}=true") and time.monotonic() < deadline:
+        time.sleep(1)
+
+
+def _charts() -> dict[str, Any]:
+    """The local stack's charts from the chart archives the tests use (`../shared/charts`), as `local up` takes them."""
+    from eks_hybrid_gpu import chartmirror
+    from eks_hybrid_gpu.stackfile import stack_config
+    from tests.support import charts
+
+    overrides: dict[str, Any] = chartmirror.mirror_overrides(stack_config("local"), charts.folder()).overrides or {}
+    return overrides
+
+
+def _control_project(folder: Path) -> Path:
+    """The local stack with `cluster.preflight: false`: the same preview without the live read, as a control."""
+    folder.mkdir(parents=True)
+    (folder / "stacks").mkdir()
+    (folder / "Pulumi.yaml").write_text((projectdir.SHIPPED / "Pulumi.yaml").read_text())
+    document = yaml.safe_load((projectdir.SHIPPED / "stacks" / "Pulumi.local.yaml").read_text())
+    document["config"]["eks-hybrid-gpu:cluster"]["preflight"] = False
+    (folder / "stacks" / "Pulumi.control.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    return folder
+
+
+def run(sizes: tuple[tuple[int, int], ...] = SIZES, repeats: int = REPEATS) -> list[dict[str, Any]]:
+    """Median preview wall seconds at each size, with the preflight and without (the control), interleaved."""
+    from eks_hybrid_gpu import engine, kubeclient, local, localcluster
+    from eks_hybrid_gpu.stackfile import stack_config
+
+    toolchain = engine.ensure_toolchain()
+    toolchain.activate()
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-preview-") as tmp:
+        state = Path(tmp) / "cluster"
+        cluster = localcluster.start(state, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
+        try:
+            kube = kubeclient.connect(str(cluster.kubeconfig), None)
+            local.simulate_nodes(kube, stack_config("local"))
+            env = engine.prepare(Path(tmp) / "engine", cluster.kubeconfig, toolchain)
+            stacks = {
+                "preflight": engine.stack(env, "local", work_dir=projectdir.SHIPPED, charts=_charts()),
+                "control": engine.stack(
+                    env, "control", work_dir=_control_project(Path(tmp) / "control"), charts=_charts()
+                ),
+            }
+            for nodes, pods in sizes:
+                print(f"[preview] growing the cluster to {nodes} nodes / {pods} pods", file=sys.stderr, flush=True)
+                live_read.grow(kube, nodes, pods)
+                _remove_planted_pods(kube)
+                walls: dict[str, list[float]] = {name: [] for name in stacks}
+                for rep in range(repeats + 1):  # the first round warms the plugin cache and is not counted
+                    for name, stack in stacks.items():
+                        started = time.perf_counter()
+                        stack.preview(color="never", policy_packs=engine.policy_packs())
+                        if rep:
+                            walls[name].append(time.perf_counter() - started)
+                print(f"[preview] {nodes}/{pods}: {walls}", file=sys.stderr, flush=True)
+                medians = {name: statistics.median(w) for name, w in walls.items()}
+                rows.append({"nodes": nodes, "pods": pods, "walls": walls, "median": medians})
+        finally:
+            localcluster.stop(state)
+    for row in rows:
+        row["extra"] = {name: row["median"][name] / rows[0]["median"][name] - 1 for name in row["median"]}
+    return rows
+
+
+def lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Per size: the preview with the preflight and without it, median [range], extra over the smallest cluster."""
+    out = [
+        "`pulumi preview` of the local stack (engine, policy pack) as the cluster grows around the same GPU nodes;",
+        "  control = the same stack with cluster.preflight false (no live read): what the growth costs the engine,",
+        "  the API server and kwok on this machine by themselves",
+        f"  {'nodes/pods':12} {'with preflight':>26} {'control':>26}",
+    ]
+    for r in rows:
+        cells = [
+            f"{r['median'][n]:.2f} s [{min(r['walls'][n]):.2f}–{max(r['walls'][n]):.2f}] {r['extra'][n] * 100:+.0f}%"
+            for n in ("preflight", "control")
+        ]
+        out.append(f"  {str(r['nodes']) + '/' + str(r['pods']):12} {cells[0]:>26} {cells[1]:>26}")
+    return out
+
+
+if __name__ == "__main__":
+    chosen = tuple(live_read.parse_sizes(",".join(sys.argv[1:]))) if sys.argv[1:] else SIZES
+    print("\n".join(lines(run(chosen))))
