@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,28 +46,43 @@ WATCH_READ_TIMEOUT = WATCH_SECONDS + 15.0
 """A watch asks the server to end it after `WATCH_SECONDS`; a stream silent for longer is a stalled one."""
 
 
+def _call(
+    api: client.ApiClient,
+    method: str,
+    path: str,
+    *,
+    query: Sequence[tuple[str, str]],
+    headers: Mapping[str, str],
+    body: Any,
+    timeout: tuple[float, float],
+) -> Any:
+    """One request with the kubeconfig's credentials, its body not yet read; no answer at all raises Unreachable."""
+    serialized = api.param_serialize(
+        method, path, query_params=list(query), header_params=dict(headers), body=body, auth_settings=["BearerToken"]
+    )
+    try:
+        with warnings.catch_warnings():
+            if not api.configuration.verify_ssl:
+                # The kubeconfig itself opts out of verification (the loopback cluster's self-signed certificate);
+                # urllib3 repeating that on every request would bury the output.
+                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
+            return api.call_api(*serialized, _request_timeout=timeout)
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise Unreachable(one_line(error)) from None
+    except ApiException as error:  # TLS problems surface as status 0
+        raise Unreachable(one_line(error.reason)) from None
+
+
 def watch(api: client.ApiClient, path: str, query: Mapping[str, str]) -> Iterator[dict[str, Any]]:
     """The events of one watch request, one JSON object per line as the server streams them.
 
     A status other than 200 comes back as one `{"type": "ERROR", "status": N, "message": ...}` event; no answer, a
     broken or stalled stream raises Unreachable. The stream ends when the server ends the watch.
     """
-    serialized = api.param_serialize(
-        "GET",
-        path,
-        query_params=[*query.items(), ("watch", "true")],
-        header_params={"Accept": "application/json"},
-        auth_settings=["BearerToken"],
-    )
-    try:
-        with warnings.catch_warnings():
-            if not api.configuration.verify_ssl:
-                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-            response = api.call_api(*serialized, _request_timeout=(REQUEST_TIMEOUT[0], WATCH_READ_TIMEOUT))
-    except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise Unreachable(one_line(error)) from None
-    except ApiException as error:
-        raise Unreachable(one_line(error.reason)) from None
+    query_params = [*query.items(), ("watch", "true")]
+    headers = {"Accept": "application/json"}
+    timeout = (REQUEST_TIMEOUT[0], WATCH_READ_TIMEOUT)
+    response = _call(api, "GET", path, query=query_params, headers=headers, body=None, timeout=timeout)
     raw = response.response
     try:
         if response.status != 200:
@@ -98,26 +113,14 @@ def send(
     body: Any = None,
 ) -> Response:
     """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable."""
-    serialized = api.param_serialize(
-        method,
-        path,
-        query_params=list((query or {}).items()),
-        header_params=dict(headers or {"Accept": "application/json"}),
-        body=body,
-        auth_settings=["BearerToken"],
+    headers = dict(headers or {"Accept": "application/json"})
+    response = _call(
+        api, method, path, query=list((query or {}).items()), headers=headers, body=body, timeout=REQUEST_TIMEOUT
     )
     try:
-        with warnings.catch_warnings():
-            if not api.configuration.verify_ssl:
-                # The kubeconfig itself opts out of verification (the loopback cluster's self-signed certificate);
-                # urllib3 repeating that on every request would bury the output.
-                warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
-            response = api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
-            data = response.read()  # type: ignore[no-untyped-call]
+        data = response.read()
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise Unreachable(one_line(error)) from None
-    except ApiException as error:  # TLS problems surface as status 0
-        raise Unreachable(one_line(error.reason)) from None
     text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
     return Response(response.status, str(response.reason or ""), text)
 

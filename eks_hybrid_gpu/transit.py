@@ -306,17 +306,17 @@ def wait_for(
     delay = RETRY_FIRST_SECONDS
     progress(f"waiting until {what} (timeout {timeout:.0f} s)")
     while True:
+        retry_in = None  # seconds until the next try, when the API server did not answer this one
         try:
             done, left = check()
             delay = RETRY_FIRST_SECONDS
-            pause = POLL_SECONDS
         except (KubeAccessError, KubeApiError) as error:
             if not transient(error):
                 raise
             done, left = False, f"no answer from the API server ({_short(error)})"
             progress(f"  {time.monotonic() - started:.0f} s: {left}; retrying in {delay:.1f} s")
             last = time.monotonic()
-            pause, delay = delay, min(delay * 2, RETRY_MAX_SECONDS)
+            retry_in, delay = delay, min(delay * 2, RETRY_MAX_SECONDS)
         now = time.monotonic()
         if done:
             progress(f"  done after {now - started:.1f} s: {what}")
@@ -328,11 +328,13 @@ def wait_for(
             progress(f"  {now - started:.0f} s: still {left}")
             last = now
         remaining = timeout - (now - started)
-        if changes is not None and pause == POLL_SECONDS:
+        if retry_in is not None:
+            time.sleep(max(min(retry_in, remaining), 0.0))
+        elif changes is not None:
             time.sleep(POLL_SECONDS)  # at most two reads a second, however busy the cluster is
             changes.wait(min(PROGRESS_SECONDS - (time.monotonic() - last), remaining))
         else:
-            time.sleep(max(min(pause, remaining), 0.0))
+            time.sleep(max(min(POLL_SECONDS, remaining), 0.0))
 
 
 def mark(kube: Kube, node: str, *, unschedulable: bool | None, transit: Mapping[str, Any] | None) -> None:
