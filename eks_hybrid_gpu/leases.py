@@ -176,18 +176,33 @@ class Leases:
                     self._renew(name)
 
     def _renew(self, name: str) -> None:
-        """Renew one Lease; a holder change means it was taken over (remember that), a failed request is retried."""
+        """Renew one Lease over the version this run last wrote; a failed request is retried at the next tick.
+
+        The write carries that resourceVersion, so it succeeds only if nobody wrote the Lease since: one request per
+        renewal. A conflict (or 404) means someone else did; then one read says whether it was taken over.
+        """
+        path = leases_path(self.namespace, name)
+        held = self.held.get(name)
+        if held is None:
+            return
         try:
-            current = self.kube.get_or_none(leases_path(self.namespace, name))
-            if current is None or HeldLease.of(current).holder != self.identity:
-                self.lost = f"Lease {self.namespace}/{name} was {'deleted' if current is None else 'taken over'}"
-                self.held.pop(name, None)
+            spec = {**(held.get("spec") or {}), "renewTime": micro_time(utc_now())}
+            self.held[name] = self.kube.replace(path, {**held, "spec": spec})
+            return
+        except KubeApiError as error:
+            if error.status not in (404, 409):
                 return
-            spec = dict(current.get("spec") or {})
-            spec["renewTime"] = micro_time(utc_now())
-            self.held[name] = self.kube.replace(leases_path(self.namespace, name), {**current, "spec": spec})
+        except KubeAccessError:
+            return
+        try:
+            current = self.kube.get_or_none(path)
         except (KubeAccessError, KubeApiError):
-            return  # the next renewal retries; the Lease outlives a few missed renewals
+            return
+        if current is None or HeldLease.of(current).holder != self.identity:
+            self.lost = f"Lease {self.namespace}/{name} was {'deleted' if current is None else 'taken over'}"
+            self.held.pop(name, None)
+            return
+        self.held[name] = current  # still ours: renewed over this version at the next tick
 
     def ensure(self) -> None:
         """LeaseLost when a Lease of this run was taken over: nothing more may be changed."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 import socket
 import subprocess
@@ -159,7 +160,9 @@ def test_renewal_moves_the_renew_time_and_a_taken_over_lease_stops_the_run() -> 
     run._renew(name)
     assert HeldLease.of(_lease(kube, name)).age() < 5  # type: ignore[operator]
     run.ensure()
-    _lease(kube, name)["spec"]["holderIdentity"] = "someone-else"
+    taken = copy.deepcopy(_lease(kube, name))
+    taken["spec"]["holderIdentity"] = "someone-else"
+    kube.replace(leases_path(NS, name), taken)  # a takeover: a write over the version it read
     run._renew(name)
     with pytest.raises(LeaseLost, match=r"Lease gpu-system/gpu-allocation-cohort\.plugin was taken over"):
         run.ensure()
