@@ -239,10 +239,23 @@ class NodeChanges:
         for path, query in watches:
             threading.Thread(target=self._watch, args=(path, query), name=f"watch {path}", daemon=True).start()
 
+    def _now_version(self, path: str, query: Mapping[str, str]) -> str | None:
+        """The collection's resourceVersion now, from a one-item list: a watch from it sends only what changes.
+
+        A watch without one starts with an ADDED event for every object it selects, which for the cluster-wide
+        claims is the whole collection again at every wait.
+        """
+        try:
+            found = (self.kube.get(path, limit=1, **query).get("metadata") or {}).get("resourceVersion")
+        except (KubeAccessError, KubeApiError):
+            return None
+        return str(found) if found else None
+
     def _watch(self, path: str, query: Mapping[str, str]) -> None:
         version: str | None = None
         delay = RETRY_FIRST_SECONDS
         while not self.stopped.is_set():
+            version = version or self._now_version(path, query)
             params: dict[str, str | int | bool] = {
                 **query,
                 "timeoutSeconds": WATCH_SECONDS,
