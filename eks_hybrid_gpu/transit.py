@@ -255,7 +255,12 @@ class NodeChanges:
         version: str | None = None
         delay = RETRY_FIRST_SECONDS
         while not self.stopped.is_set():
-            version = version or self._now_version(path, query)
+            if not version:
+                version = self._now_version(path, query)
+                if version:
+                    # What changed before this version streams no event: one re-read of the node covers it (at
+                    # the start, the time since the wait's first check; after a 410, what the server forgot).
+                    self.changed.set()
             params: dict[str, str | int | bool] = {
                 **query,
                 "timeoutSeconds": WATCH_SECONDS,

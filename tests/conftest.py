@@ -8,12 +8,18 @@ start makes that late compile unnecessary.
 
 Tests marked `charts` read the pinned chart archives (tests/support/charts.py): they are resolved once, at
 collection, and when no source has them one line says so there and each of those tests fails with it.
+
+Property tests run without hypothesis's per-example deadline: they judge answers, and a 2-core runner that is
+building or running something else can take longer than 200 ms over one example (speed lives in `bench/`).
 """
 
-import hypothesis  # noqa: F401
+import hypothesis
 import pytest
 
 from tests.support import charts
+
+hypothesis.settings.register_profile("project", deadline=None)
+hypothesis.settings.load_profile("project")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -86,6 +88,45 @@ def test_a_change_the_cluster_reports_wakes_the_wait_before_its_progress_tick() 
     took = time.monotonic() - started
     assert took < transit.PROGRESS_SECONDS  # woken by the watch, not by the tick
     assert len(checks) <= 4  # not two reads a second for the whole wait
+
+
+class ChangesWhileTheWatchStarts(FakeKube):
+    """A cluster where the change lands after the wait's first check and before its watch's start version."""
+
+    def __init__(self, checked: threading.Event, done: threading.Event) -> None:
+        super().__init__()
+        self.checked, self.done = checked, done
+
+    def get(self, path: str, **query: Any) -> dict[str, Any]:
+        if query.get("limit") == 1:  # the one-item list a watch takes its start version from
+            self.checked.wait(5)
+            self.done.set()
+            self.merge_patch("/api/v1/nodes/gpu-1", {"metadata": {"labels": {"a": "b"}}})
+            return {"metadata": {"resourceVersion": str(self.version)}, "items": []}
+        return super().get(path, **query)
+
+    def watch(self, path: str, **query: Any) -> Iterator[dict[str, Any]]:
+        """Only what changes after the version asked for, as a real watch."""
+        ends = time.monotonic() + self.watch_seconds
+        while time.monotonic() < ends:
+            time.sleep(0.02)
+        yield from ()
+
+
+def test_a_change_before_the_watch_starts_is_not_left_for_the_progress_tick() -> None:
+    checked, done = threading.Event(), threading.Event()
+    kube = ChangesWhileTheWatchStarts(checked, done)
+    kube.objects["/api/v1/nodes/gpu-1"] = {"metadata": {"name": "gpu-1"}}
+
+    def check() -> tuple[bool, str]:
+        finished = done.is_set()
+        checked.set()
+        return finished, "not yet"
+
+    started = time.monotonic()
+    with transit.NodeChanges(kube, "gpu-1") as changes:  # type: ignore[arg-type]
+        transit.wait_for("the change", check, 30, lambda _: None, "run it again", changes)
+    assert time.monotonic() - started < transit.PROGRESS_SECONDS / 2
 
 
 def test_a_quiet_wait_still_reports_progress_at_least_every_progress_interval(monkeypatch: pytest.MonkeyPatch) -> None:
