@@ -6,7 +6,9 @@ makes them Running, so each carries the status a kubelet writes), up to each siz
 each size every read runs in a fresh interpreter (`bench.live_worker`), the scoped one and the whole-cluster one
 it replaced, and the answers of both must be the same. The idle device manager's requests per second are counted
 over `IDLE_SECONDS` at the smallest and the largest size (`bench.devicemanager_idle`), the working tree's
-(watches) against the one before it (listing four times a second), taken from git.
+(watches) against the one before it (listing four times a second), taken from git. Then, at the largest size, the
+GPU nodes get more pods (`GPU_NODE_PODS`: plain pods bound to them, holding nothing) and the scoped reads run
+again, for the growth exponent against the GPU nodes' pods: what the scoped read's cost must follow.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ NAMESPACE = "bench-apps"
 PADDING_LABEL = "bench.eks-hybrid-gpu.io/padding"
 """On the kwok nodes the bench adds: no GPU, no cohort."""
 GPU_POD_LABEL = "bench.eks-hybrid-gpu.io/gpu-node-pod"
+EXTRA_GPU_POD_LABEL = "bench.eks-hybrid-gpu.io/gpu-node-extra"
+"""On the plain pods the GPU-node series adds to the GPU nodes (removed again after the series)."""
+GPU_NODE_PODS: tuple[int, ...] = (4, 104, 504, 2004)
+"""Unfinished pods on the 5 GPU nodes in the GPU-node series: the 4 planted ones, then plain pods added."""
+SCOPED_MODES = ("preflight-scoped", "inspect-scoped")
 DEVICE_MANAGER = "eks_hybrid_gpu/simulate/devicemanager.py"
 MIB = 1024 * 1024
 IDLE_SECONDS = WATCH_SECONDS + 5.0
@@ -188,9 +195,102 @@ def grow(kube: Any, nodes: int, pods: int) -> None:
                 lambda i: kube.create(f"/api/v1/namespaces/{NAMESPACE}/pods", _pod(i, names[i % len(names)])), indexes
             )
         )
+    _wait_running(kube)
+
+
+def _gpu_nodes(kube: Any) -> list[str]:
+    """The simulated fleet's GPU nodes: every node the bench did not add."""
+    return sorted(
+        n["metadata"]["name"]
+        for n in kube.items("/api/v1/nodes")
+        if (n["metadata"].get("labels") or {}).get(PADDING_LABEL) != "true"
+    )
+
+
+def _wait_running(kube: Any) -> None:
     deadline = time.monotonic() + 600
     while _count(kube, "/api/v1/pods", fieldSelector="status.phase=Pending") and time.monotonic() < deadline:
         time.sleep(2)  # kwok is still making the new pods Running: reads measured now would race its writes
+
+
+def grow_gpu_node_pods(kube: Any, total: int) -> None:
+    """Add plain pods bound to the GPU nodes (round robin) until they hold `total` unfinished pods, planted ones too."""
+    nodes = _gpu_nodes(kube)
+    have = len(_gpu_node_pods()) + _count(kube, "/api/v1/pods", labelSelector=f"{EXTRA_GPU_POD_LABEL}=true")
+    start = _count(kube, f"/api/v1/namespaces/{NAMESPACE}/pods")
+
+    def create(index: int) -> None:
+        pod = _pod(100_000 + start + index, nodes[index % len(nodes)])
+        pod["metadata"]["labels"][EXTRA_GPU_POD_LABEL] = "true"
+        kube.create(f"/api/v1/namespaces/{NAMESPACE}/pods", pod)
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        list(pool.map(create, range(max(0, total - have))))
+    _wait_running(kube)
+
+
+def remove_gpu_node_pods(kube: Any) -> None:
+    """Delete the series' pods, so the GPU nodes hold the 4 planted pods again."""
+    selector = f"{EXTRA_GPU_POD_LABEL}=true"
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        list(
+            pool.map(
+                lambda p: kube.delete(
+                    f"/api/v1/namespaces/{NAMESPACE}/pods/{p['metadata']['name']}", gracePeriodSeconds=0
+                ),
+                kube.items(f"/api/v1/namespaces/{NAMESPACE}/pods", labelSelector=selector),
+            )
+        )
+    deadline = time.monotonic() + 120
+    while _count(kube, "/api/v1/pods", labelSelector=selector) and time.monotonic() < deadline:
+        time.sleep(1)
+
+
+def gpu_node_series(kube: Any, kubeconfig: str, repeats: int, counts: Sequence[int] = GPU_NODE_PODS) -> dict[str, Any]:
+    """The scoped reads as the GPU nodes' pods grow at the current cluster size, and the exponent against them."""
+    rows: list[dict[str, Any]] = []
+    try:
+        for total in counts:
+            _progress(f"live read: {total} unfinished pods on the GPU nodes")
+            grow_gpu_node_pods(kube, total)
+            runs = {
+                mode: [_worker("bench.live_worker", mode, kubeconfig) for _ in range(repeats)] for mode in SCOPED_MODES
+            }
+            rows.append(
+                {
+                    "gpu_node_pods": total,
+                    "modes": {
+                        mode: {
+                            "wall_s": summarize([r["wall_s"] for r in runs[mode]]).as_dict(),
+                            "peak_rss_bytes": summarize([r["peak_rss_bytes"] for r in runs[mode]]).as_dict(),
+                            "bytes_read": runs[mode][-1]["bytes_read"],
+                            "kept": runs[mode][-1]["kept"],
+                        }
+                        for mode in SCOPED_MODES
+                    },
+                }
+            )
+    finally:
+        remove_gpu_node_pods(kube)
+    return {"rows": rows, "growth": series_growth(rows)}
+
+
+def series_growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Least-squares exponent of each scoped read's figures against the GPU nodes' pods (log-log)."""
+    xs = [float(r["gpu_node_pods"]) for r in rows]
+
+    def figure(row: dict[str, Any], mode: str, key: str) -> float:
+        found = row["modes"][mode][key]
+        return float(found["median"] if isinstance(found, dict) else found)
+
+    exponents: dict[str, dict[str, float]] = {}
+    if len(rows) > 1:
+        for mode in SCOPED_MODES:
+            exponents[mode] = {
+                key: fit_exponent(xs, [figure(r, mode, key) for r in rows]).exponent
+                for key in ("wall_s", "peak_rss_bytes", "bytes_read")
+            }
+    return exponents
 
 
 def _worker(module: str, *args: str) -> dict[str, Any]:
@@ -233,10 +333,16 @@ def _idle(kubeconfig: str, before: Path | None, seconds: float) -> dict[str, Any
     return found
 
 
-def run(sizes: Sequence[tuple[int, int]], repeats: int, idle_at_largest: bool = True) -> dict[str, Any]:
+def run(
+    sizes: Sequence[tuple[int, int]],
+    repeats: int,
+    idle_at_largest: bool = True,
+    gpu_node_pods: Sequence[int] = GPU_NODE_PODS,
+) -> dict[str, Any]:
     """Start the cluster, grow it size by size, measure every read `repeats` times at each; stop it.
 
-    The idle device managers are counted at the smallest size, and at the largest when `idle_at_largest`.
+    The idle device managers are counted at the smallest size, and at the largest when `idle_at_largest`; the
+    GPU-node series (`gpu_node_series`, none when `gpu_node_pods` is empty) runs at the largest size.
     """
     idle_seconds = IDLE_SECONDS
     from eks_hybrid_gpu import engine, kubeclient, local, localcluster
@@ -245,6 +351,7 @@ def run(sizes: Sequence[tuple[int, int]], repeats: int, idle_at_largest: bool = 
     engine.ensure_toolchain().activate()  # etcd, kube-apiserver and kwok from the toolchain cache
     rows: list[dict[str, Any]] = []
     idle: dict[str, Any] = {}
+    series: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         state = Path(tmp) / "state"
         before = _device_manager_before(Path(tmp))
@@ -268,9 +375,13 @@ def run(sizes: Sequence[tuple[int, int]], repeats: int, idle_at_largest: bool = 
                         _progress(f"live read: {mode} at {nodes}/{pods}, run {rep + 1}/{repeats}")
                         runs[mode].append(_worker("bench.live_worker", mode, kubeconfig))
                 rows.append(_row(nodes, pods, grown_s, runs))
+            series = gpu_node_series(kube, kubeconfig, repeats, gpu_node_pods) if gpu_node_pods else None
         finally:
             localcluster.stop(state)
-    return {"sizes": rows, "growth": growth(rows), "idle_device_manager": idle, "repeats": repeats}
+    report = {"sizes": rows, "growth": growth(rows), "idle_device_manager": idle, "repeats": repeats}
+    if series is not None:
+        report["gpu_node_series"] = {"nodes": sizes[-1][0], "pods": sizes[-1][1], **series}
+    return report
 
 
 def _row(nodes: int, pods: int, grown_s: float, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -357,5 +468,31 @@ def lines(report: dict[str, Any] | None) -> list[str]:
             if key in found
         ]
         out.append(f"idle simulated device manager at {size}: " + "; ".join(cells))
+    out += gpu_node_lines(report.get("gpu_node_series"))
     out.append("")
+    return out
+
+
+def gpu_node_lines(series: dict[str, Any] | None) -> list[str]:
+    """The GPU-node series: the scoped reads as the GPU nodes' pods grow, and their exponent against those pods."""
+    if not series:
+        return []
+    out = [
+        f"scoped reads as the 5 GPU nodes' pods grow, at {series['nodes']} nodes "
+        f"(plain pods bound to the GPU nodes added to the {series['pods']} of the cluster):",
+        f"  {'GPU-node pods':>13} {'read':<18} {'wall s':>20} {'peak RSS MiB':>14} {'MiB read':>9} {'kept pods':>10}",
+    ]
+    for row in series["rows"]:
+        for mode in SCOPED_MODES:
+            m = row["modes"][mode]
+            wall = m["wall_s"]
+            out.append(
+                f"  {row['gpu_node_pods']:>13} {mode:<18} {wall['median']:>8.3f} [{wall['min']:.3f}–{wall['max']:.3f}] "
+                f"{m['peak_rss_bytes']['median'] / MIB:>14.0f} {m['bytes_read'] / MIB:>9.2f} {m['kept']['pods']:>10}"
+            )
+    for mode, figures in (series.get("growth") or {}).items():
+        out.append(
+            f"  exponent against the GPU nodes' pods, {mode}: wall {figures['wall_s']:.2f}, "
+            f"peak RSS {figures['peak_rss_bytes']:.2f}, bytes read {figures['bytes_read']:.2f}"
+        )
     return out

@@ -5,14 +5,25 @@ as section 5 grows it (`bench.live_read.grow`); the GPU nodes' extra pods that s
 something to find are removed again, so the preview is the one a platform team runs on a healthy cluster. Each
 preview is the real engine with the policy pack and the program's preflight, in this process. Run alone:
 `python -m bench.preview_at_scale [NODES/PODS ...]` (default 5/4 505/15079, 3 previews each).
+
+Each size is timed twice: with kwok and the simulated device manager running (every simulated kubelet
+heartbeating on the same 2 cores as the engine) and with both paused (SIGSTOP) for the timed rounds, as a CI
+runner sees an EKS control plane: the cluster's objects are all there, its kubelets' CPU is elsewhere. Nothing
+changes the cluster while paused (no node-lifecycle controller runs). The preflight's own time inside each
+preview comes from the program's `preflight: judged ... in S s` line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
+import signal
 import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +34,31 @@ from eks_hybrid_gpu import projectdir
 
 SIZES = ((5, 4), (505, 15079))
 REPEATS = 3
+SIMULATORS = ("kwok", "device-manager")
+"""The processes that play the kubelets: paused in the `paused` mode."""
+MODES = ("running", "paused")
+PREFLIGHT_LINE = re.compile(r"preflight: judged .*? in ([0-9.]+) s")
+
+
+@contextlib.contextmanager
+def _paused(state: Path, pause: bool) -> Iterator[None]:
+    """The simulated kubelets stopped (SIGSTOP) inside the block when `pause`; continued however it ends."""
+    from eks_hybrid_gpu import localcluster
+
+    pids = [pid for name in SIMULATORS if pause and (pid := localcluster.pid_of(state, name)) is not None]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+
+
+def preflight_seconds(output: str) -> float | None:
+    """The preflight's own seconds from a preview's output (`components.program.preflight_line`)."""
+    found = PREFLIGHT_LINE.search(output)
+    return float(found.group(1)) if found else None
 
 
 def _remove_planted_pods(kube: Any) -> None:
@@ -80,37 +116,62 @@ def run(sizes: tuple[tuple[int, int], ...] = SIZES, repeats: int = REPEATS) -> l
                 print(f"[preview] growing the cluster to {nodes} nodes / {pods} pods", file=sys.stderr, flush=True)
                 live_read.grow(kube, nodes, pods)
                 _remove_planted_pods(kube)
-                walls: dict[str, list[float]] = {name: [] for name in stacks}
-                for rep in range(repeats + 1):  # the first round warms the plugin cache and is not counted
-                    for name, stack in stacks.items():
-                        started = time.perf_counter()
-                        stack.preview(color="never", policy_packs=engine.policy_packs())
-                        if rep:
-                            walls[name].append(time.perf_counter() - started)
-                print(f"[preview] {nodes}/{pods}: {walls}", file=sys.stderr, flush=True)
-                medians = {name: statistics.median(w) for name, w in walls.items()}
-                rows.append({"nodes": nodes, "pods": pods, "walls": walls, "median": medians})
+                for mode in MODES:
+                    walls: dict[str, list[float]] = {name: [] for name in stacks}
+                    preflight: list[float] = []
+                    with _paused(state, mode == "paused"):
+                        for rep in range(repeats + 1):  # the first round warms the plugin cache: not counted
+                            for name, stack in stacks.items():
+                                started = time.perf_counter()
+                                result = stack.preview(color="never", policy_packs=engine.policy_packs())
+                                wall = time.perf_counter() - started
+                                seconds = preflight_seconds(result.stdout)
+                                if rep:
+                                    walls[name].append(wall)
+                                    if name == "preflight" and seconds is not None:
+                                        preflight.append(seconds)
+                    print(f"[preview] {nodes}/{pods} {mode}: {walls}", file=sys.stderr, flush=True)
+                    medians = {name: statistics.median(w) for name, w in walls.items()}
+                    rows.append(
+                        {
+                            "nodes": nodes,
+                            "pods": pods,
+                            "mode": mode,
+                            "walls": walls,
+                            "median": medians,
+                            "preflight_s": statistics.median(preflight) if preflight else None,
+                        }
+                    )
         finally:
             localcluster.stop(state)
     for row in rows:
-        row["extra"] = {name: row["median"][name] / rows[0]["median"][name] - 1 for name in row["median"]}
+        first = next(r for r in rows if r["mode"] == row["mode"])
+        row["extra"] = {name: row["median"][name] / first["median"][name] - 1 for name in row["median"]}
+        row["preflight_extra"] = (row["median"]["preflight"] - row["median"]["control"]) - (
+            first["median"]["preflight"] - first["median"]["control"]
+        )
     return rows
 
 
 def lines(rows: list[dict[str, Any]]) -> list[str]:
-    """Per size: the preview with the preflight and without it, median [range], extra over the smallest cluster."""
+    """Per size and mode: the preview with the preflight and without, median [range], extra over the smallest."""
     out = [
         "`pulumi preview` of the local stack (engine, policy pack) as the cluster grows around the same GPU nodes;",
-        "  control = the same stack with cluster.preflight false (no live read): what the growth costs the engine,",
-        "  the API server and kwok on this machine by themselves",
-        f"  {'nodes/pods':12} {'with preflight':>26} {'control':>26}",
+        "  control = the same stack with cluster.preflight false (no live read); simulators running = kwok and the",
+        "  device manager heartbeat on the same cores, paused = SIGSTOPped for the timed rounds (as a CI runner sees",
+        "  an EKS control plane); preflight = its own time inside the preview (the program's log line);",
+        "  preflight's share = (with - control) here minus the same at the smallest size",
+        f"  {'nodes/pods':12} {'simulators':10} {'with preflight':>26} {'control':>26} {'preflight':>10} {'share':>8}",
     ]
     for r in rows:
         cells = [
             f"{r['median'][n]:.2f} s [{min(r['walls'][n]):.2f}–{max(r['walls'][n]):.2f}] {r['extra'][n] * 100:+.0f}%"
             for n in ("preflight", "control")
         ]
-        out.append(f"  {str(r['nodes']) + '/' + str(r['pods']):12} {cells[0]:>26} {cells[1]:>26}")
+        inside = "?" if r["preflight_s"] is None else f"{r['preflight_s']:.2f} s"
+        share = f"{r['preflight_extra']:+.2f} s"
+        size = f"{r['nodes']}/{r['pods']}"
+        out.append(f"  {size:12} {r['mode']:10} {cells[0]:>26} {cells[1]:>26} {inside:>10} {share:>8}")
     return out
 
 

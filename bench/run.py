@@ -410,7 +410,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_live_read:
         quick_sizes = live_read.SIZES[:3] if args.quick else live_read.SIZES
         sizes = live_read.parse_sizes(args.live_sizes) if args.live_sizes is not None else list(quick_sizes)
-        results["live_read"] = live_read.run(sizes, 1 if args.quick else 3, idle_at_largest=not args.quick)
+        results["live_read"] = live_read.run(
+            sizes,
+            1 if args.quick else 3,
+            idle_at_largest=not args.quick,
+            gpu_node_pods=live_read.GPU_NODE_PODS[:2] if args.quick else live_read.GPU_NODE_PODS,
+        )
     if args.preview_at_scale:
         results["preview_at_scale"] = preview_at_scale.run()
     if not args.no_waits:

@@ -65,6 +65,8 @@ class LiveCluster:
     """Why the RuntimeClasses could not be listed (judged only where the stack reuses an existing class)."""
     records: Records | None = None
     """The ledger and the migration record, when the namespace that holds them was given."""
+    nodes_listed: int = 0
+    """How many nodes the cluster has (the node list's length); `nodes` keeps the ones in scope."""
 
 
 def missing_file(path: str) -> str:
@@ -200,7 +202,15 @@ def live_cluster(lists: Lists, reader: Reader, records: Records | None) -> LiveC
     except ScopeError as error:
         runtime_classes, runtime_error = None, str(error)
     return LiveCluster(
-        lists.nodes, lists.slices, lists.pods, lists.daemonsets, lists.claims, runtime_classes, runtime_error, records
+        lists.nodes,
+        lists.slices,
+        lists.pods,
+        lists.daemonsets,
+        lists.claims,
+        runtime_classes,
+        runtime_error,
+        records,
+        lists.nodes_listed,
     )
 
 

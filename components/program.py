@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from components.cluster import ClusterTarget, make_provider, resolve_target
 from components.config import StackConfig
 from components.lease_records import lease_lines
 from components.ledger import LedgerError, ledger_namespace
-from components.live import LiveReadError, Records
+from components.live import LiveCluster, LiveReadError, Records
 from components.migration import Migration, apply_to_raw, paused_cohorts
 from components.preflight import check, read_cluster
 from components.refusals import StackConfigError, redact
@@ -79,6 +80,15 @@ def _mid_migration(
     return config, changed
 
 
+def preflight_line(live: LiveCluster, seconds: float) -> str:
+    """What the preflight judged against what the cluster holds, and its time: the cost follows the first figure."""
+    return (
+        f"preflight: judged {len(live.nodes)} GPU or cohort node(s) of {live.nodes_listed}, {len(live.pods)} "
+        f"unfinished pod(s) on them, {len(live.claims)} GPU claim(s), {len(live.slices)} GPU ResourceSlice(s) "
+        f"in {seconds:.2f} s"
+    )
+
+
 def _show_leases(records: Records) -> None:
     """Say which nodes and cohorts a `move-host` or `migrate` holds now: this update runs beside it."""
     if records.leases_error is not None:
@@ -116,6 +126,7 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
     migration: Migration | None = None
     if config.cluster.preflight:
         pulumi.log.info("preflight: reading the cohorts' nodes, who publishes their GPUs, and the ownership ledger")
+        started = time.perf_counter()
         try:
             live = read_cluster(config.cluster, target, ledger_namespace(config.namespaces), config)
             records = live.records
@@ -132,6 +143,7 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
         # double-book; what still publishes or holds its GPUs is what `migrate` waits on before the install phase.
         checked = config.model_copy(update={"cohorts": [c for c in config.cohorts if c.name not in paused]})
         problems = check(checked, live, pulumi.get_stack(), migration)
+        pulumi.log.info(preflight_line(live, time.perf_counter() - started))
         if problems:
             raise pulumi.RunError(
                 str(StackConfigError(redact(problems, raw, secret_keys), stack_file, subject="The live nodes"))

@@ -95,6 +95,8 @@ class Lists:
     pods: list[dict[str, Any]] = field(default_factory=list)
     daemonsets: list[dict[str, Any]] = field(default_factory=list)
     claims: list[dict[str, Any]] = field(default_factory=list)
+    nodes_listed: int = 0
+    """Every node the node list returned, in scope or not: what a preview's log line compares `nodes` with."""
 
 
 def _mapping(value: object) -> Mapping[str, Any]:
@@ -298,6 +300,7 @@ def read(get: Get, scope: Scope, versions: Sequence[str]) -> Lists:
         break
     pinned = {str(_mapping(s.get("spec")).get("nodeName")) for s in lists.slices} | claim_pools(lists.claims)
     for page in paged(get, NODES, "nodes") or ():
+        lists.nodes_listed += len(page)
         for node in page:
             name = str(_mapping(node.get("metadata")).get("name", ""))
             labels = _mapping(_mapping(node.get("metadata")).get("labels"))
@@ -322,6 +325,7 @@ def read_whole(get: Get, versions: Sequence[str]) -> Lists:
     """
     lists = Lists()
     lists.nodes = list((get(NODES, "nodes", {}) or {}).get("items") or [])
+    lists.nodes_listed = len(lists.nodes)
     lists.pods = list((get(PODS, "pods", {"fieldSelector": UNFINISHED}) or {}).get("items") or [])
     lists.daemonsets = list((get(DAEMONSETS, "DaemonSets", {}) or {}).get("items") or [])
     for version in versions:

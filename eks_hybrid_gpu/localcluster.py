@@ -140,6 +140,11 @@ def _pid(state: Path, name: str) -> int | None:
     return int(pid_file.read_text()) if pid_file.exists() else None
 
 
+def pid_of(state: Path, name: str) -> int | None:
+    """The pid of one of the cluster's processes (`PROCESSES`) while it runs; None when it does not."""
+    return _pid(state, name) if _alive(state, name) else None
+
+
 def _alive(state: Path, name: str) -> bool:
     pid = _pid(state, name)
     if pid is None:

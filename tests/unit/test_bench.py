@@ -227,3 +227,30 @@ def test_the_live_read_table_shows_every_mode_the_growth_and_the_idle_rates() ->
     assert "preflight-scoped   wall 0.00, peak RSS 0.00, bytes read 0.00" in text
     assert "at 5/4: before (lists every 0.25 s) 11.40 req/s (114 in 10 s)" in text
     assert live_read.lines(None) == ["5. live read at scale skipped (--no-live-read)"]
+
+
+def _series_row(gpu_node_pods: int) -> dict[str, Any]:
+    """Scoped reads whose wall and bytes grow with the GPU nodes' pods, and whose RSS stays."""
+    wall = {"median": 0.001 * gpu_node_pods, "min": 0.001 * gpu_node_pods, "max": 0.001 * gpu_node_pods, "runs": 1}
+    mode = {
+        "wall_s": wall,
+        "peak_rss_bytes": {**wall, "median": 80.0 * 2**20},
+        "bytes_read": 4096 * gpu_node_pods,
+        "kept": {"nodes": 5, "pods": gpu_node_pods},
+    }
+    return {"gpu_node_pods": gpu_node_pods, "modes": dict.fromkeys(live_read.SCOPED_MODES, mode)}
+
+
+def test_the_gpu_node_series_fits_its_exponent_against_the_gpu_nodes_pods_and_shows_every_row() -> None:
+    rows = [_series_row(n) for n in (4, 104, 504)]
+    growth = live_read.series_growth(rows)
+    assert growth["preflight-scoped"]["wall_s"] == pytest.approx(1.0)
+    assert growth["inspect-scoped"]["peak_rss_bytes"] == pytest.approx(0.0, abs=1e-9)
+    assert live_read.series_growth(rows[:1]) == {}  # one point fits no slope
+
+    text = "\n".join(live_read.gpu_node_lines({"nodes": 505, "pods": 15079, "rows": rows, "growth": growth}))
+
+    assert "at 505 nodes" in text
+    assert text.count("inspect-scoped") == 4  # three rows and the exponent line
+    assert "exponent against the GPU nodes' pods, preflight-scoped: wall 1.00, peak RSS 0.00, bytes read 1.00" in text
+    assert live_read.gpu_node_lines(None) == []

@@ -17,11 +17,13 @@ from typing import Any
 
 import pytest
 
+from bench import preview_at_scale
 from components import scoped_read
 from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
 from components.live import LiveReadError, read_live, read_live_whole
 from components.preflight import check, source_of
+from components.program import preflight_line
 from components.validation import ClusterFacts
 from eks_hybrid_gpu import inspection, kubeclient
 from eks_hybrid_gpu.inspection.snapshot import gather_whole
@@ -207,6 +209,11 @@ def test_the_scoped_read_reads_only_the_gpu_nodes_pods_and_pages_every_list(reco
     ]
     assert all("annotations" not in p["metadata"] for p in live.pods), "pods are reduced to what the checks read"
     assert all(n["metadata"]["annotations"] == {} for n in live.nodes)
+    listed = len(read_live_whole(_source(kubeconfig), NAMESPACE).nodes)
+    assert live.nodes_listed == listed > len(live.nodes)  # every node was listed, only the GPU ones kept
+    line = preflight_line(live, 0.25)
+    assert line.startswith(f"preflight: judged {len(live.nodes)} GPU or cohort node(s) of {listed}, ")
+    assert preview_at_scale.preflight_seconds(line) == 0.25  # the bench reads the preview's figure off this line
 
 
 @pytest.mark.parametrize("ledger", [PLUGIN_DRA_LEDGER, OPERATOR_LEDGER], ids=["plugin and dra", "GPU Operator"])
