@@ -37,6 +37,8 @@ PODS = "/api/v1/pods"
 DAEMONSETS = "/apis/apps/v1/daemonsets"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+LIST_PAGE = 500
+"""Items per page of `Kube.items`: what kubectl asks for."""
 """The cluster-wide lists the day-2 commands read."""
 
 
@@ -153,13 +155,21 @@ class Kube:
             raise
 
     def items(self, path: str, **query: str | int | bool) -> list[dict[str, Any]]:
-        """The items of a list; a 404 (API or namespace absent) is an empty list."""
+        """The items of a list, a page of `LIST_PAGE` at a time; a 404 (API or namespace absent) is an empty list.
+
+        Paged unless the caller sets its own `limit`: no one response holds a whole large collection.
+        """
+        paged = "limit" not in query
         try:
-            items: list[dict[str, Any]] = self.get(path, **query).get("items") or []
+            document = self.get(path, **({"limit": LIST_PAGE} if paged else {}), **query)
         except KubeApiError as error:
             if error.status == 404:
                 return []
             raise
+        items: list[dict[str, Any]] = list(document.get("items") or [])
+        while paged and (token := str((document.get("metadata") or {}).get("continue") or "")):
+            document = self.get(path, limit=LIST_PAGE, **query, **{"continue": token})
+            items += document.get("items") or []
         return items
 
     def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:

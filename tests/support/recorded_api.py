@@ -4,8 +4,8 @@
 real client and transport so that a scoped read (field selectors, GETs by name, limit/continue) and a whole-cluster
 read can be compared on the same objects. It honours what the readers send: `fieldSelector` terms `K=V` and
 `K!=V` on `spec.nodeName`, `status.phase`, `spec.driver` and `metadata.name`, equality `labelSelector` terms,
-`limit` with an opaque `continue`, GETs of one namespaced object, and 404 for anything it does not hold. It records
-every request (path and query) so tests can say what was read. Only 127.0.0.1 is bound.
+`limit` with an opaque `continue`, GETs of one namespaced object or node, and 404 for anything it does not hold. It
+records every request (path and query) so tests can say what was read. Only 127.0.0.1 is bound.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ COLLECTIONS: Mapping[str, str] = {
     "/api/v1/configmaps": "configmaps",
 }
 """Cluster-wide list path -> the kind's key in `Recorded.objects`."""
+CLUSTER_SCOPED = frozenset({"/api/v1/nodes", "/apis/node.k8s.io/v1/runtimeclasses"})
+"""Lists whose objects are also read by name at `LIST/NAME`."""
 NAMESPACED: Mapping[tuple[str, str], str] = {
     ("/api/v1", "pods"): "pods",
     ("/apis/apps/v1", "daemonsets"): "daemonsets",
@@ -84,6 +86,11 @@ class Recorded:
             self.requests.append((parts.path, query))
         if parts.path in COLLECTIONS:
             return self._list(self.objects.get(COLLECTIONS[parts.path], []), query)
+        parent, _, name = parts.path.rpartition("/")
+        if parent in CLUSTER_SCOPED:
+            found = next((o for o in self.objects.get(COLLECTIONS[parent], []) if o["metadata"]["name"] == name), None)
+            if found is not None:
+                return 200, found
         segments = parts.path.split("/namespaces/", 1)
         if len(segments) == 2:
             namespace, _, rest = segments[1].partition("/")

@@ -21,11 +21,12 @@ from bench import preview_at_scale
 from components import scoped_read
 from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
+from components.consumers import consumers_by_node
 from components.live import LiveReadError, read_live, read_live_whole
 from components.preflight import check, source_of
 from components.program import preflight_line
 from components.validation import ClusterFacts
-from eks_hybrid_gpu import inspection, kubeclient
+from eks_hybrid_gpu import inspection, kubeclient, transit
 from eks_hybrid_gpu.inspection.snapshot import gather_whole
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort, node_info
 from tests.support.recorded_api import COLLECTIONS, Recorded, recorded_api_fixture  # noqa: F401 (registers `recorded_api`)
@@ -281,3 +282,25 @@ def test_a_controller_name_that_is_no_kubernetes_name_is_refused(recorded_api: t
 
     with pytest.raises(LiveReadError, match=r"DaemonSet name '\.\./\.\./secrets' is not a valid Kubernetes name"):
         read_live(_source(kubeconfig), NAMESPACE, [])
+
+
+def test_cli_lists_are_paged_and_a_wait_keeps_only_the_claims_on_its_node(
+    recorded_api: tuple[Recorded, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorded, kubeconfig = recorded_api
+    _serve(recorded, PLUGIN_DRA_LEDGER)
+    monkeypatch.setattr(kubeclient, "LIST_PAGE", 2)
+    kube = kubeclient.connect(kubeconfig, None)
+
+    claims = kube.items(kubeclient.CLAIMS)
+
+    assert len(claims) == len(recorded.objects["claims"]) > 2  # every page joined
+    queries = recorded.lists(kubeclient.CLAIMS)
+    assert all(q["limit"] == "2" for q in queries)
+    assert any("continue" in q for q in queries)
+    assert len(kube.items(kubeclient.CLAIMS, limit=1)) == 1  # a caller's own limit is one page
+    for node in sorted(scoped_read.claim_pools(claims)):
+        state = transit.read_state(kube, node)
+        expected = consumers_by_node(kube.items(kubeclient.PODS, fieldSelector=f"spec.nodeName={node}"), claims)
+        assert state.consumers == tuple(expected.get(node, []))
+        assert state.consumers, f"the recorded claims hold GPUs on {node}"
