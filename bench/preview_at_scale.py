@@ -61,7 +61,8 @@ def preflight_seconds(output: str) -> float | None:
     return float(found.group(1)) if found else None
 
 
-def _remove_planted_pods(kube: Any) -> None:
+def remove_planted_pods(kube: Any) -> None:
+    """Delete the pods section 5 plants on the GPU nodes: the previews judge a healthy cluster."""
     for pod in kube.items("/api/v1/pods", labelSelector=f"{live_read.GPU_POD_LABEL}=true"):
         meta = pod["metadata"]
         kube.delete(f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}", gracePeriodSeconds=0)
@@ -91,13 +92,43 @@ def _control_project(folder: Path) -> Path:
     return folder
 
 
+def preview_stacks(tmp: Path, kubeconfig: Path) -> dict[str, Any]:
+    """The local stack ("preflight") and its control without the preflight, on the engine of the toolchain."""
+    from eks_hybrid_gpu import engine
+
+    env = engine.prepare(tmp / "engine", kubeconfig, engine.ensure_toolchain())
+    return {
+        "preflight": engine.stack(env, "local", work_dir=projectdir.SHIPPED, charts=_charts()),
+        "control": engine.stack(env, "control", work_dir=_control_project(tmp / "control"), charts=_charts()),
+    }
+
+
+def timed_previews(stacks: dict[str, Any], state: Path, repeats: int, *, pause: bool) -> dict[str, Any]:
+    """`repeats` interleaved rounds of every stack's preview after one warm-up round: walls and the preflight's own."""
+    from eks_hybrid_gpu import engine
+
+    walls: dict[str, list[float]] = {name: [] for name in stacks}
+    preflight: list[float] = []
+    with _paused(state, pause):
+        for rep in range(repeats + 1):  # the first round warms the plugin cache: not counted
+            for name, stack in stacks.items():
+                started = time.perf_counter()
+                result = stack.preview(color="never", policy_packs=engine.policy_packs())
+                wall = time.perf_counter() - started
+                seconds = preflight_seconds(result.stdout)
+                if rep:
+                    walls[name].append(wall)
+                    if name == "preflight" and seconds is not None:
+                        preflight.append(seconds)
+    return {"walls": walls, "preflight_s": statistics.median(preflight) if preflight else None}
+
+
 def run(sizes: tuple[tuple[int, int], ...] = SIZES, repeats: int = REPEATS) -> list[dict[str, Any]]:
     """Median preview wall seconds at each size, with the preflight and without (the control), interleaved."""
     from eks_hybrid_gpu import engine, kubeclient, local, localcluster
     from eks_hybrid_gpu.stackfile import stack_config
 
-    toolchain = engine.ensure_toolchain()
-    toolchain.activate()
+    engine.ensure_toolchain().activate()
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-preview-") as tmp:
         state = Path(tmp) / "cluster"
@@ -105,43 +136,16 @@ def run(sizes: tuple[tuple[int, int], ...] = SIZES, repeats: int = REPEATS) -> l
         try:
             kube = kubeclient.connect(str(cluster.kubeconfig), None)
             local.simulate_nodes(kube, stack_config("local"))
-            env = engine.prepare(Path(tmp) / "engine", cluster.kubeconfig, toolchain)
-            stacks = {
-                "preflight": engine.stack(env, "local", work_dir=projectdir.SHIPPED, charts=_charts()),
-                "control": engine.stack(
-                    env, "control", work_dir=_control_project(Path(tmp) / "control"), charts=_charts()
-                ),
-            }
+            stacks = preview_stacks(Path(tmp), cluster.kubeconfig)
             for nodes, pods in sizes:
                 print(f"[preview] growing the cluster to {nodes} nodes / {pods} pods", file=sys.stderr, flush=True)
                 live_read.grow(kube, nodes, pods)
-                _remove_planted_pods(kube)
+                remove_planted_pods(kube)
                 for mode in MODES:
-                    walls: dict[str, list[float]] = {name: [] for name in stacks}
-                    preflight: list[float] = []
-                    with _paused(state, mode == "paused"):
-                        for rep in range(repeats + 1):  # the first round warms the plugin cache: not counted
-                            for name, stack in stacks.items():
-                                started = time.perf_counter()
-                                result = stack.preview(color="never", policy_packs=engine.policy_packs())
-                                wall = time.perf_counter() - started
-                                seconds = preflight_seconds(result.stdout)
-                                if rep:
-                                    walls[name].append(wall)
-                                    if name == "preflight" and seconds is not None:
-                                        preflight.append(seconds)
-                    print(f"[preview] {nodes}/{pods} {mode}: {walls}", file=sys.stderr, flush=True)
-                    medians = {name: statistics.median(w) for name, w in walls.items()}
-                    rows.append(
-                        {
-                            "nodes": nodes,
-                            "pods": pods,
-                            "mode": mode,
-                            "walls": walls,
-                            "median": medians,
-                            "preflight_s": statistics.median(preflight) if preflight else None,
-                        }
-                    )
+                    found = timed_previews(stacks, state, repeats, pause=mode == "paused")
+                    print(f"[preview] {nodes}/{pods} {mode}: {found['walls']}", file=sys.stderr, flush=True)
+                    medians = {name: statistics.median(w) for name, w in found["walls"].items()}
+                    rows.append({"nodes": nodes, "pods": pods, "mode": mode, "median": medians, **found})
         finally:
             localcluster.stop(state)
     for row in rows:

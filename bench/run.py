@@ -33,7 +33,7 @@ if (
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench import live_read, machine, preview_at_scale, wait_requests  # noqa: E402
+from bench import at_5000, live_read, machine, preview_at_scale, wait_requests  # noqa: E402
 from bench.stats import fit_exponent, segment_exponents, summarize  # noqa: E402
 
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
@@ -259,6 +259,8 @@ def render(results: dict[str, Any]) -> str:
         lines += ["", "6. " + "\n".join(wait_requests.lines(results["waits"]))]
     if results.get("preview_at_scale"):
         lines += ["", "7. " + "\n".join(preview_at_scale.lines(results["preview_at_scale"]))]
+    if results.get("at_5000"):
+        lines += ["", "8. " + "\n".join(at_5000.lines(results["at_5000"]))]
     return "\n".join(lines)
 
 
@@ -388,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time pulumi preview at 5 and 505 nodes (section 7; about 10 min on 2 cores)",
     )
+    parser.add_argument(
+        "--at-5000",
+        action="store_true",
+        help="also read and preview at 5,005 nodes / 150,000 pods (section 8; about 10 min, 4 GiB on 2 cores)",
+    )
     parser.add_argument("--no-waits", action="store_true", help="skip the requests a move-host wait sends (section 6)")
     parser.add_argument(
         "--live-sizes",
@@ -418,6 +425,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.preview_at_scale:
         results["preview_at_scale"] = preview_at_scale.run()
+    if args.at_5000:
+        results["at_5000"] = at_5000.run()
     if not args.no_waits:
         results["waits"] = wait_requests.run(6.0 if args.quick else wait_requests.SECONDS)
     results["machine"] = machine.describe((results.get("engine") or {}).get("pulumi_cli"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -13,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
-from bench import live_read
+from bench import at_5000, live_read
 from bench.engine_bench import role_of
 from bench.engine_worker import step_objects
 from bench.proctree import descendants, memory_kib
@@ -254,3 +255,30 @@ def test_the_gpu_node_series_fits_its_exponent_against_the_gpu_nodes_pods_and_sh
     assert text.count("inspect-scoped") == 4  # three rows and the exponent line
     assert "exponent against the GPU nodes' pods, preflight-scoped: wall 1.00, peak RSS 0.00, bytes read 1.00" in text
     assert live_read.gpu_node_lines(None) == []
+
+
+def test_a_static_padding_node_weighs_what_an_eks_kubelets_node_does_and_selects_no_cohort() -> None:
+    node, status = at_5000.static_node("static-node-00001")
+    size = len(json.dumps({**node, **status}))
+    assert 8 * 1024 < size < 16 * 1024  # the module's "about 11 KiB"
+    labels = node["metadata"]["labels"]
+    assert labels[live_read.PADDING_LABEL] == "true"
+    assert not [k for k in labels if "nvidia" in k or ("eks-hybrid-gpu" in k and "bench" not in k)]
+    assert "kwok.x-k8s.io/node" not in (node["metadata"].get("annotations") or {})  # no kubelet behind it
+
+
+def test_the_5000_node_table_shows_both_reads_and_the_previews() -> None:
+    wall = {"median": 0.5, "min": 0.4, "max": 0.6, "runs": 3}
+    read = {"wall_s": wall, "peak_rss_bytes": {**wall, "median": 90.0 * 2**20}, "bytes_read": 2**20, "requests": 20}
+    report = {
+        "nodes": 5005,
+        "pods": 150000,
+        "grow_s": 400.0,
+        "reads": {mode: {**read, "kept": {"nodes": 5, "pods": 4}} for mode in at_5000.SCOPED_MODES},
+        "previews": {"walls": {"preflight": [3.1, 3.2, 3.3], "control": [2.9, 2.9, 3.0]}, "preflight_s": 0.61},
+    }
+    text = "\n".join(at_5000.lines(report))
+    assert "At 5005 nodes / 150000 pods" in text
+    assert text.count("-scoped") == 2
+    assert "preflight 3.20 s [3.10–3.30], control 2.90 s [2.90–3.00]; the preflight inside it 0.61 s" in text
+    assert at_5000.lines(None) == []
