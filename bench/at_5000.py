@@ -1,16 +1,16 @@
 """The live read and the preview on a cluster of 5,000 nodes and 150,000 pods around the same 5 GPU nodes.
 
 Section 5's kwok padding cannot reach this size on 2 cores (kwok would heartbeat 5,000 nodes and run 150,000 pods),
-so the padding here is static: nodes created with the status a kubelet of an EKS node writes (conditions,
-addresses, nodeInfo, the 50 images a kubelet reports: about 11 KiB of JSON each, 3 times a kwok node), no kubelet behind them,
-and plain web pods bound to them that therefore stay Pending, which keeps them unfinished, as the whole-cluster
-read counted them. The GPU nodes are the local stack's simulated fleet, run by kwok and the simulated device
-manager as everywhere else. Then, each in a fresh interpreter, 3 runs: the preflight's scoped read and check,
-`inspect`'s scoped read and report, and `pulumi preview` of the local stack with and without the preflight
-(simulated kubelets paused for the timed previews, as `bench.preview_at_scale` does).
+so the padding here is static: nodes created with the status a kubelet of an EKS node writes (conditions, addresses,
+nodeInfo, the 50 images a kubelet reports: about 11 KiB of JSON each, 3 times a kwok node), no kubelet behind them,
+and plain web pods bound to them that therefore stay Pending, which keeps them unfinished, as the whole-cluster read
+counted them. The GPU nodes are the local stack's simulated fleet, run by kwok and the simulated device manager as
+everywhere else. Then, each in a fresh interpreter, 3 runs: the preflight's scoped read and check, `inspect`'s
+scoped read and report, and `pulumi preview` of the local stack with and without the preflight (simulated kubelets
+paused for the timed previews, as `bench.preview_at_scale` does).
 
-`python -m bench.at_5000 [NODES/PODS]` (default 5005/150000: about 6 minutes to grow on 2 cores, 4 GiB of
-memory for the API server and etcd). Opt-in from `python -m bench --at-5000`.
+`python -m bench.at_5000 [NODES/PODS]` (default 5005/150000: about 6 minutes to grow on 2 cores, 4 GiB of memory for
+the API server and etcd). Opt-in from `python -m bench --at-5000`.
 """
 
 from __future__ import annotations
