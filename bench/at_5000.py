@@ -189,11 +189,8 @@ def lines(report: dict[str, Any] | None) -> list[str]:
         f"  {'read':<18} {'wall s':>20} {'peak RSS MiB':>14} {'MiB read':>9} {'requests':>9} {'kept nodes/pods':>16}",
     ]
     for mode, m in report["reads"].items():
-        wall = m["wall_s"]
         out.append(
-            f"  {mode:<18} {wall['median']:>8.3f} [{wall['min']:.3f}–{wall['max']:.3f}] "
-            f"{m['peak_rss_bytes']['median'] / live_read.MIB:>14.0f} {m['bytes_read'] / live_read.MIB:>9.2f} "
-            f"{m['requests']:>9} {m['kept']['nodes']:>7}/{m['kept']['pods']:<8}"
+            f"  {mode:<18} {live_read.read_cells(m)} {m['requests']:>9} {m['kept']['nodes']:>7}/{m['kept']['pods']:<8}"
         )
     walls = report["previews"]["walls"]
     cells = ", ".join(

@@ -429,6 +429,15 @@ def growth(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
+def read_cells(figures: dict[str, Any]) -> str:
+    """One read's wall median [min–max], peak RSS MiB and MiB read: the columns every live-read table shares."""
+    wall = figures["wall_s"]
+    return (
+        f"{wall['median']:>8.3f} [{wall['min']:.3f}–{wall['max']:.3f}] "
+        f"{figures['peak_rss_bytes']['median'] / MIB:>14.0f} {figures['bytes_read'] / MIB:>9.2f}"
+    )
+
+
 def lines(report: dict[str, Any] | None) -> list[str]:
     """The table's section 5."""
     if not report:
@@ -444,11 +453,8 @@ def lines(report: dict[str, Any] | None) -> list[str]:
     for row in report["sizes"]:
         for mode in MODES:
             m = row["modes"][mode]
-            wall = m["wall_s"]
             out.append(
-                f"{row['nodes']:>5}/{row['pods']:<6} {mode:<18} "
-                f"{wall['median']:>8.3f} [{wall['min']:.3f}–{wall['max']:.3f}] "
-                f"{m['peak_rss_bytes']['median'] / MIB:>14.0f} {m['bytes_read'] / MIB:>9.2f} {m['requests']:>9} "
+                f"{row['nodes']:>5}/{row['pods']:<6} {mode:<18} {read_cells(m)} {m['requests']:>9} "
                 f"{m['kept']['nodes']:>7}/{m['kept']['pods']:<8} "
                 f"{'yes' if row['same_answers'][mode.split('-')[0]] else 'NO':>13}"
             )
@@ -485,11 +491,7 @@ def gpu_node_lines(series: dict[str, Any] | None) -> list[str]:
     for row in series["rows"]:
         for mode in SCOPED_MODES:
             m = row["modes"][mode]
-            wall = m["wall_s"]
-            out.append(
-                f"  {row['gpu_node_pods']:>13} {mode:<18} {wall['median']:>8.3f} [{wall['min']:.3f}–{wall['max']:.3f}] "
-                f"{m['peak_rss_bytes']['median'] / MIB:>14.0f} {m['bytes_read'] / MIB:>9.2f} {m['kept']['pods']:>10}"
-            )
+            out.append(f"  {row['gpu_node_pods']:>13} {mode:<18} {read_cells(m)} {m['kept']['pods']:>10}")
     for mode, figures in (series.get("growth") or {}).items():
         out.append(
             f"  exponent against the GPU nodes' pods, {mode}: wall {figures['wall_s']:.2f}, "
