@@ -8,6 +8,11 @@ stopped renewing for longer than its duration is taken over with a notice, and s
 this machine has exited (a `kill -9` leaves its Leases behind; the same command run again must not wait for them).
 Creation and takeover are optimistic writes (create fails on an existing name, an update carries the
 resourceVersion it read), so of two runs racing for one Lease exactly one wins.
+
+"Expired" compares the holder's renewTime with this machine's clock, and two machines' clocks differ. So a Lease
+of another machine that looks expired is watched for one renewal interval first (`OBSERVE_SECONDS`): a holder
+that renews it meanwhile is alive, whatever the clocks say, and the run refuses. Only a Lease nobody wrote in that
+time is taken over, with a write over the version read before the wait.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import contextlib
 import os
 import socket
 import threading
+import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
@@ -40,6 +46,9 @@ from components.lease_records import (
     utc_now,
 )
 from eks_hybrid_gpu.kubeclient import Kube, KubeAccessError, KubeApiError, segment
+
+OBSERVE_SECONDS: float = RENEW_SECONDS + 2.0
+"""How long an expired-looking Lease of another machine is watched for a renewal before it is taken over."""
 
 
 class LeaseHeld(Exception):
@@ -154,6 +163,8 @@ class Leases:
             )
             raise LeaseHeld(msg)
         why = "its holder process on this machine has exited" if current.holder_exited() else "it has expired"
+        if not current.holder_exited():
+            self._not_renewed_while_watched(kind, target, name, existing, current)
         body["metadata"]["resourceVersion"] = (existing.get("metadata") or {}).get("resourceVersion")
         try:
             self.held[name] = self.kube.replace(leases_path(self.namespace, name), body)
@@ -163,6 +174,26 @@ class Leases:
                 raise LeaseHeld(msg) from None
             raise
         self.say(f"took over Lease {self.namespace}/{name} of {current.describe(now)}: {why}")
+
+    def _not_renewed_while_watched(
+        self, kind: Kind, target: str, name: str, existing: Mapping[str, Any], current: HeldLease
+    ) -> None:
+        """LeaseHeld when its holder writes the Lease within one renewal interval: alive, though the clocks differ."""
+        self.say(
+            f"Lease {self.namespace}/{name} of {current.describe()} looks expired by this machine's clock; watching "
+            f"it {OBSERVE_SECONDS:.0f} s (one renewal interval) for a renewal before taking it over"
+        )
+        time.sleep(OBSERVE_SECONDS)
+        again = self.kube.get_or_none(leases_path(self.namespace, name))
+        version = (existing.get("metadata") or {}).get("resourceVersion")
+        if again is not None and (again.get("metadata") or {}).get("resourceVersion") != version:
+            msg = (
+                f"{kind} {target} is held by another run: {HeldLease.of(again).describe()}, which renewed its Lease "
+                "while this run watched it (its machine's clock and this one's differ); wait for it to finish (or "
+                f"stop it), then run this command again. `kubectl -n {self.namespace} get lease {name} -o yaml` "
+                "shows it"
+            )
+            raise LeaseHeld(msg)
 
     def _start_renewing(self) -> None:
         if self._thread is None and self.held:

@@ -7,6 +7,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -26,6 +28,7 @@ from components.lease_records import (
     micro_time,
     utc_now,
 )
+from eks_hybrid_gpu import leases
 from eks_hybrid_gpu.leases import LeaseHeld, LeaseLost, Leases, held_leases, leases_path
 from eks_hybrid_gpu.names import NameRefused
 from tests.support.fake_kube import FakeKube
@@ -120,15 +123,42 @@ def _held_elsewhere(kube: FakeKube, renewed_seconds_ago: int) -> None:
     _lease(kube, "gpu-allocation-node.gpu-1")["metadata"]["annotations"]["eks-hybrid-gpu.io/holder-host"] = "elsewhere"
 
 
+@pytest.fixture
+def _short_watch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(leases, "OBSERVE_SECONDS", 0.3)
+
+
+@pytest.mark.usefixtures("_short_watch")
 def test_a_lease_not_renewed_for_longer_than_its_duration_is_taken_over_with_a_notice() -> None:
     kube = FakeKube()
     _held_elsewhere(kube, 31)
     with _leases(kube) as fresh:
         fresh.acquire("node", ["gpu-1"])
         assert _lease(kube, "gpu-allocation-node.gpu-1")["spec"]["holderIdentity"] == fresh.identity
+    assert any("looks expired by this machine's clock; watching it 0 s" in line for line in said)
     assert any(
         "took over Lease gpu-system/gpu-allocation-node.gpu-1" in line and "it has expired" in line for line in said
     )
+
+
+@pytest.mark.usefixtures("_short_watch")
+def test_an_expired_looking_lease_its_holder_renews_while_watched_is_not_taken_over() -> None:
+    """The holder's clock is 31 s behind this one: its fresh renewals look expired here, and it is alive."""
+    kube = FakeKube()
+    _held_elsewhere(kube, 31)
+    path = leases_path(NS, "gpu-allocation-node.gpu-1")
+
+    def renew_behind() -> None:
+        time.sleep(0.1)
+        renewed = copy.deepcopy(kube.objects[path])
+        renewed["spec"]["renewTime"] = micro_time(utc_now() - timedelta(seconds=31))
+        kube.replace(path, renewed)
+
+    threading.Thread(target=renew_behind, daemon=True).start()
+    with pytest.raises(LeaseHeld, match=r"renewed its Lease while this run watched it \(its machine's clock"):
+        _leases(kube).acquire("node", ["gpu-1"])
+    assert kube.objects[path]["spec"]["holderIdentity"] != ""
+    assert not any("took over" in line for line in said)
 
 
 def test_a_lease_renewed_just_now_on_another_machine_is_not_taken_over() -> None:
