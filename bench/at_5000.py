@@ -9,17 +9,19 @@ everywhere else. Then, each in a fresh interpreter, 3 runs: the preflight's scop
 scoped read and report, and `pulumi preview` of the local stack with and without the preflight (simulated kubelets
 paused for the timed previews, as `bench.preview_at_scale` does).
 
-`python -m bench.at_5000 [NODES/PODS]` (default 5005/150000: about 6 minutes to grow on 2 cores, 4 GiB of memory for
-the API server and etcd). Opt-in from `python -m bench --at-5000`.
+`python -m bench.at_5000 [NODES/PODS] [--against CHECKOUT]` (default 5005/150000: about 9 minutes to grow on 2
+cores, 4 GiB of memory for the API server and etcd); `--against` runs another checkout's scoped reads beside
+these, interleaved. Opt-in from `python -m bench --at-5000`.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
-import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -134,8 +136,12 @@ def grow_static(kube: Any, nodes: int, pods: int) -> None:
                 live_read._progress(f"at 5000: {done}/{len(indexes)} pods")
 
 
-def run(size: tuple[int, int] = SIZE, repeats: int = REPEATS) -> dict[str, Any]:
-    """Grow the cluster, measure the scoped reads and the previews, stop it."""
+def run(size: tuple[int, int] = SIZE, repeats: int = REPEATS, against: Sequence[Path] = ()) -> dict[str, Any]:
+    """Grow the cluster, measure the scoped reads and the previews, stop it.
+
+    `against`: other checkouts (a change's worktree) whose scoped reads run too, interleaved, as `MODE@FOLDER`.
+    """
+    trees = {"": live_read.ROOT, **{f"@{tree.name}": tree.resolve() for tree in against}}
     from eks_hybrid_gpu import engine, kubeclient, local, localcluster
     from eks_hybrid_gpu.stackfile import stack_config
 
@@ -152,10 +158,12 @@ def run(size: tuple[int, int] = SIZE, repeats: int = REPEATS) -> dict[str, Any]:
             started = time.perf_counter()
             grow_static(kube, *size)
             grown_s = time.perf_counter() - started
-            reads = {
-                mode: [live_read._worker("bench.live_worker", mode, kubeconfig) for _ in range(repeats)]
-                for mode in SCOPED_MODES
-            }
+            reads: dict[str, list[dict[str, Any]]] = {}
+            for _ in range(repeats):  # interleaved, so the trees share the machine's load
+                for label, root in trees.items():
+                    for mode in SCOPED_MODES:
+                        found = live_read._worker("bench.live_worker", mode, kubeconfig, root=root)
+                        reads.setdefault(f"{mode}{label}", []).append(found)
             preview_at_scale.remove_planted_pods(kube)
             stacks = preview_at_scale.preview_stacks(Path(tmp), cluster.kubeconfig)
             previews = preview_at_scale.timed_previews(stacks, state, repeats, pause=True)
@@ -186,11 +194,11 @@ def lines(report: dict[str, Any] | None) -> list[str]:
     out = [
         f"At {report['nodes']} nodes / {report['pods']} pods (static padding nodes with an EKS kubelet's status, "
         f"Pending pods bound to them; grown in {report['grow_s']:.0f} s), the same 5 GPU nodes:",
-        f"  {'read':<18} {'wall s':>20} {'peak RSS MiB':>14} {'MiB read':>9} {'requests':>9} {'kept nodes/pods':>16}",
+        f"  {'read':<30} {'wall s':>20} {'peak RSS MiB':>14} {'MiB read':>9} {'requests':>9} {'kept nodes/pods':>16}",
     ]
     for mode, m in report["reads"].items():
         out.append(
-            f"  {mode:<18} {live_read.read_cells(m)} {m['requests']:>9} {m['kept']['nodes']:>7}/{m['kept']['pods']:<8}"
+            f"  {mode:<30} {live_read.read_cells(m)} {m['requests']:>9} {m['kept']['nodes']:>7}/{m['kept']['pods']:<8}"
         )
     walls = report["previews"]["walls"]
     cells = ", ".join(
@@ -205,5 +213,10 @@ def lines(report: dict[str, Any] | None) -> list[str]:
 
 
 if __name__ == "__main__":
-    chosen = live_read.parse_sizes(sys.argv[1])[0] if sys.argv[1:] else SIZE
-    print("\n".join(lines(run(chosen))))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("size", nargs="?", default=f"{SIZE[0]}/{SIZE[1]}", help="NODES/PODS (default %(default)s)")
+    parser.add_argument(
+        "--against", type=Path, action="append", default=[], help="another checkout whose scoped reads run too"
+    )
+    options = parser.parse_args()
+    print("\n".join(lines(run(live_read.parse_sizes(options.size)[0], against=options.against))))

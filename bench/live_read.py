@@ -293,9 +293,10 @@ def series_growth(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     return exponents
 
 
-def _worker(module: str, *args: str) -> dict[str, Any]:
+def _worker(module: str, *args: str, root: Path = ROOT) -> dict[str, Any]:
+    """`python -m MODULE ARGS` in a fresh interpreter, with `root`'s code first on the path; its last JSON line."""
     result = subprocess.run(
-        [sys.executable, "-m", module, *args], cwd=ROOT, check=False, capture_output=True, text=True, timeout=900
+        [sys.executable, "-m", module, *args], cwd=root, check=False, capture_output=True, text=True, timeout=900
     )
     if result.returncode != 0:
         msg = f"{module} {' '.join(args)} exited {result.returncode}; its stderr ends with:\n{result.stderr[-3000:]}"
