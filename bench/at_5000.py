@@ -176,6 +176,7 @@ def run(size: tuple[int, int] = SIZE, repeats: int = REPEATS, against: Sequence[
         "reads": {
             mode: {
                 "wall_s": summarize([r["wall_s"] for r in runs]).as_dict(),
+                "cpu_s": summarize([r["cpu_s"] for r in runs]).as_dict(),
                 "peak_rss_bytes": summarize([r["peak_rss_bytes"] for r in runs]).as_dict(),
                 "bytes_read": runs[-1]["bytes_read"],
                 "requests": runs[-1]["requests"],
@@ -194,7 +195,7 @@ def lines(report: dict[str, Any] | None) -> list[str]:
     out = [
         f"At {report['nodes']} nodes / {report['pods']} pods (static padding nodes with an EKS kubelet's status, "
         f"Pending pods bound to them; grown in {report['grow_s']:.0f} s), the same 5 GPU nodes:",
-        f"  {'read':<30} {'wall s':>20} {'peak RSS MiB':>14} {'MiB read':>9} {'requests':>9} {'kept nodes/pods':>16}",
+        f"  {'read':<30} {live_read.READ_COLUMNS} {'requests':>9} {'kept nodes/pods':>16}",
     ]
     for mode, m in report["reads"].items():
         out.append(

@@ -262,6 +262,7 @@ def gpu_node_series(kube: Any, kubeconfig: str, repeats: int, counts: Sequence[i
                     "modes": {
                         mode: {
                             "wall_s": summarize([r["wall_s"] for r in runs[mode]]).as_dict(),
+                            "cpu_s": summarize([r["cpu_s"] for r in runs[mode]]).as_dict(),
                             "peak_rss_bytes": summarize([r["peak_rss_bytes"] for r in runs[mode]]).as_dict(),
                             "bytes_read": runs[mode][-1]["bytes_read"],
                             "kept": runs[mode][-1]["kept"],
@@ -401,6 +402,7 @@ def _row(nodes: int, pods: int, grown_s: float, runs: dict[str, list[dict[str, A
         "modes": {
             mode: {
                 "wall_s": figures(mode, "wall_s"),
+                "cpu_s": figures(mode, "cpu_s"),
                 "peak_rss_bytes": figures(mode, "peak_rss_bytes"),
                 "rss_after_imports_bytes": figures(mode, "rss_after_imports_bytes"),
                 "bytes_read": runs[mode][-1]["bytes_read"],
@@ -430,11 +432,19 @@ def growth(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return found
 
 
+READ_COLUMNS = f"{'wall s':>20} {'CPU s':>6} {'peak RSS MiB':>14} {'MiB read':>9}"
+"""The headers of `read_cells`."""
+
+
 def read_cells(figures: dict[str, Any]) -> str:
-    """One read's wall median [min–max], peak RSS MiB and MiB read: the columns every live-read table shares."""
+    """One read's wall median [min–max], its CPU, peak RSS MiB and MiB read: the columns every live-read table shares.
+
+    CPU is the reading process's own (a run recorded before it was measured shows `–`).
+    """
     wall = figures["wall_s"]
+    cpu = f"{figures['cpu_s']['median']:.3f}" if "cpu_s" in figures else "–"
     return (
-        f"{wall['median']:>8.3f} [{wall['min']:.3f}–{wall['max']:.3f}] "
+        f"{wall['median']:>8.3f} [{wall['min']:.3f}–{wall['max']:.3f}] {cpu:>6} "
         f"{figures['peak_rss_bytes']['median'] / MIB:>14.0f} {figures['bytes_read'] / MIB:>9.2f}"
     )
 
@@ -448,8 +458,7 @@ def lines(report: dict[str, Any] | None) -> list[str]:
         f"and plain pods bound to them; each read in a fresh interpreter, {report['repeats']} run(s) per size",
         "   whole = one unpaginated list per kind, kept whole (before); scoped = GPU nodes first, then their pods "
         "(after). Peak RSS is the process's (interpreter and imports included).",
-        f"{'nodes/pods':>12} {'read':<18} {'wall s':>20} {'peak RSS MiB':>14} {'MiB read':>9} {'requests':>9} "
-        f"{'kept nodes/pods':>16} {'same answers':>13}",
+        f"{'nodes/pods':>12} {'read':<18} {READ_COLUMNS} {'requests':>9} {'kept nodes/pods':>16} {'same answers':>13}",
     ]
     for row in report["sizes"]:
         for mode in MODES:
@@ -487,7 +496,7 @@ def gpu_node_lines(series: dict[str, Any] | None) -> list[str]:
     out = [
         f"scoped reads as the 5 GPU nodes' pods grow, at {series['nodes']} nodes "
         f"(plain pods bound to the GPU nodes added to the {series['pods']} of the cluster):",
-        f"  {'GPU-node pods':>13} {'read':<18} {'wall s':>20} {'peak RSS MiB':>14} {'MiB read':>9} {'kept pods':>10}",
+        f"  {'GPU-node pods':>13} {'read':<18} {READ_COLUMNS} {'kept pods':>10}",
     ]
     for row in series["rows"]:
         for mode in SCOPED_MODES:

@@ -2,7 +2,8 @@
 
 MODE is `preflight-scoped`, `preflight-whole`, `inspect-scoped` or `inspect-whole`: the preview's preflight read
 (`components.live.read_live` / `read_live_whole`) with the local stack's selectors, or `inspect`'s read and report
-(`gather` / `gather_whole`). Prints one JSON line: wall seconds of the read (imports excluded), peak RSS of the
+(`gather` / `gather_whole`). Prints one JSON line: wall seconds of the read (imports excluded) and this process's
+CPU seconds over it (what the reading machine pays; the rest of the wall is the API server's work), peak RSS of the
 process (VmHWM: the interpreter and its imports included, as a person's `/usr/bin/time` shows it), RSS after the
 imports, requests and response bytes (counted where both readers send, `kube_http.send`), and a digest of the
 answers (the preflight's problems, inspect's findings) so the driver can hold both reads to the same answers.
@@ -54,7 +55,7 @@ def measure(mode: str, kubeconfig: str) -> dict[str, Any]:
     kubeclient.send = _counting  # type: ignore[attr-defined]
     config = stack_config("local")
     rss_imports = _status_kib("VmRSS")
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     if mode.startswith("preflight"):
         cluster = ClusterConfig.model_validate({"source": "kubeconfig", "kubeconfig": kubeconfig})
         source = source_of(cluster, ClusterTarget(ClusterFacts(), kubeconfig, None, None))
@@ -64,7 +65,7 @@ def measure(mode: str, kubeconfig: str) -> dict[str, Any]:
             found = live.read_live(source, namespace, selectors)
         else:
             found = live.read_live_whole(source, namespace)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         answers = [str(p) for p in check(config, found)]
         objects = {"nodes": len(found.nodes), "pods": len(found.pods)}
     else:
@@ -72,13 +73,14 @@ def measure(mode: str, kubeconfig: str) -> dict[str, Any]:
         gather = inspection.gather if mode == "inspect-scoped" else inspection.gather_whole
         snapshot = gather(kube, "default", inspection.DEFAULT_LEDGER)
         document = inspection.report(snapshot, kube)
-        wall = time.perf_counter() - started
+        wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         answers = [json.dumps(f, sort_keys=True) for f in document["findings"]]
         answers += [json.dumps(n, sort_keys=True) for n in document["nodes"]]
         objects = {"nodes": len(snapshot.nodes), "pods": len(snapshot.pods)}
     return {
         "mode": mode,
         "wall_s": wall,
+        "cpu_s": cpu,
         "peak_rss_bytes": _status_kib("VmHWM") * 1024,
         "rss_after_imports_bytes": rss_imports * 1024,
         "requests": TRAFFIC["requests"],

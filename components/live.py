@@ -28,8 +28,6 @@ from components.scoped_read import Lists, ScopeError
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, MIGRATION_KEY, MIGRATION_NAME
 
 RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
-READ_HEADERS = {"Accept": "application/json", "Accept-Encoding": "gzip"}
-"""The API server gzips a response over 128 KiB when asked: a 5,000-node list is ~55 MB of JSON, ~10 times less."""
 SLICE_VERSIONS = ("v1", "v1beta2", "v1beta1")
 """resource.k8s.io versions tried in order; a cluster that serves none of them can hold no ResourceSlice."""
 
@@ -139,7 +137,7 @@ class Reader:
     def get(self, path: str, what: str, **query: str) -> dict[str, Any] | None:
         """One object or list as JSON, or None when it does not exist or is not served (404)."""
         try:
-            response = send(self.api, "GET", path, query=query, headers=READ_HEADERS)
+            response = send(self.api, "GET", path, query=query)
         except Unreachable as error:
             msg = f"preflight: cannot reach the Kubernetes API ({self.where}): {error}; {self.source.fix}"
             raise LiveReadError(msg) from None

@@ -235,6 +235,7 @@ def _series_row(gpu_node_pods: int) -> dict[str, Any]:
     wall = {"median": 0.001 * gpu_node_pods, "min": 0.001 * gpu_node_pods, "max": 0.001 * gpu_node_pods, "runs": 1}
     mode = {
         "wall_s": wall,
+        "cpu_s": {**wall, "median": 0.0005 * gpu_node_pods},
         "peak_rss_bytes": {**wall, "median": 80.0 * 2**20},
         "bytes_read": 4096 * gpu_node_pods,
         "kept": {"nodes": 5, "pods": gpu_node_pods},
@@ -252,6 +253,7 @@ def test_the_gpu_node_series_fits_its_exponent_against_the_gpu_nodes_pods_and_sh
     text = "\n".join(live_read.gpu_node_lines({"nodes": 505, "pods": 15079, "rows": rows, "growth": growth}))
 
     assert "at 505 nodes" in text
+    assert "    504 preflight-scoped      0.504 [0.504–0.504]  0.252" in text  # wall, then the reader's own CPU
     assert text.count("inspect-scoped") == 4  # three rows and the exponent line
     assert "exponent against the GPU nodes' pods, preflight-scoped: wall 1.00, peak RSS 0.00, bytes read 1.00" in text
     assert live_read.gpu_node_lines(None) == []
