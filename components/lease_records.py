@@ -128,9 +128,13 @@ class HeldLease:
         """Taken by the process asking: `migrate`'s own `pulumi up` runs the program inside that process."""
         return self.host == socket.gethostname() and self.pid == os.getpid()
 
+    def on_this_machine(self) -> bool:
+        """The holder ran on this machine: its renewals and this machine's "now" come from the same clock."""
+        return self.host == socket.gethostname()
+
     def holder_exited(self) -> bool:
         """The holder ran on this machine and its process is gone: it cannot renew any more."""
-        return self.host == socket.gethostname() and self.pid is not None and not pid_alive(self.pid)
+        return self.on_this_machine() and self.pid is not None and not pid_alive(self.pid)
 
     def as_json(self, now: datetime | None = None) -> dict[str, Any]:
         """What `inspect -o json` prints of the Lease."""

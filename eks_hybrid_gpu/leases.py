@@ -163,7 +163,7 @@ class Leases:
             )
             raise LeaseHeld(msg)
         why = "its holder process on this machine has exited" if current.holder_exited() else "it has expired"
-        if not current.holder_exited():
+        if not current.on_this_machine():  # another clock: expired is a guess until a renewal interval passes
             self._not_renewed_while_watched(kind, target, name, existing, current)
         body["metadata"]["resourceVersion"] = (existing.get("metadata") or {}).get("resourceVersion")
         try:

@@ -141,6 +141,22 @@ def test_a_lease_not_renewed_for_longer_than_its_duration_is_taken_over_with_a_n
     )
 
 
+def test_an_expired_lease_of_this_machine_is_taken_over_without_watching(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One clock for both: expired is a fact here, and a rerun must not wait a renewal interval per Lease."""
+    monkeypatch.setattr(leases, "OBSERVE_SECONDS", 5.0)
+    kube = FakeKube()
+    stuck = _leases(kube)
+    stuck.acquire("node", ["gpu-1"])
+    stuck._stop.set()
+    _expire(kube, "gpu-allocation-node.gpu-1", 31)
+    started = time.monotonic()
+    with _leases(kube) as fresh:
+        fresh.acquire("node", ["gpu-1"])
+    assert time.monotonic() - started < 2
+    assert not any("watching it" in line for line in said)
+    assert any("it has expired" in line for line in said)
+
+
 @pytest.mark.usefixtures("_short_watch")
 def test_an_expired_looking_lease_its_holder_renews_while_watched_is_not_taken_over() -> None:
     """The holder's clock is 31 s behind this one: its fresh renewals look expired here, and it is alive."""
