@@ -337,6 +337,10 @@ def test_an_interrupted_move_is_finished_by_running_it_again(
             "the move to take the cohort label off",
             timeout=60,
         )
+    except AssertionError as error:
+        process.kill()
+        output = process.communicate()[0]
+        pytest.fail(f"{error}; the move printed:\n{output}")
     finally:
         process.kill()
         process.wait()
