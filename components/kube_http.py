@@ -46,11 +46,6 @@ WATCH_READ_TIMEOUT = WATCH_SECONDS + 15.0
 """A watch asks the server to end it after `WATCH_SECONDS`; a stream silent for longer is a stalled one."""
 
 
-READ_ENCODING = "gzip"
-"""The API server gzips an answer over 128 KiB when asked: a page of 500 EKS-sized nodes is 6.2 MB of JSON and
-0.35 MB gzipped, which is what a CI runner far from the control plane waits on."""
-
-
 def _call(
     api: client.ApiClient,
     method: str,
@@ -117,13 +112,8 @@ def send(
     headers: Mapping[str, str] | None = None,
     body: Any = None,
 ) -> Response:
-    """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable.
-
-    A GET asks for gzip (`READ_ENCODING`), which urllib3 decodes as it reads.
-    """
+    """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable."""
     headers = dict(headers or {"Accept": "application/json"})
-    if method == "GET":
-        headers.setdefault("Accept-Encoding", READ_ENCODING)
     response = _call(
         api, method, path, query=list((query or {}).items()), headers=headers, body=body, timeout=REQUEST_TIMEOUT
     )

@@ -209,7 +209,6 @@ def test_the_scoped_read_reads_only_the_gpu_nodes_pods_and_pages_every_list(reco
         "orphan-claim",
     ]
     assert all("annotations" not in p["metadata"] for p in live.pods), "pods are reduced to what the checks read"
-    assert recorded.gzipped == len(recorded.requests)  # every read asked for gzip, and decoded what came back
     assert all(n["metadata"]["annotations"] == {} for n in live.nodes)
     listed = len(read_live_whole(_source(kubeconfig), NAMESPACE).nodes)
     assert live.nodes_listed == listed > len(live.nodes)  # every node was listed, only the GPU ones kept
