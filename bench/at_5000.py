@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 from bench import live_read, preview_at_scale
-from bench.stats import summarize
 from components.scoped_read import UNFINISHED
 
 SIZE = (5005, 150_000)
@@ -173,17 +172,7 @@ def run(size: tuple[int, int] = SIZE, repeats: int = REPEATS, against: Sequence[
         "nodes": size[0],
         "pods": size[1],
         "grow_s": grown_s,
-        "reads": {
-            mode: {
-                "wall_s": summarize([r["wall_s"] for r in runs]).as_dict(),
-                "cpu_s": summarize([r["cpu_s"] for r in runs]).as_dict(),
-                "peak_rss_bytes": summarize([r["peak_rss_bytes"] for r in runs]).as_dict(),
-                "bytes_read": runs[-1]["bytes_read"],
-                "requests": runs[-1]["requests"],
-                "kept": runs[-1]["kept"],
-            }
-            for mode, runs in reads.items()
-        },
+        "reads": {mode: live_read.read_figures(runs) for mode, runs in reads.items()},
         "previews": previews,
     }
 

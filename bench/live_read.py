@@ -259,16 +259,7 @@ def gpu_node_series(kube: Any, kubeconfig: str, repeats: int, counts: Sequence[i
             rows.append(
                 {
                     "gpu_node_pods": total,
-                    "modes": {
-                        mode: {
-                            "wall_s": summarize([r["wall_s"] for r in runs[mode]]).as_dict(),
-                            "cpu_s": summarize([r["cpu_s"] for r in runs[mode]]).as_dict(),
-                            "peak_rss_bytes": summarize([r["peak_rss_bytes"] for r in runs[mode]]).as_dict(),
-                            "bytes_read": runs[mode][-1]["bytes_read"],
-                            "kept": runs[mode][-1]["kept"],
-                        }
-                        for mode in SCOPED_MODES
-                    },
+                    "modes": {mode: read_figures(runs[mode]) for mode in SCOPED_MODES},
                 }
             )
     finally:
@@ -386,10 +377,17 @@ def run(
     return report
 
 
-def _row(nodes: int, pods: int, grown_s: float, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    def figures(mode: str, key: str) -> dict[str, float]:
-        return summarize([r[key] for r in runs[mode]]).as_dict()
+def read_figures(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One read's runs as the tables show them: median [min–max] of the timed figures, the last run's counts."""
+    last = runs[-1]
+    timed = ("wall_s", "cpu_s", "peak_rss_bytes", "rss_after_imports_bytes")
+    return {
+        **{key: summarize([r[key] for r in runs]).as_dict() for key in timed},
+        **{key: last[key] for key in ("bytes_read", "requests", "answers", "kept")},
+    }
 
+
+def _row(nodes: int, pods: int, grown_s: float, runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     same = {
         kind: len({r["digest"] for mode in MODES if mode.startswith(kind) for r in runs[mode]}) == 1
         for kind in ("preflight", "inspect")
@@ -399,19 +397,7 @@ def _row(nodes: int, pods: int, grown_s: float, runs: dict[str, list[dict[str, A
         "pods": pods,
         "grow_s": grown_s,
         "same_answers": same,
-        "modes": {
-            mode: {
-                "wall_s": figures(mode, "wall_s"),
-                "cpu_s": figures(mode, "cpu_s"),
-                "peak_rss_bytes": figures(mode, "peak_rss_bytes"),
-                "rss_after_imports_bytes": figures(mode, "rss_after_imports_bytes"),
-                "bytes_read": runs[mode][-1]["bytes_read"],
-                "requests": runs[mode][-1]["requests"],
-                "answers": runs[mode][-1]["answers"],
-                "kept": runs[mode][-1]["kept"],
-            }
-            for mode in MODES
-        },
+        "modes": {mode: read_figures(runs[mode]) for mode in MODES},
     }
 
 

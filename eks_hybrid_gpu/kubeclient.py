@@ -37,9 +37,9 @@ PODS = "/api/v1/pods"
 DAEMONSETS = "/apis/apps/v1/daemonsets"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+"""The cluster-wide lists the day-2 commands read."""
 LIST_PAGE = 500
 """Items per page of `Kube.items`: what kubectl asks for."""
-"""The cluster-wide lists the day-2 commands read."""
 
 
 class KubeAccessError(Exception):

@@ -19,7 +19,6 @@ from components.consumers import Consumer, consumers_by_node
 from components.dra_objects import DRIVER
 from components.kube_http import WATCH_SECONDS
 from components.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
-from components.scoped_read import claim_pools
 from eks_hybrid_gpu.kubeclient import (
     CLAIMS,
     NODES,
@@ -157,7 +156,7 @@ def read_state(kube: Kube, node_name: str) -> NodeState:
             if (s.get("spec") or {}).get("nodeName") == node_name and s["spec"].get("driver") == DRIVER
         )
     )
-    claims = [c for c in kube.items(CLAIMS) if node_name in claim_pools([c])]  # only what holds this node's GPUs
+    claims = kube.items(CLAIMS)
     held = consumers_by_node(pods, claims).get(node_name, [])
     return NodeState(node, tuple(allocators), tuple(ready), resources, slices, tuple(held))
 

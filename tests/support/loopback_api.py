@@ -47,12 +47,10 @@ LoopbackApi = tuple[type["Handler"], str, str]
 """(handler class to configure, server URL, kubeconfig path)."""
 
 
-def send_json(handler: http.server.BaseHTTPRequestHandler, status: int, data: bytes, encoding: str = "") -> None:
-    """One JSON answer with its length, so the client's connection stays reusable; `encoding`: its Content-Encoding."""
+def send_json(handler: http.server.BaseHTTPRequestHandler, status: int, data: bytes) -> None:
+    """One JSON answer with its length, so the client's connection stays reusable."""
     handler.send_response(status)
     handler.send_header("Content-Type", "application/json")
-    if encoding:
-        handler.send_header("Content-Encoding", encoding)
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
     handler.wfile.write(data)

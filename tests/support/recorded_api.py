@@ -5,13 +5,11 @@ real client and transport so that a scoped read (field selectors, GETs by name, 
 read can be compared on the same objects. It honours what the readers send: `fieldSelector` terms `K=V` and
 `K!=V` on `spec.nodeName`, `status.phase`, `spec.driver` and `metadata.name`, equality `labelSelector` terms,
 `limit` with an opaque `continue`, GETs of one namespaced object or node, and 404 for anything it does not hold. It
-records every request (path and query) so tests can say what was read, and gzips an answer when asked. Only
-127.0.0.1 is bound.
+records every request (path and query) so tests can say what was read. Only 127.0.0.1 is bound.
 """
 
 from __future__ import annotations
 
-import gzip
 import http.server
 import json
 import threading
@@ -78,8 +76,6 @@ class Recorded:
 
     objects: dict[str, list[dict[str, Any]]]
     requests: list[tuple[str, dict[str, str]]] = field(default_factory=list)
-    gzipped: int = 0
-    """Answers sent gzip-compressed because the client asked for it (Accept-Encoding)."""
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def answer(self, url: str) -> tuple[int, object]:
@@ -127,13 +123,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         status, body = self.recorded.answer(self.path)
-        data = json.dumps(body).encode()
-        if "gzip" in (self.headers.get("Accept-Encoding") or ""):  # as kube-apiserver answers a large list
-            with self.recorded.lock:
-                self.recorded.gzipped += 1
-            send_json(self, status, gzip.compress(data), encoding="gzip")
-        else:
-            send_json(self, status, data)
+        send_json(self, status, json.dumps(body).encode())
 
     def log_message(self, *_args: object) -> None:
         return

@@ -284,3 +284,24 @@ def test_the_5000_node_table_shows_both_reads_and_the_previews() -> None:
     assert text.count("-scoped") == 2
     assert "preflight 3.20 s [3.10–3.30], control 2.90 s [2.90–3.00]; the preflight inside it 0.61 s" in text
     assert at_5000.lines(None) == []
+
+
+def test_a_reads_runs_become_medians_of_the_timed_figures_and_the_last_runs_counts() -> None:
+    def run(wall: float, requests: int) -> dict[str, Any]:
+        return {
+            "wall_s": wall,
+            "cpu_s": wall / 2,
+            "peak_rss_bytes": 80.0 * 2**20,
+            "rss_after_imports_bytes": 68.0 * 2**20,
+            "bytes_read": 1000,
+            "requests": requests,
+            "answers": 2,
+            "kept": {"nodes": 5, "pods": 4},
+        }
+
+    figures = live_read.read_figures([run(0.3, 12), run(0.1, 12), run(0.2, 13)])
+    assert figures["wall_s"]["median"] == pytest.approx(0.2)
+    assert (figures["wall_s"]["min"], figures["wall_s"]["max"]) == (pytest.approx(0.1), pytest.approx(0.3))
+    assert figures["cpu_s"]["median"] == pytest.approx(0.1)
+    assert figures["requests"] == 13  # the last run's count
+    assert "0.200 [0.100–0.300]  0.100             80      0.00" in live_read.read_cells(figures)

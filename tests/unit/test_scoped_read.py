@@ -284,7 +284,7 @@ def test_a_controller_name_that_is_no_kubernetes_name_is_refused(recorded_api: t
         read_live(_source(kubeconfig), NAMESPACE, [])
 
 
-def test_cli_lists_are_paged_and_a_wait_keeps_only_the_claims_on_its_node(
+def test_cli_lists_are_paged_and_a_wait_finds_the_claims_that_hold_its_nodes_gpus(
     recorded_api: tuple[Recorded, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     recorded, kubeconfig = recorded_api
