@@ -1,9 +1,9 @@
 """The wheel's layout: one importable top-level name, `eks_hybrid_gpu`, with the Pulumi project inside it.
 
-The repository keeps the Pulumi project at its root (`Pulumi.yaml`, `__main__.py`, `components/`, `policy/`,
-`stacks/`), and the program and the pack import `components` and `policy` by those names, as a Pulumi program
+The repository keeps the Pulumi project at its root (`Pulumi.yaml`, `__main__.py`, `cluster/`, `components/`,
+`payloads/`, `policy/`, `stacks/`), and the program and the pack import them by those names, as a Pulumi program
 and a policy pack import from their own directory. The wheel ships that project as `eks_hybrid_gpu/_project/`
-(the root mapped there with `package_dir`), so site-packages gains no `components` or `policy` of its own;
+(the root mapped there with `package_dir`), so site-packages gains no `cluster`, `components` or `policy` of its own;
 `eks_hybrid_gpu.projectdir` puts the chosen project on `sys.path` at run time. Why: docs/packaging.md.
 """
 
@@ -11,7 +11,9 @@ from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 PROJECT = "eks_hybrid_gpu._project"
-PROGRAM = find_packages(include=["components", "components.*", "policy", "policy.*"])
+PROGRAM = find_packages(
+    include=["cluster", "cluster.*", "components", "components.*", "payloads", "payloads.*", "policy", "policy.*"]
+)
 
 
 class BuildPy(build_py):

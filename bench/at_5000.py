@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import live_read, preview_at_scale
-from components.scoped_read import UNFINISHED
+from cluster.judge.scoped_read import UNFINISHED
 
 SIZE = (5005, 150_000)
 REPEATS = 3
@@ -141,7 +141,7 @@ def run(size: tuple[int, int] = SIZE, repeats: int = REPEATS, against: Sequence[
     `against`: other checkouts (a change's worktree) whose scoped reads run too, interleaved, as `MODE@FOLDER`.
     """
     trees = {"": live_read.ROOT, **{f"@{tree.name}": tree.resolve() for tree in against}}
-    from eks_hybrid_gpu import engine, kubeclient, local, localcluster
+    from eks_hybrid_gpu import cluster_access, engine, local, localcluster
     from eks_hybrid_gpu.stackfile import stack_config
 
     toolchain = engine.ensure_toolchain()
@@ -151,7 +151,7 @@ def run(size: tuple[int, int] = SIZE, repeats: int = REPEATS, against: Sequence[
         cluster = localcluster.start(state, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
         try:
             kubeconfig = str(cluster.kubeconfig)
-            kube = kubeclient.connect(kubeconfig, None)
+            kube = cluster_access.connect(kubeconfig, None)
             local.simulate_nodes(kube, stack_config("local"))
             live_read._progress(f"at 5000: growing the cluster to {size[0]} nodes / {size[1]} pods (static padding)")
             started = time.perf_counter()

@@ -24,7 +24,7 @@ import yaml
 
 from bench.proctree import TreeSampler
 from bench.synthetic import local_document, synthetic_document
-from eks_hybrid_gpu import engine, localcluster
+from eks_hybrid_gpu import engine, localcluster, projectdir
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDING_PACK = ROOT / "bench" / "analyzer"
@@ -98,7 +98,7 @@ class EngineArea:
         (self.work_dir / "stacks").mkdir(parents=True)
         shutil.copy(ROOT / "Pulumi.yaml", self.work_dir / "Pulumi.yaml")
         # The local stack as the node-less benchmark server can take it (see bench.synthetic.local_document).
-        (self.work_dir / "stacks" / "Pulumi.local.yaml").write_text(yaml.safe_dump(local_document(), sort_keys=False))
+        projectdir.stack_file("local", self.work_dir).write_text(yaml.safe_dump(local_document(), sort_keys=False))
         return self
 
     def __exit__(
@@ -112,7 +112,7 @@ class EngineArea:
 
     def add_synthetic_stack(self, name: str, cohorts: int) -> None:
         """Write stacks/Pulumi.<name>.yaml: the synthetic stack of `cohorts` cohorts."""
-        path = self.work_dir / "stacks" / f"Pulumi.{name}.yaml"
+        path = projectdir.stack_file(name, self.work_dir)
         path.write_text(yaml.safe_dump(synthetic_document(cohorts), sort_keys=False))
 
     def operation(

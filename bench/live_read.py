@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.stats import fit_exponent, summarize
-from components.kube_http import WATCH_SECONDS
+from cluster.client.kube_http import WATCH_SECONDS
 from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -338,7 +338,7 @@ def run(
     GPU-node series (`gpu_node_series`, none when `gpu_node_pods` is empty) runs at the largest size.
     """
     idle_seconds = IDLE_SECONDS
-    from eks_hybrid_gpu import engine, kubeclient, local, localcluster
+    from eks_hybrid_gpu import cluster_access, engine, local, localcluster
     from eks_hybrid_gpu.stackfile import stack_config
 
     engine.ensure_toolchain().activate()  # etcd, kube-apiserver and kwok from the toolchain cache
@@ -352,7 +352,7 @@ def run(
         cluster = localcluster.start(state, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
         try:
             kubeconfig = str(cluster.kubeconfig)
-            kube = kubeclient.connect(kubeconfig, None)
+            kube = cluster_access.connect(kubeconfig, None)
             local.simulate_nodes(kube, stack_config("local"))
             for index, (nodes, pods) in enumerate(sizes):
                 _progress(f"live read: growing the cluster to {nodes} nodes / {pods} pods")

@@ -1,7 +1,7 @@
 """One measured read of the live cluster in a fresh interpreter: `python -m bench.live_worker MODE KUBECONFIG`.
 
 MODE is `preflight-scoped`, `preflight-whole`, `inspect-scoped` or `inspect-whole`: the preview's preflight read
-(`components.live.read_live` / `read_live_whole`) with the local stack's selectors, or `inspect`'s read and report
+(`cluster.judge.live.read_live` / `read_live_whole`) with the local stack's selectors, or `inspect`'s read and report
 (`gather` / `gather_whole`). Prints one JSON line: wall seconds of the read (imports excluded) and this process's
 CPU seconds over it (what the reading machine pays; the rest of the wall is the API server's work), peak RSS of the
 process (VmHWM: the interpreter and its imports included, as a person's `/usr/bin/time` shows it), RSS after the
@@ -18,13 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from components import kube_http, live
-from components.cluster import ClusterTarget
+from cluster.client import kube_http, kubeclient
+from cluster.judge import live
+from cluster.judge.preflight import check
+from cluster.records.ledger import ledger_namespace
+from components.cluster import ClusterTarget, source_of
 from components.config import ClusterConfig
-from components.ledger import ledger_namespace
-from components.preflight import check, source_of
 from components.validation import ClusterFacts
-from eks_hybrid_gpu import inspection, kubeclient
+from eks_hybrid_gpu import cluster_access, inspection
 from eks_hybrid_gpu.stackfile import stack_config
 
 TRAFFIC = {"requests": 0, "bytes": 0}
@@ -69,7 +70,7 @@ def measure(mode: str, kubeconfig: str) -> dict[str, Any]:
         answers = [str(p) for p in check(config, found)]
         objects = {"nodes": len(found.nodes), "pods": len(found.pods)}
     else:
-        kube = kubeclient.connect(kubeconfig, None)
+        kube = cluster_access.connect(kubeconfig, None)
         gather = inspection.gather if mode == "inspect-scoped" else inspection.gather_whole
         snapshot = gather(kube, "default", inspection.DEFAULT_LEDGER)
         document = inspection.report(snapshot, kube)

@@ -86,9 +86,9 @@ def _control_project(folder: Path) -> Path:
     folder.mkdir(parents=True)
     (folder / "stacks").mkdir()
     (folder / "Pulumi.yaml").write_text((projectdir.SHIPPED / "Pulumi.yaml").read_text())
-    document = yaml.safe_load((projectdir.SHIPPED / "stacks" / "Pulumi.local.yaml").read_text())
+    document = yaml.safe_load(projectdir.stack_file("local", projectdir.SHIPPED).read_text())
     document["config"]["eks-hybrid-gpu:cluster"]["preflight"] = False
-    (folder / "stacks" / "Pulumi.control.yaml").write_text(yaml.safe_dump(document, sort_keys=False))
+    projectdir.stack_file("control", folder).write_text(yaml.safe_dump(document, sort_keys=False))
     return folder
 
 
@@ -125,7 +125,7 @@ def timed_previews(stacks: dict[str, Any], state: Path, repeats: int, *, pause: 
 
 def run(sizes: tuple[tuple[int, int], ...] = SIZES, repeats: int = REPEATS) -> list[dict[str, Any]]:
     """Median preview wall seconds at each size, with the preflight and without (the control), interleaved."""
-    from eks_hybrid_gpu import engine, kubeclient, local, localcluster
+    from eks_hybrid_gpu import cluster_access, engine, local, localcluster
     from eks_hybrid_gpu.stackfile import stack_config
 
     engine.ensure_toolchain().activate()
@@ -134,7 +134,7 @@ def run(sizes: tuple[tuple[int, int], ...] = SIZES, repeats: int = REPEATS) -> l
         state = Path(tmp) / "cluster"
         cluster = localcluster.start(state, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
         try:
-            kube = kubeclient.connect(str(cluster.kubeconfig), None)
+            kube = cluster_access.connect(str(cluster.kubeconfig), None)
             local.simulate_nodes(kube, stack_config("local"))
             stacks = preview_stacks(Path(tmp), cluster.kubeconfig)
             for nodes, pods in sizes:

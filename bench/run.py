@@ -172,7 +172,7 @@ def _compare(area: Any, stack: str, objects_file: Path, repeats: int, label: str
     from eks_hybrid_gpu import projectdir
 
     baseline = f"{stack}-configgroup"
-    (area.work_dir / "stacks" / f"Pulumi.{baseline}.yaml").write_text("config: {}\n")
+    projectdir.stack_file(baseline, area.work_dir).write_text("config: {}\n")
     variants: dict[str, Callable[[], Any]] = {
         "ours": lambda: area.operation(stack, "preview"),
         "ours+pack": lambda: area.operation(stack, "preview", policy_pack=projectdir.policy_pack()),

@@ -18,9 +18,10 @@ from typing import Any
 import yaml
 
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, PROJECT
+from policy.gpu_allocation.vocab.stack_files import stack_file_name
 
 ROOT = Path(__file__).resolve().parents[1]
-LOCAL_STACK_FILE = ROOT / "stacks" / "Pulumi.local.yaml"
+LOCAL_STACK_FILE = ROOT / stack_file_name("local")
 
 
 def local_document() -> dict[str, Any]:

@@ -13,7 +13,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from components.kube_http import WATCH_SECONDS
+from cluster.client.kube_http import WATCH_SECONDS
 from eks_hybrid_gpu import transit
 from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND
 from tests.support.fake_kube import FakeKube

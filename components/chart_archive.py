@@ -10,8 +10,7 @@ from typing import Any, Final
 
 import yaml
 
-from components.config import show
-from components.refusals import Problem
+from cluster.findings import Problem, show
 from policy.gpu_allocation.vocab.grammar import is_exact_version
 
 CHART_YAML_MAX: Final = 1 << 20

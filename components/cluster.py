@@ -15,7 +15,9 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import ClusterConfig
+from cluster.client.kubeconfig import Source
+from cluster.judge.live import LiveCluster, preflight_hints, read_live
+from components.config import ClusterConfig, StackConfig
 from components.validation import ClusterFacts
 
 
@@ -117,3 +119,51 @@ def make_provider(target: ClusterTarget, *, secret: bool = False, render_dir: st
         kubeconfig = pulumi.Output.secret(chosen) if chosen is not None else None
         context = pulumi.Output.secret(target.context) if target.context is not None else None
     return k8s.Provider("cluster", kubeconfig=kubeconfig, context=context)
+
+
+def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
+    """How to read the target, and what to tell the person when that fails, per cluster source."""
+    if cluster.source == "eks":
+        return Source(
+            None,
+            target.kubeconfig_content,
+            None,
+            f"the kubeconfig generated for EKS cluster {cluster.name} ({cluster.region})",
+            preflight_hints(
+                f"check the AWS credentials that `aws eks get-token --cluster-name {cluster.name} --region "
+                f"{cluster.region}` uses, and that this IAM principal has an EKS access entry with cluster-admin "
+                "(or list and get on nodes, pods, daemonsets, resourceslices and resourceclaims)"
+            ),
+        )
+    if cluster.source == "kubeconfig":
+        return Source(
+            target.kubeconfig_path,
+            None,
+            target.context,
+            f"kubeconfig {target.kubeconfig_path} (eks-hybrid-gpu:cluster.kubeconfig)",
+            preflight_hints(
+                "set eks-hybrid-gpu:cluster.kubeconfig and cluster.context to a kubeconfig that reaches the cluster "
+                "as an administrator, and check that the cluster is running"
+            ),
+        )
+    return Source(
+        target.kubeconfig_path,
+        None,
+        None,
+        f"kubeconfig {target.kubeconfig_path} (the local cluster)",
+        preflight_hints("start the local cluster with `eks-hybrid-gpu local up` (or `simulate start`)"),
+    )
+
+
+def read_cluster(
+    cluster: ClusterConfig,
+    target: ClusterTarget,
+    records_namespace: str | None = None,
+    config: StackConfig | None = None,
+) -> LiveCluster:
+    """The cohorts' and GPU nodes, what runs on them, the ledger's records; a LiveReadError when they cannot be read.
+
+    `config`: the stack whose cohorts' nodes are read besides every node with a GPU trace (`cluster.judge.scoped_read`).
+    """
+    selectors = [c.selector(config.cohort_label_key) for c in config.cohorts] if config is not None else []
+    return read_live(source_of(cluster, target), records_namespace, selectors)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from cluster.findings import show
 from components import versions
 from policy.gpu_allocation.vocab import grammar
 from policy.gpu_allocation.vocab.cel import CelAttributeError, CelFragmentError, check_fragment
@@ -31,36 +32,6 @@ RESERVED_NAMESPACES: Final = ("default", "kube-system", "kube-public", "kube-nod
 """Namespaces Kubernetes itself uses: GPU components never go there."""
 MAX_RUN_AS_USER: Final = 2**31 - 1
 """Kubernetes refuses a runAsUser above the int32 range."""
-SHOWN_MAX: Final = 64
-
-
-def show(value: object) -> str:
-    """A value as a refusal quotes it: one line, control and non-ASCII characters escaped, long text cut.
-
-    A hostile value must not break the message's one-problem-per-line shape or flood it.
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return "null"
-    if isinstance(value, int) and abs(value) >= 10**SHOWN_MAX:
-        return "a number too long to show"  # str() of a huge int is slow, or refused past 4300 digits
-    if isinstance(value, int | float):
-        return str(value)
-    if isinstance(value, dict):
-        return "a mapping"
-    if isinstance(value, list | tuple):
-        return "a list"
-    if not isinstance(value, str):
-        return f"a {type(value).__name__}"
-    if len(value) <= SHOWN_MAX:
-        return _quoted(value)
-    # Head and tail: a stray character at the end (a newline after a digest) stays visible.
-    return f"{_quoted(value[:40])}...{_quoted(value[-20:])} ({len(value)} characters)"
-
-
-def _quoted(text: str) -> str:
-    return f"'{text}'" if text.isascii() and text.isprintable() and "'" not in text else ascii(text)
 
 
 class _Strict(BaseModel):
@@ -589,14 +560,14 @@ class StackConfig(_Strict):
         """The GPU Operator's mode when a cohort is the Operator's, else None (as the ledger records it)."""
         return self.operator.mode if self.cohorts_of(GPU_OPERATOR) else None
 
+    @property
+    def needs_runtime_class(self) -> bool:
+        """The device-plugin path (and a ClusterPolicy Operator without its toolkit) runs pods with the RuntimeClass."""
+        if self.cohorts_of(DEVICE_PLUGIN):
+            return True
+        # With its toolkit on, the Operator provides the class and the handler itself.
+        return self.operator_mode == "cluster-policy" and not self.operator.toolkit_enabled
+
 
 CONFIG_KEYS: tuple[str, ...] = tuple(field.alias or name for name, field in StackConfig.model_fields.items())
 """The Pulumi config keys (without the project namespace) the program reads."""
-
-
-def needs_runtime_class(config: StackConfig) -> bool:
-    """The device-plugin path (and a ClusterPolicy Operator without its toolkit) runs pods with the RuntimeClass."""
-    if config.cohorts_of(DEVICE_PLUGIN):
-        return True
-    # With its toolkit on, the Operator provides the class and the handler itself.
-    return config.operator_mode == "cluster-policy" and not config.operator.toolkit_enabled

@@ -10,21 +10,24 @@ from __future__ import annotations
 import pulumi
 import pulumi_kubernetes as k8s
 
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 
 API_VERSION = "resource.k8s.io/v1"
-DRIVER = "gpu.nvidia.com"
+
 FULL_GPU_CLASS = "hybrid-full-gpu"
 LARGE_GPU_CLASS = "hybrid-large-gpu"
 CLAIM_TEMPLATE = "single-large-gpu"
 
-FULL_GPU_EXPRESSION = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].type == "gpu"'
+FULL_GPU_EXPRESSION = f'device.driver == "{DRIVER_DOMAIN}" && device.attributes["{DRIVER_DOMAIN}"].type == "gpu"'
 """`type == "gpu"` excludes MIG and VFIO devices published under the same driver."""
 
 
 def large_gpu_expression(min_memory: str, extra: str | None = None) -> str:
     """More than `min_memory` of advertised memory: a memory floor, not an H100/H200-only selector."""
-    expression = f'{FULL_GPU_EXPRESSION} && device.capacity["{DRIVER}"].memory.isGreaterThan(quantity("{min_memory}"))'
+    expression = (
+        f'{FULL_GPU_EXPRESSION} && device.capacity["{DRIVER_DOMAIN}"].memory.isGreaterThan(quantity("{min_memory}"))'
+    )
     return f"{expression} && ({extra})" if extra else expression
 
 

@@ -14,7 +14,7 @@ Where the chart lets this program keep operands off nodes they must not reach, a
   placement key. The chart's default tolerates `nvidia.com/gpu:NoSchedule`, the taint of EKS Auto Mode GPU
   NodePools and of tainted EC2 GPU node groups, and a non-empty list replaces it in every operand DaemonSet.
   This program renders only the Operator cohort's own taint, `<cohort label key>=<value>:NoSchedule`
-  (`components.operator_boundary.cohort_tolerations`), so a node tainted `nvidia.com/gpu` repels every
+  (`cluster.judge.operator_boundary.cohort_tolerations`), so a node tainted `nvidia.com/gpu` repels every
   operand even when its opt-out label is missing; the preflight refuses a cohort host tainted otherwise.
 - No key restricts operand placement by node: `daemonsets` has no nodeSelector or affinity, nor have the
   CRDs' `spec.daemonsets`; the DRA driver's nodeSelector is fixed (`nvidia.com/gpu.deploy.dra-driver=true`);
@@ -34,9 +34,9 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
+from cluster.judge.operator_boundary import cohort_tolerations
 from components.chart_source import resolve
 from components.config import ChartPin, CohortConfig, Mig, OperatorConfig
-from components.operator_boundary import cohort_tolerations
 from components.owner_chart import Upstream, owner_chart
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, GPU_OPERATOR
 from policy.gpu_allocation.vocab.owners import owner_kind

@@ -8,17 +8,20 @@ from typing import Any
 
 import pulumi
 
-from components.cluster import ClusterTarget, make_provider, resolve_target
+from cluster.judge.live import LiveCluster, LiveReadError
+from cluster.judge.preflight import check
+from cluster.records.lease_records import lease_lines
+from cluster.records.ledger import ledger_namespace
+from cluster.records.migration import Migration, paused_cohorts
+from cluster.records.read import Records
+from components.cluster import ClusterTarget, make_provider, read_cluster, resolve_target
 from components.config import StackConfig
-from components.lease_records import lease_lines
-from components.ledger import LedgerError, ledger_namespace
-from components.live import LiveCluster, LiveReadError, Records
-from components.migration import Migration, apply_to_raw, paused_cohorts
-from components.preflight import check, read_cluster
+from components.mid_migration import apply_to_raw
 from components.refusals import StackConfigError, redact
 from components.stack import HybridGpuCluster
 from components.validation import load_stack_config
 from policy.gpu_allocation.vocab.labels import MIGRATION_NAME, PROJECT
+from policy.gpu_allocation.vocab.stack_files import stack_file_name
 
 
 def read_raw_config() -> dict[str, Any]:
@@ -114,7 +117,7 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
     """
     render_dir = render_dir or None  # an empty folder name is no render mode
     render_only = render_dir is not None
-    stack_file = f"stacks/Pulumi.{pulumi.get_stack()}.yaml"
+    stack_file = stack_file_name(pulumi.get_stack())
     raw = read_raw_config()
     secret_keys = secret_config_keys()
     try:
@@ -130,8 +133,8 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
         try:
             live = read_cluster(config.cluster, target, ledger_namespace(config.namespaces), config)
             records = live.records
-            migration = records.checked_migration() if records else None
-        except (LiveReadError, LedgerError) as error:
+            migration = records.migration if records else None
+        except LiveReadError as error:
             msg = f"{error}; nothing was changed"
             raise pulumi.RunError(msg) from None
         if records is not None:

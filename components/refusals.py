@@ -8,36 +8,16 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final, get_args
 
 from pydantic import BaseModel, ValidationError
 
-from components.config import StackConfig, show
-from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, OWNERS, PROJECT
+from cluster.findings import Problem, show
+from components.config import StackConfig
+from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEFAULT_COHORT_LABEL_KEY, HYBRID, OWNERS
 
 MAX_PER_KIND: Final = 10
 """Problems of one kind listed before the rest are summed up: 40 duplicate cohorts make 780 overlaps."""
-
-
-@dataclass(frozen=True)
-class Problem:
-    """One invalid setting: where it is and what to do about it."""
-
-    path: str
-    message: str
-    kind: str = field(default="", compare=False)
-    """Problems of the same kind are capped together; empty: derived from the path and the message's words."""
-
-    def __str__(self) -> str:
-        return f"{PROJECT}:{self.path}: {self.message}"
-
-    def kind_key(self) -> str:
-        """What makes two problems 'of the same kind'."""
-        if self.kind:
-            return self.kind
-        words = re.sub(r"'[^']*'|\{[^}]*\}|\[[0-9]+\]|[0-9]+", "_", self.message)
-        return re.sub(r"\[[0-9]+\]", "[]", self.path) + "|" + words
 
 
 def capped_lines(problems: list[Problem]) -> list[str]:

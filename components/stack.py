@@ -9,16 +9,17 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.config import CohortConfig, StackConfig, needs_runtime_class
+from cluster.records.ledger import LEDGER_HOME
+from components.config import CohortConfig, StackConfig
 from components.dra_objects import DraObjects
-from components.ledger import LEDGER_HOME, OwnershipLedger, ownership_map
 from components.namespaces import PRIVILEGED, RESTRICTED, GpuNamespaces
 from components.node_guard import CohortLabelGuard
 from components.owner_builders import CohortOwner, builder_of
-from components.probe import probe_script_path
+from components.ownership_ledger import OwnershipLedger, ownership_map
 from components.runtime_class import NvidiaRuntimeClass
 from components.smoke_jobs import PROBE_FILE, SmokeJob, smoke_request
 from components.stamping import Ownership
+from payloads import probe_script_path
 from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS, allocates_through_dra
 
@@ -101,7 +102,7 @@ class HybridGpuCluster(pulumi.ComponentResource):
             return namespaces.names.apply(lambda names: names[role])
 
         runtime_class = config.runtime_class
-        if needs_runtime_class(config):
+        if config.needs_runtime_class:
             NvidiaRuntimeClass(
                 f"{name}-runtime-class",
                 class_name=runtime_class.name,

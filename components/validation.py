@@ -13,10 +13,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cluster.findings import Problem, show
 from components import versions
 from components.chart_archive import archive_problems
-from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing, show
-from components.refusals import Problem, StackConfigError, pydantic_problems, redact
+from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing
+from components.refusals import StackConfigError, pydantic_problems, redact
 from policy.gpu_allocation.vocab import versioning
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, GPU_OPERATOR, HYBRID
@@ -32,7 +33,7 @@ class ClusterFacts:
     auto_mode: bool | None = None
 
 
-def parse_version(text: str) -> tuple[int, int, int]:
+def parse_control_plane_version(text: str) -> tuple[int, int, int]:
     """`v1.34.2-eks-abc` -> (1, 34, 2); a missing patch reads as 0 (EKS reports `1.34`)."""
     found = versioning.parse(text, partial=True)
     if found is None:
@@ -239,7 +240,7 @@ def _dra_version_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[
             f"is not set, and DRA needs Kubernetes {floor}+: declare the cluster's version, e.g. 1.34.4",
         )
         return
-    found = parse_version(declared)
+    found = parse_control_plane_version(declared)
     # EKS reports major.minor only; its 1.34 platform versions already run a 1.34.2+ patch.
     minor_only = facts.kubernetes_version is not None and declared.count(".") == 1
     if found[:2] < DRA_MIN_KUBERNETES[:2] or (not minor_only and found < DRA_MIN_KUBERNETES):

@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from components.config import StackConfig, show
+from cluster.findings import show
+from components.config import StackConfig
 from eks_hybrid_gpu import chartfetch, projectdir
 from policy.gpu_allocation.vocab import versioning
 from policy.gpu_allocation.vocab.labels import Owner

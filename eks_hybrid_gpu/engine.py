@@ -168,7 +168,7 @@ def _work_copy(engine: EngineEnv, name: str, source_dir: Path, charts: Mapping[s
     work = engine.state_dir / "work"
     (work / "stacks").mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source_dir / "Pulumi.yaml", work / "Pulumi.yaml")
-    source = source_dir / "stacks" / f"Pulumi.{name}.yaml"
+    source = projectdir.stack_file(name, source_dir)
     target = work / "stacks" / source.name
     document = yaml.safe_load(source.read_text()) or {}
     previous = yaml.safe_load(target.read_text()) if target.exists() else None

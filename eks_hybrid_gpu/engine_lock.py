@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.lease_records import pid_alive
+from cluster.records.lease_records import pid_alive
 
 INIT_NAMES = frozenset({"init", "systemd", "tini", "dumb-init", "docker-init", "catatonit"})
 """What an orphan is re-parented to: pid 1 of the machine or container, or a subreaper of these names."""

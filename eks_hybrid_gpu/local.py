@@ -20,9 +20,10 @@ from typing import Any
 
 from pulumi import automation as auto
 
+from cluster.client import kubeclient
+from cluster.records.ledger import ledger_namespace
 from components.config import StackConfig
-from components.ledger import ledger_namespace
-from eks_hybrid_gpu import chartmirror, engine, kubeclient, localcluster, placement, projectdir, simulate
+from eks_hybrid_gpu import chartmirror, cluster_access, engine, localcluster, placement, projectdir, simulate
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.engine import engine_state_dir
 from eks_hybrid_gpu.localpaths import local_state_dir
@@ -131,7 +132,7 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     except localcluster.LocalClusterError as error:
         print(f"local up: {error}", file=sys.stderr)
         return 1
-    kube = kubeclient.connect(str(cluster.kubeconfig))
+    kube = cluster_access.connect(str(cluster.kubeconfig))
     simulate_nodes(kube, config)
     _print(
         "\nSimulated nodes (kwok and the simulated device manager play their kubelet; no GPU exists behind them;"

@@ -14,7 +14,7 @@ import pulumi
 import yaml
 from pulumi.runtime.mocks import MockMonitor
 
-from eks_hybrid_gpu.projectdir import SHIPPED
+from eks_hybrid_gpu.projectdir import SHIPPED, stack_file
 from policy.gpu_allocation.vocab.labels import PROJECT
 
 ROOT = SHIPPED
@@ -96,7 +96,7 @@ class ParentRecordingMonitor(MockMonitor):
 
 def stack_config(stack: str) -> dict[str, Any]:
     """The config values of stacks/Pulumi.<stack>.yaml, keys without the project namespace."""
-    document = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())
+    document = yaml.safe_load(stack_file(stack, ROOT).read_text())
     return {key.split(":", 1)[1]: value for key, value in document["config"].items()}
 
 

@@ -21,28 +21,23 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
 
-from components.consumers import mechanism_of, other_mechanism
-from components.ledger import LedgerError
-from components.migration import Migration
-from components.preflight import matches
-from eks_hybrid_gpu import names, transit
+from cluster.client import names
+from cluster.client.kubeclient import Kube, KubeApiError
+from cluster.judge.consumers import mechanism_of, other_mechanism
+from cluster.records.leases import LeaseHeld, LeaseLost, Leases, held_on, show_held
+from cluster.records.ledger import LedgerCohort, LedgerError
+from cluster.records.migration import Migration
+from cluster.records.read import read_records
+from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.cluster_access import add_cluster_options, connect, run_reporting
 from eks_hybrid_gpu.inspection import DEFAULT_LEDGER
-from eks_hybrid_gpu.kubeclient import (
-    Kube,
-    KubeApiError,
-    add_cluster_options,
-    connect,
-    run_reporting,
-)
-from eks_hybrid_gpu.leases import LeaseHeld, LeaseLost, Leases, held_on, show_held
 from eks_hybrid_gpu.options import add_timeout_option
-from eks_hybrid_gpu.records import read_records
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
+from policy.gpu_allocation.vocab.selectors import selects_node
 
 MOVABLE_OWNERS = (DEVICE_PLUGIN, DRA)
 
@@ -68,7 +63,7 @@ def _rerun(args: argparse.Namespace) -> str:
     return transit.rerun_command("move-host", args.node, options=options)
 
 
-def _cohorts(kube: Kube, ledger_ref: str) -> tuple[Mapping[str, Any], Migration | None]:
+def _cohorts(kube: Kube, ledger_ref: str) -> tuple[Mapping[str, LedgerCohort], Migration | None]:
     """The ledger's cohorts and the migration under way beside it; a record that cannot be read refuses the move."""
     records = read_records(kube, ledger_ref)
     ledger = records.ledger
@@ -78,8 +73,7 @@ def _cohorts(kube: Kube, ledger_ref: str) -> tuple[Mapping[str, Any], Migration 
             "installed; run it first, or pass --ledger NAMESPACE/NAME"
         )
         raise MoveRefused(msg)
-    cohorts: Mapping[str, Any] = ledger.get("cohorts") or {}
-    return cohorts, records.migration
+    return ledger.cohorts, records.migration
 
 
 def refuse_mid_migration(migration: Migration | None, to: str, current: str | None, node: str) -> None:
@@ -99,13 +93,13 @@ def refuse_mid_migration(migration: Migration | None, to: str, current: str | No
     raise MoveRefused(msg)
 
 
-def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> tuple[str, str, str | None]:
+def plan_move(state: transit.NodeState, cohorts: Mapping[str, LedgerCohort], to: str) -> tuple[str, str, str | None]:
     """(label key, value, current cohort) of the move, or MoveRefused with the reason and the fix."""
     if to not in cohorts:
         msg = f"the ledger has no cohort {to}; cohorts: {', '.join(sorted(cohorts)) or 'none'}"
         raise MoveRefused(msg)
     target = cohorts[to]
-    owner = str(target.get("owner"))
+    owner = target.owner
     if owner not in MOVABLE_OWNERS:
         msg = (
             f"cohort {to} is owned by {owner}; move-host moves hosts between standalone device-plugin and DRA "
@@ -122,7 +116,7 @@ def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> 
             "start there: find who owns MPS on that host first"
         )
         raise MoveRefused(msg)
-    selector: Mapping[str, str] = target.get("nodeSelector") or {}
+    selector = target.node_selector
     recorded = state.transit
     if recorded is not None and recorded.get("migration"):
         msg = (
@@ -155,7 +149,7 @@ def plan_move(state: transit.NodeState, cohorts: Mapping[str, Any], to: str) -> 
             "fix the host's other labels (they come from its inventory: see `eks-hybrid-gpu hostcheck`) first"
         )
         raise MoveRefused(msg)
-    current = next((n for n, e in sorted(cohorts.items()) if matches(e.get("nodeSelector") or {}, state.node)), None)
+    current = next((n for n, e in sorted(cohorts.items()) if selects_node(e.node_selector, state.node)), None)
     return key, str(selector[key]), current
 
 
@@ -194,7 +188,7 @@ def _move(kube: Kube, args: argparse.Namespace, leases: Leases | None) -> int:
     refuse_mid_migration(migration, args.to, current, args.node)
     if leases is not None and current is not None:
         leases.acquire("cohort", [current])
-    owner = str(cohorts[args.to]["owner"])
+    owner = cohorts[args.to].owner
     rerun = _rerun(args)
     already = before.labels.get(key) == value
     stray = other_mechanism(before.consumers, mechanism_of(owner))

@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cluster.client.kubeclient import Kube
+from cluster.judge.operator_boundary import classify
+from cluster.judge.publishers import pod_ready
 from components.config import StackConfig
-from components.operator_boundary import classify
-from components.preflight import matches
-from components.publishers import pod_ready
-from eks_hybrid_gpu.kubeclient import Kube
 from eks_hybrid_gpu.tables import OPERAND_STANDING, table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COHORT_LABEL, COMPUTE_TYPE_LABEL, GPU_OPERATOR
+from policy.gpu_allocation.vocab.selectors import selects_node
 
 NODE_BOUND_KINDS = ("DaemonSet", "Job")
 """Controllers whose pods must run on their cohort's nodes."""
@@ -103,7 +103,7 @@ def problems(config: StackConfig, nodes: Sequence[Obj], rows: Sequence[PodRow]) 
             found.append(f"{where}, an EKS Auto Mode node; AWS owns its GPUs, nothing of this stack may run there")
         selector = selectors.get(row.cohort or "")
         bound = row.controller.split("/", 1)[0] in NODE_BOUND_KINDS
-        if bound and selector is not None and not matches(selector, node):
+        if bound and selector is not None and not selects_node(selector, node):
             found.append(f"{where}, which cohort {row.cohort} does not select ({selector})")
     return found
 

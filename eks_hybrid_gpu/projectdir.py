@@ -145,7 +145,10 @@ def of(args: Namespace) -> Path:
 
 def stack_file(name: str, project: Path | None = None) -> Path:
     """`stacks/Pulumi.<name>.yaml` of the project."""
-    return (project or current()) / "stacks" / f"Pulumi.{name}.yaml"
+    # Imported here: this module runs before the chosen project (which holds the vocabulary) is on sys.path.
+    from policy.gpu_allocation.vocab.stack_files import stack_file_name
+
+    return (project or current()) / stack_file_name(name)
 
 
 def policy_pack(project: Path | None = None) -> Path:

@@ -23,6 +23,7 @@ from components.config import StackConfig
 from components.validation import load_stack_config
 from eks_hybrid_gpu import projectdir
 from policy.gpu_allocation.vocab.labels import PROJECT
+from policy.gpu_allocation.vocab.stack_files import stack_file_name
 
 _ITEM = re.compile(r"^(?P<indent>\s*)-\s+(?P<rest>.*)$")
 _PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_./-]*")
@@ -37,7 +38,7 @@ def raw_config(document: Mapping[str, Any]) -> dict[str, Any]:
 def stack_config(stack_name: str, project_dir: Path | None = None) -> StackConfig:
     """The validated config of `stacks/Pulumi.<stack_name>.yaml` of the project (default: the command's)."""
     project_dir = project_dir or projectdir.current()
-    stack_file = f"stacks/Pulumi.{stack_name}.yaml"
+    stack_file = stack_file_name(stack_name)
     document = yaml.safe_load((project_dir / stack_file).read_text()) or {}
     return load_stack_config(raw_config(document), project_dir, stack_file=stack_file)
 

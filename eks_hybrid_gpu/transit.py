@@ -15,11 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from components.consumers import Consumer, consumers_by_node
-from components.dra_objects import DRIVER
-from components.kube_http import WATCH_SECONDS
-from components.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
-from eks_hybrid_gpu.kubeclient import (
+from cluster.client.kube_http import WATCH_SECONDS
+from cluster.client.kubeclient import (
     CLAIMS,
     NODES,
     PODS,
@@ -30,6 +27,9 @@ from eks_hybrid_gpu.kubeclient import (
     KubeUnreachable,
     segment,
 )
+from cluster.judge.consumers import Consumer, consumers_by_node
+from cluster.judge.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
@@ -153,7 +153,7 @@ def read_state(kube: Kube, node_name: str) -> NodeState:
         sorted(
             s["metadata"]["name"]
             for s in kube.items(SLICES, fieldSelector=on_node)
-            if (s.get("spec") or {}).get("nodeName") == node_name and s["spec"].get("driver") == DRIVER
+            if (s.get("spec") or {}).get("nodeName") == node_name and s["spec"].get("driver") == DRIVER_DOMAIN
         )
     )
     claims = kube.items(CLAIMS)

@@ -38,7 +38,8 @@ def major_minor(version: str) -> tuple[int, int] | None:
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def _dig(table: dict[str, Any], path: tuple[str, ...]) -> Any:
+def dig(table: dict[str, Any], path: tuple[str, ...]) -> Any:
+    """The value at `path` in nested TOML tables; None where a table or key is missing."""
     node: Any = table
     for key in path:
         if not isinstance(node, dict) or key not in node:
@@ -67,7 +68,7 @@ def _tables_read(release: tuple[int, int], config_version: int | None) -> tuple[
 
 def _spec_dirs(merged: dict[str, Any], tables: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
     for table in tables:
-        configured = _dig(merged, (*table, "cdi_spec_dirs"))
+        configured = dig(merged, (*table, "cdi_spec_dirs"))
         if isinstance(configured, list):
             return tuple(str(d) for d in configured)
     return DEFAULT_SPEC_DIRS
@@ -78,7 +79,7 @@ def _ignored_keys(merged: dict[str, Any], read: tuple[tuple[str, ...], ...]) -> 
     return [
         f"enable_cdi in {_where(table)}"
         for table in (V3_RUNTIME, V2_CRI, V1_CRI)
-        if table not in read and isinstance(_dig(merged, table), dict) and "enable_cdi" in _dig(merged, table)
+        if table not in read and isinstance(dig(merged, table), dict) and "enable_cdi" in dig(merged, table)
     ]
 
 
@@ -94,12 +95,12 @@ def decide(
     ignored = _ignored_keys(merged, read)
     note = f"; it does not read {', '.join(ignored)}" if ignored else ""
     if release >= ALWAYS_ON_FROM:
-        set_here = [f"enable_cdi in {_where(t)}" for t in read if "enable_cdi" in (_dig(merged, t) or {})]
+        set_here = [f"enable_cdi in {_where(t)}" for t in read if "enable_cdi" in (dig(merged, t) or {})]
         ignored_all = set_here + ignored
         suffix = f" and ignores {', '.join(ignored_all)}" if ignored_all else ""
         return True, f"containerd {containerd_version} always enables CDI (enable_cdi was removed in 2.4){suffix}", dirs
     for table in read:
-        cri = _dig(merged, table)
+        cri = dig(merged, table)
         if isinstance(cri, dict) and "enable_cdi" in cri:
             return bool(cri["enable_cdi"]), f"enable_cdi in {_where(table)}{note}", dirs
     if release[0] >= 2:
@@ -112,7 +113,7 @@ def _without_version(merged: dict[str, Any], config_version: int | None) -> tupl
     tables = (V3_RUNTIME, V2_CRI, V1_CRI)
     dirs = _spec_dirs(merged, tables)
     for table in tables:
-        cri = _dig(merged, table)
+        cri = dig(merged, table)
         if isinstance(cri, dict) and "enable_cdi" in cri:
             return bool(cri["enable_cdi"]), f"enable_cdi in {_where(table)}", dirs
     if config_version == 3:

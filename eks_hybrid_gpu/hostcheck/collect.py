@@ -148,7 +148,7 @@ def read_toolkit(sources: Sources) -> tuple[str | None, str | None]:
     result = sources.runner([sources.nvidia_ctk, "--version"])
     if result is None:
         return None, not_found(sources.nvidia_ctk)
-    version = parse.parse_version(result.stdout + "\n" + result.stderr)
+    version = parse.find_tool_version(result.stdout + "\n" + result.stderr)
     if result.returncode != 0 or version is None:
         return None, f"nvidia-ctk --version exited with status {result.returncode}: {first_line(result)}"
     return version, None
@@ -170,7 +170,7 @@ def read_containerd(sources: Sources) -> containerd.ContainerdFacts:
     version_result = sources.runner([sources.containerd, "--version"])
     version = None
     if version_result is not None and version_result.returncode == 0:
-        version = parse.parse_version(version_result.stdout)
+        version = parse.find_tool_version(version_result.stdout)
     main_path = sources.containerd_config
     read_errors: list[str] = []
     main = containerd.ConfigFile(main_path, _read_text(sources.host_path(main_path), main_path, read_errors))

@@ -53,15 +53,6 @@ class ContainerdFacts:
     unimported_dropins: tuple[str, ...] = field(default=())
 
 
-def _dig(table: dict[str, Any], path: tuple[str, ...]) -> Any:
-    node: Any = table
-    for key in path:
-        if not isinstance(node, dict) or key not in node:
-            return None
-        node = node[key]
-    return node
-
-
 def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     """Merge extra into a copy of base, tables recursively, later scalars winning."""
     merged = dict(base)
@@ -123,10 +114,10 @@ def analyse(
 
 def _runtime_handler(merged: dict[str, Any]) -> tuple[bool, str | None, str | None]:
     for table in CRI_TABLES:
-        runtimes = _dig(merged, (*table, "containerd", "runtimes"))
-        default = _dig(merged, (*table, "containerd", "default_runtime_name"))
+        runtimes = cdi_versions.dig(merged, (*table, "containerd", "runtimes"))
+        default = cdi_versions.dig(merged, (*table, "containerd", "default_runtime_name"))
         if isinstance(runtimes, dict) and isinstance(runtimes.get(RUNTIME_HANDLER), dict):
             handler = runtimes[RUNTIME_HANDLER]
-            binary = _dig(handler, ("options", "BinaryName"))
+            binary = cdi_versions.dig(handler, ("options", "BinaryName"))
             return True, str(binary) if binary else None, str(default) if default else None
     return False, None, None

@@ -122,7 +122,7 @@ def driver_major(version: str) -> int:
     return int(match.group(1))
 
 
-def parse_version(text: str) -> str | None:
+def find_tool_version(text: str) -> str | None:
     """Return the first x.y.z version in a tool's --version output, or None."""
     return versioning.find(text)
 

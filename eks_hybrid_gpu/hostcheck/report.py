@@ -16,7 +16,7 @@ EXIT_FLOOR_NOT_MET: Final = 1
 EXIT_CANNOT_INSPECT: Final = 2
 PROBE_NOTE: Final = (
     "This check reads host metadata only; like nvidia-smi -L it confirms device visibility, not CUDA. "
-    "Validate a bounded CUDA operation with components/probe/cuda_probe.py in the cohort's smoke Job."
+    "Validate a bounded CUDA operation with payloads/cuda_probe.py in the cohort's smoke Job."
 )
 
 

@@ -3,13 +3,13 @@
 It answers four questions an operator asks before and after a change: which GPUs the DRA driver
 publishes on which node (devices with attributes and capacity), which claims are allocated and reserved
 for which pods, which allocation owner serves each GPU node — the ledger ConfigMap's cohort selectors
-matched against the node's labels — and who really publishes each node's GPUs (`components.publishers`:
+matched against the node's labels — and who really publishes each node's GPUs (`cluster.judge.publishers`:
 extended resources, ResourceSlices, allocator pods of any namespace, the Operator's deploy labels). Declared
 and observed owners are compared into findings, and so are who holds each node's GPUs now
-(`components.consumers`: a pod holding a GPU through another mechanism than its cohort's owner is a conflict) and
-each owned node's kubelet and container runtime against its owner's floors (`components.node_facts`, as the
+(`cluster.judge.consumers`: a pod holding a GPU through another mechanism than its cohort's owner is a conflict) and
+each owned node's kubelet and container runtime against its owner's floors (`cluster.judge.node_facts`, as the
 preflight); any conflict makes it exit 1. With a GPU Operator in the ledger it also shows the Operator's boundary
-(`components.operator_boundary`): operand pods outside its cohort are a conflict, GPU nodes where its operands
+(`cluster.judge.operator_boundary`): operand pods outside its cohort are a conflict, GPU nodes where its operands
 would start a finding; run on a schedule, it finds the new nodes that joined without the opt-out. It only reads; a
 claim's reservation is not proof that a container used the GPU.
 
@@ -18,6 +18,7 @@ The package, one job a module: `snapshot` (what it reads), `report` (owners, pub
 interface.
 """
 
+from cluster.records.read import read_ledger
 from eks_hybrid_gpu.inspection.cli import CONFLICT_EXIT_CODE, add_arguments, main, run
 from eks_hybrid_gpu.inspection.render import claim_state, operands_cell, render
 from eks_hybrid_gpu.inspection.report import (
@@ -29,7 +30,6 @@ from eks_hybrid_gpu.inspection.report import (
     slice_summary,
 )
 from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, Snapshot, gather, gather_whole
-from eks_hybrid_gpu.records import read_ledger
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 
 __all__ = [

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from components.ledger import LedgerError
-from eks_hybrid_gpu import kubeclient, names
+from cluster.client import kubeclient, names
+from cluster.records.leases import held_leases
+from cluster.records.ledger import LedgerError
+from eks_hybrid_gpu import cluster_access
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.inspection.render import render
 from eks_hybrid_gpu.inspection.report import report
 from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, gather
-from eks_hybrid_gpu.leases import held_leases
 from eks_hybrid_gpu.options import add_output_option, emit
 
 CONFLICT_EXIT_CODE = 1
@@ -20,8 +21,8 @@ CONFLICT_EXIT_CODE = 1
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """`eks-hybrid-gpu inspect` options."""
-    kubeclient.add_cluster_options(p)
-    kubeclient.add_namespace_option(p, "the ResourceClaims")
+    cluster_access.add_cluster_options(p)
+    cluster_access.add_namespace_option(p, "the ResourceClaims")
     p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
     add_output_option(p)
 
@@ -33,7 +34,7 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """0 with the report; 1 when a finding is a conflict; 2 with one line for a bad name or an unreadable cluster."""
-    return kubeclient.run_reporting(
+    return cluster_access.run_reporting(
         "inspect", lambda: _inspect(args), (LedgerError,), (kubeclient.KubeApiError, ValueError)
     )
 
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     names.configmap_ref(args.ledger)
     names.namespace_name(args.namespace)
-    kube = kubeclient.connect(args.kubeconfig, args.context)
+    kube = cluster_access.connect(args.kubeconfig, args.context)
     document = report(gather(kube, args.namespace, args.ledger), kube)
     document["leases"] = [lease.as_json() for lease in held_leases(kube, args.ledger.split("/", 1)[0])]
     print(emit(document, args.output, lambda: render(document, wide=args.output == "wide")))

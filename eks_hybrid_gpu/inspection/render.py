@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from components.config import show
-from components.dra_objects import DRIVER
+from cluster.findings import show
 from eks_hybrid_gpu.tables import OPERAND_STANDING, table_lines
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import MIGRATION_NAME
 
 
@@ -117,7 +117,7 @@ def render(document: Mapping[str, Any], *, wide: bool = False) -> str:
         lines.append(f"  {'CONFLICT' if f['conflict'] else 'warning'} {f['node']}: {f['message']}")
     if not document["findings"]:
         lines.append("  none")
-    lines.append(f"\nResourceSlices of {DRIVER}:")
+    lines.append(f"\nResourceSlices of {DRIVER_DOMAIN}:")
     rows = [("node", "device", "type", "productName", "memory", "uuid")]
     for s in document["resourceSlices"]:
         for d in s["devices"]:

@@ -5,34 +5,31 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components import consumers as gpu_consumers
-from components import node_facts
-from components.operator_boundary import BoundaryNode, classify, inspect_findings, operand_pods, operator_cohort
-from components.preflight import matches
-from components.publishers import Finding, NodePublishers, findings, observe
+from cluster.client.kubeclient import Kube
+from cluster.judge import consumers as gpu_consumers
+from cluster.judge import node_facts
+from cluster.judge.operator_boundary import BoundaryNode, classify, inspect_findings, operand_pods, operator_cohort
+from cluster.judge.publishers import Finding, NodePublishers, findings, observe
+from cluster.records.ledger import Ledger
 from eks_hybrid_gpu.inspection.snapshot import Snapshot
-from eks_hybrid_gpu.kubeclient import Kube
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, OWNERS
+from policy.gpu_allocation.vocab.selectors import selects
 
 
-def node_owner(labels: Mapping[str, str], ledger: Mapping[str, Any] | None) -> dict[str, Any]:
+def node_owner(labels: Mapping[str, str], ledger: Ledger | None) -> dict[str, Any]:
     """Which cohort (and so which owner) serves a node, from the ledger's selectors.
 
     A node selected by two cohorts is a conflict (one GPU, two allocation owners); an Auto Mode node that
     no cohort selects is AWS's; any other node is unowned.
     """
-    cohorts = sorted(
-        name
-        for name, entry in ((ledger or {}).get("cohorts") or {}).items()
-        if matches(entry.get("nodeSelector") or {}, {"metadata": {"labels": dict(labels)}})
-    )
-    entries = (ledger or {}).get("cohorts") or {}
+    entries = ledger.cohorts if ledger is not None else {}
+    cohorts = sorted(name for name, entry in entries.items() if selects(entry.node_selector, labels))
     if len(cohorts) == 1:
         entry = entries[cohorts[0]]
-        return {"cohort": cohorts[0], "owner": entry["owner"], "sharing": entry.get("sharing"), "note": None}
+        return {"cohort": cohorts[0], "owner": entry.owner, "sharing": entry.entry.get("sharing"), "note": None}
     if len(cohorts) > 1:
-        owners = ", ".join(f"{c} ({entries[c]['owner']})" for c in cohorts)
+        owners = ", ".join(f"{c} ({entries[c].owner})" for c in cohorts)
         return {"cohort": None, "owner": None, "sharing": None, "note": f"conflict: selected by {owners}"}
     if labels.get(COMPUTE_TYPE_LABEL) == AUTO_MODE:
         return {"cohort": None, "owner": None, "sharing": None, "note": "EKS Auto Mode: AWS manages its GPUs"}
@@ -66,20 +63,16 @@ def _is_gpu_node(
     )
 
 
-def _operator_operands(
-    boundary: BoundaryNode, pods: list[str], ledger: Mapping[str, Any] | None
-) -> dict[str, Any] | None:
+def _operator_operands(boundary: BoundaryNode, pods: list[str], ledger: Ledger | None) -> dict[str, Any] | None:
     """Where the GPU Operator stands on a node; None when the ledger declares no Operator and none runs here."""
-    if not (ledger or {}).get("operatorMode") and not pods:
+    if not (ledger and ledger.operator_mode) and not pods:
         return None
     return {"standing": boundary.operands(operator_cohort(ledger)), "pods": pods}
 
 
-def node_findings(
-    owner: Mapping[str, Any], observed: NodePublishers, ledger: Mapping[str, Any] | None
-) -> list[Finding]:
+def node_findings(owner: Mapping[str, Any], observed: NodePublishers, ledger: Ledger | None) -> list[Finding]:
     """Declared against observed for one node: the ledger's cohort (if exactly one) against its publishers."""
-    cohorts = {name: str(entry.get("owner")) for name, entry in ((ledger or {}).get("cohorts") or {}).items()}
+    cohorts = ledger.owners() if ledger is not None else {}
     found = findings(observed, owner["cohort"], cohorts)
     if owner["note"] and owner["note"].startswith("conflict"):
         selected = owner["note"].removeprefix("conflict: ")
@@ -88,12 +81,13 @@ def node_findings(
     return found
 
 
-def fact_findings(node: Mapping[str, Any], owner: Mapping[str, Any], ledger: Mapping[str, Any] | None) -> list[Finding]:
+def fact_findings(node: Mapping[str, Any], owner: Mapping[str, Any], ledger: Ledger | None) -> list[Finding]:
     """The preflight's node-fact check for the node's ledger owner: refusals are conflicts, the rest warnings."""
     declared = owner["owner"]
     if declared not in OWNERS:
         return []
-    selector = (((ledger or {}).get("cohorts") or {}).get(owner["cohort"]) or {}).get("nodeSelector") or {}
+    entry = ledger.cohorts.get(owner["cohort"]) if ledger is not None else None
+    selector = entry.node_selector if entry is not None else {}
     label = next((key for key in sorted(selector) if key != COMPUTE_TYPE_LABEL), None)
     way_out = f"; or take it out of cohort {owner['cohort']}" + (f" (its {label} label)" if label else "")
     return [
@@ -103,7 +97,9 @@ def fact_findings(node: Mapping[str, Any], owner: Mapping[str, Any], ledger: Map
             issue.refused,
             f"its {issue.describe()}" + (way_out if issue.refused else ""),
         )
-        for issue in node_facts.check_node(node, node_facts.node_owner(declared, (ledger or {}).get("operatorMode")))
+        for issue in node_facts.check_node(
+            node, node_facts.node_owner(declared, ledger.operator_mode if ledger else None)
+        )
     ]
 
 
@@ -147,8 +143,8 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
     all_findings: list[Finding] = []
     observed = {o.name: o for o in observe(snapshot.nodes, snapshot.slices, snapshot.pods, snapshot.daemonsets)}
     holders = gpu_consumers.consumers_by_node(snapshot.pods, snapshot.all_claims)
-    mode = (snapshot.ledger or {}).get("operatorMode")
-    selectors = {n: e.get("nodeSelector") or {} for n, e in ((snapshot.ledger or {}).get("cohorts") or {}).items()}
+    mode = snapshot.ledger.operator_mode if snapshot.ledger else None
+    selectors = snapshot.ledger.selectors() if snapshot.ledger else {}
     boundary = {b.name: b for b in classify(snapshot.nodes, snapshot.slices, selectors)}
     operands = operand_pods(snapshot.pods, snapshot.daemonsets)
     for node in sorted(snapshot.nodes, key=lambda n: str(n["metadata"]["name"])):
@@ -192,8 +188,8 @@ def report(snapshot: Snapshot, kube: Kube | None = None) -> dict[str, Any]:
         "ledger": {
             "configMap": snapshot.ledger_ref,
             "found": snapshot.ledger is not None,
-            "operatorMode": (snapshot.ledger or {}).get("operatorMode"),
-            "migration": snapshot.migration,
+            "operatorMode": snapshot.ledger.operator_mode if snapshot.ledger else None,
+            "migration": snapshot.migration.as_json() if snapshot.migration else None,
         },
         "nodes": nodes,
         "findings": [f.as_json() for f in all_findings],

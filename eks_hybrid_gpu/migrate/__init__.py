@@ -3,7 +3,7 @@
 Changed in one `pulumi up`, Pulumi creates the new owner's resources before it deletes the old one's, so both
 allocators run on the same GPUs for the length of the update; the preview refuses that and names this command.
 It runs the change in phases, each recorded in ConfigMap `gpu-allocation-migration` beside the ledger (the
-program reads it: see `components.migration`), each `pulumi up` a real one with the policy pack:
+program reads it: see `cluster.records.migration`), each `pulumi up` a real one with the policy pack:
 
 1. cordon: plan and checks (the cohort's nodes from the ledger, their GPU consumers: refused, or evicted with
    `--drain` through the Eviction API with PodDisruptionBudgets respected; the target owner's stack config

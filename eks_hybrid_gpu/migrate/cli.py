@@ -7,12 +7,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from components.ledger import LedgerError
-from eks_hybrid_gpu import names, projectdir, transit
+from cluster.client import names
+from cluster.records.leases import LeaseHeld, LeaseLost
+from cluster.records.ledger import LedgerError
+from eks_hybrid_gpu import projectdir, transit
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.cluster_access import add_cluster_options, connect, run_reporting
 from eks_hybrid_gpu.engine_lock import EngineLocked
-from eks_hybrid_gpu.kubeclient import add_cluster_options, connect, run_reporting
-from eks_hybrid_gpu.leases import LeaseHeld, LeaseLost
 from eks_hybrid_gpu.migrate.phases import Up, migrate
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, read_stack_file, rerun_command
 from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner

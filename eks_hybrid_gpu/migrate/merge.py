@@ -11,39 +11,36 @@ to do, a host mid-move continues from its record.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
-from typing import Any
 
-from components.preflight import matches
+from cluster.client.kubeclient import NODES, Kube
+from cluster.records.leases import Leases
+from cluster.records.ledger import Ledger, ledger_ref_of
 from eks_hybrid_gpu import movehost, transit
-from eks_hybrid_gpu.kubeclient import NODES, Kube
-from eks_hybrid_gpu.leases import Leases
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile
 from eks_hybrid_gpu.migrate.records import say
-from eks_hybrid_gpu.records import ledger_ref_of
+from policy.gpu_allocation.vocab.selectors import selects_node
 
 
-def merge(
-    kube: Kube, stack: StackFile, ledger: Mapping[str, Any], args: argparse.Namespace, leases: Leases | None
-) -> int:
+def merge(kube: Kube, stack: StackFile, ledger: Ledger | None, args: argparse.Namespace, leases: Leases | None) -> int:
     """Move every host of `args.cohort` into `args.merge_into` with move-host's order; 0 when all serve it.
 
     Each move holds its node's Lease in the name of this run (`leases`, None for --dry-run), beside the cohorts'.
     """
-    cohorts: Mapping[str, Any] = ledger.get("cohorts") or {}
+    cohorts = ledger.cohorts if ledger is not None else {}
     source, target = cohorts.get(args.cohort), cohorts.get(args.merge_into)
-    if not isinstance(source, Mapping) or not isinstance(target, Mapping) or target.get("owner") != args.to:
+    if source is None or target is None or target.owner != args.to:
         msg = (
             f"--merge-into {args.merge_into}: the ledger needs both cohort {args.cohort} and a cohort "
             f"{args.merge_into} owned by {args.to} (cohorts: {', '.join(sorted(cohorts)) or 'none'})"
         )
         raise MigrateRefused(msg)
-    selector = source.get("nodeSelector") or {}
+    selector = source.node_selector
     # A host mid-move into the target has lost its old label: it is still this merge's.
     hosts = sorted(
         str(n["metadata"]["name"])
         for n in kube.items(NODES)
-        if matches(selector, n) or (transit.NodeState(n, (), (), {}, (), ()).transit or {}).get("to") == args.merge_into
+        if selects_node(selector, n)
+        or (transit.NodeState(n, (), (), {}, (), ()).transit or {}).get("to") == args.merge_into
     )
     if not hosts:
         say(f"cohort {args.cohort} selects no host: nothing left to merge; remove it from {stack.relative}")

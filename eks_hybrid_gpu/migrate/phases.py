@@ -6,10 +6,10 @@ import argparse
 import time
 from collections.abc import Callable, Mapping
 
-from components.migration import PHASES, Migration, steps
+from cluster.client.kubeclient import Kube
+from cluster.records.leases import Leases, held_on, show_held
+from cluster.records.migration import PHASES, Migration, steps
 from eks_hybrid_gpu import transit
-from eks_hybrid_gpu.kubeclient import Kube
-from eks_hybrid_gpu.leases import Leases, held_on, show_held
 from eks_hybrid_gpu.migrate.merge import merge
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan, rerun_command
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
@@ -88,7 +88,7 @@ def _migrate(
         if records.migration() is not None:
             msg = "a migration is under way; finish it before merging (run the command it names)"
             raise MigrateRefused(msg)
-        return merge(kube, stack, records.ledger() or {}, args, leases)
+        return merge(kube, stack, records.ledger(), args, leases)
     migration = plan(kube, stack, records, args)
     if migration is None:
         say(f"cohort {args.cohort} is already owned by {args.to} in the cluster's ledger; nothing to migrate")
@@ -124,8 +124,9 @@ def _write_stack_file(
 ) -> int:
     """Make the repository agree with the cluster: the ledger's selector is the hosts' selector."""
     if selector is None:
-        entry = ((records.ledger() or {}).get("cohorts") or {}).get(cohort) or {}
-        selector = entry.get("nodeSelector") or {}
+        ledger = records.ledger()
+        entry = ledger.cohorts.get(cohort) if ledger is not None else None
+        selector = entry.node_selector if entry is not None else {}
     left = write_owner(stack.path, cohort, owner, selector)
     if left is None:
         say(f"{stack.path}: cohort {cohort} declares owner {owner} with the hosts' selector, as the cluster has it")

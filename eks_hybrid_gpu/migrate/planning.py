@@ -11,25 +11,23 @@ from typing import Any, Final, cast
 
 import yaml
 
+from cluster.client.kubeclient import Kube
+from cluster.judge import scoped_read
+from cluster.judge.consumers import consumers_by_node
+from cluster.judge.live import SLICE_VERSIONS, LiveCluster
+from cluster.judge.owner_change import LEDGER_HOME_MOVE, moved_namespace, unsupported
+from cluster.judge.preflight import check_publishers
+from cluster.records.ledger import Ledger, LedgerCohort
+from cluster.records.migration import Migration, namespace_key
 from components.config import StackConfig
-from components.consumers import consumers_by_node
-from components.live import LiveCluster
-from components.migration import (
-    LEDGER_HOME_MOVE,
-    Migration,
-    apply_to_raw,
-    moved_namespace,
-    namespace_key,
-    unsupported,
-)
-from components.preflight import check_publishers, matches
+from components.mid_migration import apply_to_raw
 from components.refusals import StackConfigError
 from components.validation import load_stack_config
-from eks_hybrid_gpu import transit
-from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, NODES, PODS, SLICES, Kube
+from eks_hybrid_gpu import projectdir, transit
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
 from eks_hybrid_gpu.stackfile import raw_config
 from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
+from policy.gpu_allocation.vocab.selectors import selects_node
 
 
 class MigrateRefused(Exception):
@@ -54,7 +52,7 @@ class StackFile:
 
 def read_stack_file(name: str, project_dir: Path) -> StackFile:
     """Read and validate `stacks/Pulumi.<name>.yaml`; MigrateRefused when it is missing or invalid."""
-    path = project_dir / "stacks" / f"Pulumi.{name}.yaml"
+    path = projectdir.stack_file(name, project_dir)
     if not path.is_file():
         msg = f"no stack file {path}; pass the stack's name as in stacks/Pulumi.<name>.yaml (and --project)"
         raise MigrateRefused(msg)
@@ -77,14 +75,15 @@ def rerun_command(args: argparse.Namespace) -> str:
     )
 
 
-def _live(kube: Kube) -> LiveCluster:
-    """What the preflight reads, through the day-2 client."""
+def _live(kube: Kube, stack: StackFile, ledger: Ledger, selector: Mapping[str, str]) -> LiveCluster:
+    """What the preflight reads, with the same scoped read: the cohorts' and GPU-traced nodes and what runs there."""
+    selectors = [c.selector(stack.config.cohort_label_key) for c in stack.config.cohorts] + [selector]
+    try:
+        lists = scoped_read.read(kube, scoped_read.scope_of(selectors, ledger, None), SLICE_VERSIONS)
+    except scoped_read.ScopeError as error:
+        raise MigrateRefused(str(error)) from None
     return LiveCluster(
-        nodes=kube.items(NODES),
-        slices=kube.items(SLICES),
-        pods=kube.items(PODS, fieldSelector="status.phase!=Succeeded,status.phase!=Failed"),
-        daemonsets=kube.items(DAEMONSETS),
-        claims=kube.items(CLAIMS),
+        lists.nodes, lists.slices, lists.pods, lists.daemonsets, lists.claims, nodes_listed=lists.nodes_listed
     )
 
 
@@ -125,24 +124,24 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
             "`pulumi up` installed; run it first"
         )
         raise MigrateRefused(msg)
-    cohorts: Mapping[str, Any] = ledger.get("cohorts") or {}
+    cohorts = ledger.cohorts
     from_cohort = None
     entry = cohorts.get(args.cohort)
-    if not isinstance(entry, Mapping):
-        from_cohort = renamed_from(stack, cohorts, args.cohort)
+    if entry is None:
+        from_cohort = renamed_from(stack, ledger, args.cohort)
         entry = cohorts.get(from_cohort) if from_cohort is not None else None
-    if not isinstance(entry, Mapping):
+    if entry is None:
         msg = (
             f"the ledger has no cohort {args.cohort} (cohorts: {', '.join(sorted(cohorts)) or 'none'}); a new cohort "
             "is installed by `pulumi up`, not migrated"
         )
         raise MigrateRefused(msg)
-    from_owner = str(entry.get("owner"))
-    existing = existing_cohort_of(cohorts, args.to, besides=args.cohort)
+    from_owner = entry.owner
+    selector = dict(entry.node_selector)
+    live = _live(kube, stack, ledger, selector)
+    existing = existing_cohort_of(ledger, args.to, besides=args.cohort)
     if existing is not None and from_owner != args.to:
-        hosts = sorted(
-            str(n["metadata"]["name"]) for n in kube.items(NODES) if matches(entry.get("nodeSelector") or {}, n)
-        )
+        hosts = sorted(str(n["metadata"]["name"]) for n in live.nodes if selects_node(selector, n))
         hint = merge_hint(args.stack, args.cohort, args.to, existing, hosts)
         msg = f"cohort {args.cohort}: {from_owner} -> {args.to}: {hint}"
         raise MigrateRefused(msg)
@@ -152,13 +151,11 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
         if not kept and from_cohort is None:
             return None
     mode = stack.config.operator.mode if args.to == GPU_OPERATOR else None
-    why_not = unsupported(from_owner, ledger.get("operatorMode"), args.to, mode)
+    why_not = unsupported(from_owner, ledger.operator_mode, args.to, mode)
     if why_not is not None:
         msg = f"cohort {args.cohort}: {from_owner} -> {args.to}: {why_not}"
         raise MigrateRefused(msg)
-    selector = {str(k): str(v) for k, v in (entry.get("nodeSelector") or {}).items()}
-    live = _live(kube)
-    nodes = sorted(str(n["metadata"]["name"]) for n in live.nodes if matches(selector, n))
+    nodes = sorted(str(n["metadata"]["name"]) for n in live.nodes if selects_node(selector, n))
     if not nodes:
         msg = f"cohort {args.cohort}'s selector {selector} selects no node; nothing to migrate: edit the stack file"
         raise MigrateRefused(msg)
@@ -190,7 +187,7 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
     return dataclasses.replace(migration, cordoned_by_us=tuple(n for n in nodes if n not in cordoned))
 
 
-def renamed_from(stack: StackFile, cohorts: Mapping[str, Any], cohort: str) -> str | None:
+def renamed_from(stack: StackFile, ledger: Ledger, cohort: str) -> str | None:
     """The ledger cohort the stack's `cohort` renames: the only one with its owner and selector the stack lacks."""
     declared = next((c for c in stack.config.cohorts if c.name == cohort), None)
     if declared is None:
@@ -199,16 +196,13 @@ def renamed_from(stack: StackFile, cohorts: Mapping[str, Any], cohort: str) -> s
     names = {c.name for c in stack.config.cohorts}
     found = [
         name
-        for name, entry in sorted(cohorts.items())
-        if name not in names
-        and isinstance(entry, Mapping)
-        and entry.get("owner") == declared.owner
-        and dict(entry.get("nodeSelector") or {}) == selector
+        for name, entry in sorted(ledger.cohorts.items())
+        if name not in names and entry.owner == declared.owner and dict(entry.node_selector) == selector
     ]
     return found[0] if len(found) == 1 else None
 
 
-def kept_namespaces(stack: StackFile, entry: Mapping[str, Any], owner: str) -> dict[str, str]:
+def kept_namespaces(stack: StackFile, entry: LedgerCohort, owner: str) -> dict[str, str]:
     """`namespaces.<key>` -> the ledger's namespace of the owner, where the stack moves it; the ledger home refuses."""
     moved = moved_namespace(stack.config, cast("Owner", owner), entry)
     if moved is None:
@@ -225,9 +219,9 @@ SINGLE_INSTALL: Final = frozenset({DRA})
 components/validation.py): a cohort cannot become a second one, its hosts move into the one that exists."""
 
 
-def existing_cohort_of(cohorts: Mapping[str, Any], owner: str, besides: str) -> str | None:
+def existing_cohort_of(ledger: Ledger, owner: str, besides: str) -> str | None:
     """The ledger's cohort of a single-install `owner` other than `besides`; None when there is none."""
-    found = sorted(n for n, e in cohorts.items() if n != besides and isinstance(e, Mapping) and e.get("owner") == owner)
+    found = sorted(name for name, cohort_owner in ledger.owners().items() if name != besides and cohort_owner == owner)
     return found[0] if found and owner in SINGLE_INSTALL else None
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
-from components.migration import Migration
-from eks_hybrid_gpu.kubeclient import Kube
-from eks_hybrid_gpu.records import configmap_path, ledger_ref_of, read_ledger, read_migration_record
+from cluster.client.kubeclient import Kube
+from cluster.records.ledger import Ledger, ledger_ref_of
+from cluster.records.migration import Migration
+from cluster.records.read import configmap_path, read_ledger, read_migration
 from policy.gpu_allocation.vocab.labels import MIGRATION_KEY, MIGRATION_NAME
 
 
@@ -28,13 +28,13 @@ class ClusterRecords:
     def _path(self, name: str = "") -> str:
         return configmap_path(self.namespace, name)
 
-    def ledger(self) -> dict[str, Any] | None:
+    def ledger(self) -> Ledger | None:
         """The ownership map the last `pulumi up` wrote."""
         return read_ledger(self.kube, ledger_ref_of(self.namespace))
 
     def migration(self) -> Migration | None:
         """The migration under way, if any."""
-        return read_migration_record(self.kube, self.namespace)[1]
+        return read_migration(self.kube, self.namespace)
 
     def record(self, migration: Migration) -> None:
         """Write the phase, so the program, `inspect` and a re-run see it."""

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from components.migration import Migration
+from cluster.records.migration import Migration
 from eks_hybrid_gpu.migrate.phases import Up
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, config_at
 from eks_hybrid_gpu.migrate.records import say

@@ -46,10 +46,11 @@ from pathlib import Path
 
 import yaml
 
+from cluster.client.errors import KubeAccessError
+from cluster.client.kubeconfig import Source, chosen_context
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
-from eks_hybrid_gpu.kubeclient import KubeAccessError, chosen_context
 from eks_hybrid_gpu.review.normalize import write_tree
 from eks_hybrid_gpu.review.render import (
     EMPTY,
@@ -61,6 +62,7 @@ from eks_hybrid_gpu.review.render import (
     render_stack,
 )
 from eks_hybrid_gpu.review.report import Review, compare, result_json, summary, unified_diff
+from policy.gpu_allocation.vocab.stack_files import stack_file_name
 
 __all__ = ["ReviewInput", "main", "review", "write_review"]
 
@@ -144,10 +146,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def with_context(kubeconfig: Path, context: str, out: Path) -> Path:
     """A copy of `kubeconfig` whose current context is `context`: what Helm's discovery in the engine then reads.
 
-    The context is checked as every other command checks it (`kubeclient.chosen_context`): KubeAccessError when
-    the file cannot be used or has no such context.
+    The context is checked as every other command checks it (`cluster.client.kubeconfig.chosen_context`):
+    KubeAccessError when the file cannot be used or has no such context.
     """
-    chosen_context(str(kubeconfig), context)
+    chosen_context(Source(str(kubeconfig), context=context))
     document = yaml.safe_load(kubeconfig.read_text())
     document["current-context"] = context
     out.write_text(yaml.safe_dump(document))
@@ -175,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     stack_file = projectdir.stack_file(args.stack, project)
     if not stack_file.is_file():
         known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stack_file.parent.glob("*.yaml"))
-        return _fail(f"no stack '{args.stack}': stacks/Pulumi.{args.stack}.yaml does not exist (stacks: {known})")
+        return _fail(f"no stack '{args.stack}': {stack_file_name(args.stack)} does not exist (stacks: {known})")
     if args.context is not None and args.kubeconfig is None:
         return _fail("--context needs --kubeconfig: the private API server the review starts has one context")
     for option, path in (("--kubeconfig", args.kubeconfig), ("--policy-config", args.policy_config)):

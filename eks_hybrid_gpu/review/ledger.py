@@ -1,9 +1,9 @@
 """The review's cohort -> owner map: the rendered ledger ConfigMap, where the stack puts it, read by the one reader.
 
-The ledger lives in the stack's `namespaces.devicePlugin` (`components.ledger.ledger_namespace`; the registry's
-default when the stack names none) and is parsed by `components.ledger.parse_record`, as the preflight and
-`inspect` parse the cluster's. A render whose ledger is missing there or cannot be read is reported as such, never
-shown as an empty map.
+The ledger lives in the stack's `namespaces.devicePlugin` (`cluster.records.ledger.ledger_namespace`; the
+registry's default when the stack names none) and is parsed by `cluster.records.ledger.parse_record`, as the
+preflight and `inspect` parse the cluster's. A render whose ledger is missing there or cannot be read is reported
+as such, never shown as an empty map.
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from cluster.records.ledger import LedgerError, ledger_namespace, parse_record
 from components.config import NamespacesConfig
-from components.ledger import LedgerError, ledger_namespace, parse_record
 from eks_hybrid_gpu.review.normalize import REDACTED
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, PROJECT
 from policy.gpu_allocation.vocab.parsing import load_yaml
 
 NO_MAP = "the cohort → owner map cannot be shown"
-RENDERED_FIX = "the checkout's program rendered it so: its ledger (components/ledger.py) must write a JSON object"
+RENDERED_FIX = (
+    "the checkout's program rendered it so: its ledger (components/ownership_ledger.py) must write a JSON object"
+)
 
 
 def ledger_path(namespace: str) -> str:
@@ -43,7 +45,8 @@ def _ledger_document(tree: Mapping[str, str], namespace: str) -> Mapping[str, An
 def ownership_from_tree(tree: Mapping[str, str], namespace: str) -> dict[str, Any] | None:
     """The ownership map of the ledger ConfigMap in `namespace`, or None when the render has none there.
 
-    Parsed by the one ledger reader (`components.ledger.parse_record`); content it cannot read is a LedgerError.
+    Parsed by the one ledger reader (`cluster.records.ledger.parse_record`); content it cannot read is a
+    LedgerError.
     """
     return parse_record(_ledger_document(tree, namespace), fix=RENDERED_FIX)
 

@@ -10,7 +10,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from components.migration import Migration, owner_changes, steps, unsupported
+from cluster.judge.owner_change import owner_changes, unsupported
+from cluster.records.migration import Migration, steps
 from eks_hybrid_gpu.review.render import PolicyResult, Render
 from policy.gpu_allocation.vocab.labels import GPU_OPERATOR
 

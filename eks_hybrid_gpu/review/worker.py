@@ -29,6 +29,8 @@ from typing import Any
 
 import yaml
 
+from eks_hybrid_gpu import projectdir
+
 LOG_TAIL = 60
 SECRET_FILE = re.compile(r"rendered file (?P<path>\S+\.yaml) contains a secret value in plaintext")
 
@@ -135,7 +137,7 @@ def render(request: dict[str, Any]) -> dict[str, Any]:
     project = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
     document = _stack_document(Path(request["stack_file"]))
     _apply_chart_overrides(document, request.get("chart_overrides") or {})
-    (work_dir / "stacks" / f"Pulumi.{request['stack']}.yaml").write_text(yaml.safe_dump(document, sort_keys=True))
+    projectdir.stack_file(request["stack"], work_dir).write_text(yaml.safe_dump(document, sort_keys=True))
 
     def render_only(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
         """Safety net: whatever the program passes, every Kubernetes provider only renders."""

@@ -12,8 +12,8 @@ from urllib.parse import urlparse
 
 import yaml
 
-from components.dra_objects import DRIVER
-from eks_hybrid_gpu import kubeclient
+from cluster.client import kubeclient
+from eks_hybrid_gpu import cluster_access
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.options import add_output_option, serialized
@@ -22,6 +22,7 @@ from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
 from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
 from eks_hybrid_gpu.simulate.rehearse import run_pulumi
 from eks_hybrid_gpu.tables import table_lines
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
     DEFAULT_COHORT_LABEL_KEY,
@@ -76,11 +77,11 @@ def _stop(_: argparse.Namespace) -> int:
 
 def _apply(args: argparse.Namespace) -> int:
     simulation = load(Path(args.file).read_text(), args.file) if args.file else default_simulation()
-    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     _loopback_only(kube)
     result = apply(kube, simulation)
     print(f"simulated nodes: {', '.join(result.nodes)}")
-    print(f"ResourceSlices ({DRIVER}): {', '.join(result.slices) or 'none'}")
+    print(f"ResourceSlices ({DRIVER_DOMAIN}): {', '.join(result.slices) or 'none'}")
     if result.pruned:
         print(f"removed simulated nodes no longer in the file: {', '.join(result.pruned)}")
     _print_table(describe(kube))
@@ -93,8 +94,9 @@ def _fleet(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu import projectdir
     from eks_hybrid_gpu.simulate.fleet import fleet_for
     from eks_hybrid_gpu.stackfile import stack_config
+    from policy.gpu_allocation.vocab.stack_files import stack_file_name
 
-    stack_file = f"stacks/Pulumi.{args.stack}.yaml"
+    stack_file = stack_file_name(args.stack)
     if not (projectdir.current() / stack_file).is_file():
         print(
             f"simulate fleet: {stack_file} does not exist; pass --stack NAME of a stack file in stacks/",
@@ -114,14 +116,14 @@ def _fleet(args: argparse.Namespace) -> int:
         }
         for node in fleet.nodes
     ]
-    print(f"# The simulated fleet of stacks/Pulumi.{args.stack}.yaml, as `local up` writes it: edit a node (an old")
+    print(f"# The simulated fleet of {stack_file}, as `local up` writes it: edit a node (an old")
     print("# kubeletVersion rehearses an old host), then `eks-hybrid-gpu simulate apply --file THIS_FILE`.")
     print(yaml.safe_dump({"cohortLabelKey": fleet.cohort_label_key, "nodes": nodes}, sort_keys=False), end="")
     return 0
 
 
 def _clear(args: argparse.Namespace) -> int:
-    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     _loopback_only(kube)
     removed = clear(kube)
     print(f"removed simulated nodes: {', '.join(removed) or 'none'}")
@@ -129,7 +131,7 @@ def _clear(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     rows = describe(kube)
     if args.output != "table":
         print(serialized(rows, args.output))
@@ -139,7 +141,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _finish(args: argparse.Namespace) -> int:
-    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     _loopback_only(kube)
     done = finish_pods(kube, args.namespace, succeeded=not args.failed)
     print(f"reported {'failed' if args.failed else 'succeeded'}: {', '.join(done) or 'no bound, unfinished pods'}")
@@ -147,7 +149,7 @@ def _finish(args: argparse.Namespace) -> int:
 
 
 def _reap(args: argparse.Namespace) -> int:
-    kube = kubeclient.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     _loopback_only(kube)
     reaped = reap_pods(kube, args.namespace)
     print(f"removed terminating pods: {', '.join(reaped) or 'none'}")
@@ -171,7 +173,7 @@ def add_arguments(root: argparse.ArgumentParser) -> None:
     sub = root.add_subparsers(dest="simulate_command", required=True)
 
     def with_cluster(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
-        kubeclient.add_cluster_options(p, kubeconfig_help="default: the local cluster's kubeconfig")
+        cluster_access.add_cluster_options(p, kubeconfig_help="default: the local cluster's kubeconfig")
         return p
 
     sub.add_parser("start", help="start the local cluster with kube-scheduler and the Job/claim controllers")
@@ -184,7 +186,7 @@ def add_arguments(root: argparse.ArgumentParser) -> None:
     show_p = with_cluster(sub.add_parser("show", help="list the simulated nodes"))
     add_output_option(show_p, ("table", "json", "yaml"))
     finish_p = with_cluster(sub.add_parser("finish", help="report bound pods as exited (the kubelet's part)"))
-    kubeclient.add_namespace_option(finish_p, "the pods to finish")
+    cluster_access.add_namespace_option(finish_p, "the pods to finish")
     finish_p.add_argument("--failed", action="store_true", help="exit code 1 instead of 0")
     reap_p = with_cluster(sub.add_parser("reap", help="remove terminating pods (the kubelet's part)"))
     reap_p.add_argument("--namespace", default=None, help="default: all namespaces")
@@ -224,6 +226,6 @@ def run(args: argparse.Namespace) -> int:
         "destroy": run_pulumi,
     }
     handler = handlers[args.simulate_command]
-    return kubeclient.run_reporting(
+    return cluster_access.run_reporting(
         f"simulate {args.simulate_command}", lambda: handler(args), (SimulationError, kubeclient.KubeApiError, OSError)
     )

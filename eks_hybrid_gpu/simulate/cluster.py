@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from eks_hybrid_gpu.kubeclient import Kube, segment
+from cluster.client.kubeclient import Kube, segment
 from eks_hybrid_gpu.simulate.model import (
     HOST_ANNOTATION,
     NOT_READY_TAINT,

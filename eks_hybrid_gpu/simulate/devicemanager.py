@@ -36,8 +36,9 @@ from typing import Any, Literal
 import yaml
 from pydantic import ValidationError
 
-from components.publishers import pod_ready
-from eks_hybrid_gpu.kubeclient import Kube, KubeAccessError, KubeApiError, connect, segment
+from cluster.client.kubeclient import Kube, KubeAccessError, KubeApiError, segment
+from cluster.judge.publishers import pod_ready
+from eks_hybrid_gpu.cluster_access import connect
 from eks_hybrid_gpu.simulate.informers import Caches, Informer, Update
 from eks_hybrid_gpu.simulate.model import HOST_ANNOTATION, PUBLISHED_BY_LABEL, SIMULATED_LABEL, SLICE_API, SimNode
 from eks_hybrid_gpu.simulate.objects import (

@@ -58,7 +58,7 @@ def fleet_for(config: StackConfig) -> Simulation:
     `nvidia.com/mps.capable=false` and GPUs, but advertise nothing of their own: the simulated kubelet publishes
     what the allocator pods that run there publish (`simulate.devicemanager`). With a GPU Operator in the stack,
     every GPU node outside its cohort opts out of its operands, as an administrator must
-    (`components.operator_boundary`): the other cohorts' nodes and the Auto Mode node (its NodePool's template
+    (`cluster.judge.operator_boundary`): the other cohorts' nodes and the Auto Mode node (its NodePool's template
     labels, on EKS). The Auto Mode node has a GPU, AWS's `nvidia.com/gpu` taint and AWS's host-level device
     plugin; no cohort may ever select it.
     """

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from components.kube_http import WATCH_SECONDS
-from eks_hybrid_gpu.kubeclient import Kube
+from cluster.client.kube_http import WATCH_SECONDS
+from cluster.client.kubeclient import Kube
 
 MAX_BACKOFF_SECONDS: Final = 5.0
 GONE_PAUSE_SECONDS: Final = 0.1

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from eks_hybrid_gpu.kubeclient import Kube, segment
+from cluster.client.kubeclient import Kube, segment
 from eks_hybrid_gpu.simulate.cluster import is_simulated
 from eks_hybrid_gpu.simulate.model import KUBELET_MESSAGE, SIMULATED_LABEL, SimulationError
 

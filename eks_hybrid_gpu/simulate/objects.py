@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from components.dra_objects import DRIVER
 from eks_hybrid_gpu.simulate.model import (
     DEFAULT_ADDRESSING_MODE,
     HOST_ANNOTATION,
@@ -20,7 +19,7 @@ from eks_hybrid_gpu.simulate.model import (
     GpuModel,
     SimNode,
 )
-from policy.gpu_allocation.vocab.dra_attributes import STANDARD_DOMAIN, nvml_semver, slice_key
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN, STANDARD_DOMAIN, nvml_semver, slice_key
 from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
     MPS_CAPABLE_LABEL,
@@ -260,7 +259,7 @@ def slice_devices(node: SimNode) -> list[dict[str, Any]]:
 
 def slice_name(node_name: str) -> str:
     """One slice per node and driver."""
-    return f"{node_name}-{DRIVER}"
+    return f"{node_name}-{DRIVER_DOMAIN}"
 
 
 def resource_slice(
@@ -280,7 +279,7 @@ def resource_slice(
         "kind": "ResourceSlice",
         "metadata": metadata,
         "spec": {
-            "driver": DRIVER,
+            "driver": DRIVER_DOMAIN,
             "nodeName": node.name,
             "pool": {"name": node.name, "generation": generation, "resourceSliceCount": 1},
             "devices": slice_devices(node),

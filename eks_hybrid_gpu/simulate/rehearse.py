@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from eks_hybrid_gpu import projectdir
-from eks_hybrid_gpu.kubeclient import ACCESS_EXIT_CODE
+from eks_hybrid_gpu.cluster_access import ACCESS_EXIT_CODE
 
 
 def rehearsal_work_dir(stack_file: Path, name: str, root: Path) -> Path:
@@ -23,7 +23,7 @@ def rehearsal_work_dir(stack_file: Path, name: str, root: Path) -> Path:
     (work / "stacks").mkdir(parents=True, exist_ok=True)
     shutil.copy(projectdir.current() / "Pulumi.yaml", work / "Pulumi.yaml")
     document = yaml.safe_load(stack_file.read_text()) or {}
-    target = work / "stacks" / f"Pulumi.{name}.yaml"
+    target = projectdir.stack_file(name, work)
     if target.exists() and "encryptionsalt" not in document:
         salt = (yaml.safe_load(target.read_text()) or {}).get("encryptionsalt")
         if salt:

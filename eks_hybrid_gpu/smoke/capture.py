@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from eks_hybrid_gpu.kubeclient import Kube, KubeApiError, segment
+from cluster.client.kubeclient import Kube, KubeApiError, segment
 from eks_hybrid_gpu.smoke.state import job_state, pods_of
 from policy.gpu_allocation.vocab.labels import COHORT_LABEL, LABEL_PREFIX
 

@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from eks_hybrid_gpu import kubeclient, names
+from cluster.client import names
+from eks_hybrid_gpu import cluster_access
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.options import add_output_option, serialized
 from eks_hybrid_gpu.smoke.capture import SIMULATED_NOTE, capture, removed_captures, simulated_nodes
@@ -80,8 +81,8 @@ def render(
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """`eks-hybrid-gpu smoke` options."""
-    kubeclient.add_cluster_options(p)
-    kubeclient.add_namespace_option(p, "the smoke Jobs")
+    cluster_access.add_cluster_options(p)
+    cluster_access.add_namespace_option(p, "the smoke Jobs")
     p.add_argument("--out", default=DEFAULT_OUT, help="directory for the captured results (created 0700)")
     p.add_argument("--verify-cleanup", action="store_true", help="after deleting the Jobs: check claim release")
     add_output_option(p, ("table", "json", "yaml"))
@@ -94,13 +95,13 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """0 when all is well; 1 when the cleanup check finds something; 2 when the cluster cannot be read."""
-    return kubeclient.run_reporting("smoke", lambda: _smoke(args))
+    return cluster_access.run_reporting("smoke", lambda: _smoke(args))
 
 
 def _smoke(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     ns = names.namespace_name(args.namespace)
-    kube = kubeclient.connect(args.kubeconfig, args.context)
+    kube = cluster_access.connect(args.kubeconfig, args.context)
     jobs = kube.items(f"/apis/batch/v1/namespaces/{ns}/jobs", labelSelector=f"{SMOKE_JOB_LABEL}=true")
     pods = kube.items(f"/api/v1/namespaces/{ns}/pods")
     claims = kube.items(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims")

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from eks_hybrid_gpu import engine, kubeclient, local, localcluster, simulate
+from cluster.client import kubeclient
+from eks_hybrid_gpu import cluster_access, engine, local, localcluster, simulate
 from eks_hybrid_gpu.localpaths import LOCAL_KUBECONFIG_ENV
 
 
@@ -31,7 +32,7 @@ def _started(
     """A local cluster started in `state` and populated through its admin client; stopped when the session ends."""
     started = localcluster.start(state, **options)
     try:
-        populate(kubeclient.connect(str(started.kubeconfig)))
+        populate(cluster_access.connect(str(started.kubeconfig)))
         yield started
     finally:
         localcluster.stop(state)
@@ -51,7 +52,7 @@ def cluster(
 @pytest.fixture(scope="session")
 def kube(cluster: localcluster.LocalCluster) -> kubeclient.Kube:
     """The kwok cluster's admin, as a JSON client."""
-    return kubeclient.connect(str(cluster.kubeconfig))
+    return cluster_access.connect(str(cluster.kubeconfig))
 
 
 @pytest.fixture(scope="session")
@@ -99,7 +100,7 @@ def sim_cluster(
 @pytest.fixture(scope="session")
 def sim_kube(sim_cluster: localcluster.LocalCluster) -> kubeclient.Kube:
     """The simulated cluster's admin, as the day-2 commands' JSON client."""
-    return kubeclient.connect(str(sim_cluster.kubeconfig))
+    return cluster_access.connect(str(sim_cluster.kubeconfig))
 
 
 @pytest.fixture(scope="session")

@@ -18,9 +18,10 @@ import yaml
 from kubernetes import client, config
 from pulumi import automation as auto
 
+from cluster.client import kubeclient
 from components.config import StackConfig
-from components.ledger import ownership_map
-from eks_hybrid_gpu import chartmirror, engine, kubeclient, local, projectdir
+from components.ownership_ledger import ownership_map
+from eks_hybrid_gpu import chartmirror, engine, local, projectdir
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
 from tests.support import charts

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
+from cluster.client import kubeclient
 from components.config import SmokeJobsConfig, StackConfig
 from components.dra_objects import API_VERSION, CLAIM_TEMPLATE, large_gpu_expression
-from components.ledger import ownership_map
+from components.ownership_ledger import ownership_map
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
-from eks_hybrid_gpu import inspection, kubeclient, localcluster, simulate, smoke
+from eks_hybrid_gpu import inspection, localcluster, simulate, smoke
 from policy.gpu_allocation.vocab.labels import (
     APPROVED_ANNOTATION,
     COHORT_LABEL,
@@ -569,14 +570,14 @@ def test_forbidden_user_is_refused_in_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     extra = ["--out", str(tmp_path)] if name == "smoke" else []
-    # inspect reads the ledger first: its cohorts' selectors say which nodes the read covers.
-    listing = "cannot read the ledger gpu-system/gpu-allocation-ledger: " if name == "inspect" else ""
+    # inspect reads the ledger first (its cohorts' selectors say which nodes the read covers); the refusal names it.
+    reading = " reading ConfigMap gpu-system/gpu-allocation-ledger" if name == "inspect" else ""
 
     code, out, err = run(main, ["--kubeconfig", str(no_access_kubeconfig), *extra], capsys)
 
     assert (code, out) == (2, "")
     assert err == (
-        f"{name}: {listing}permission denied (kubeconfig {no_access_kubeconfig}, context no-access, server "
+        f"{name}: permission denied{reading} (kubeconfig {no_access_kubeconfig}, context no-access, server "
         f"{day2.server}): "
         f"{refused}; use the administrator --kubeconfig/--context or ask the cluster owner for that permission\n"
     )

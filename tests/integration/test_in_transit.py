@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 from pulumi import automation as auto
 
-from components.publishers import pod_publisher
-from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, movehost
+from cluster.client import kubeclient
+from cluster.judge.publishers import pod_publisher
+from eks_hybrid_gpu import engine, inspection, localcluster, movehost
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import work_dir_with_stack
 from tests.support.waiting import wait_for
@@ -324,29 +325,46 @@ def test_a_pod_disruption_budget_holds_the_drain_and_a_rerun_finishes_it(
     assert movehost.main(["sim-plugin-0", "--to", "plugin", "--kubeconfig", str(cluster.kubeconfig)]) == 0
 
 
+HOLD_FINALIZER = "test.eks-hybrid-gpu/hold"
+
+
+def _plugin_pod_on(kube: kubeclient.Kube, node: str) -> str:
+    """The name of the device plugin's pod on `node`."""
+    pods = kube.items("/api/v1/pods", fieldSelector=f"spec.nodeName={node}")
+    names = [p["metadata"]["name"] for p in pods if getattr(pod_publisher(p, {}), "owner", None) == "device-plugin"]
+    assert len(names) == 1, names
+    return str(names[0])
+
+
 def test_an_interrupted_move_is_finished_by_running_it_again(
     transit_stack: auto.Stack, kube: kubeclient.Kube, cluster: localcluster.LocalCluster, tmp_path: Path
 ) -> None:
+    """The move is stopped while the old allocator's pod is held terminating (a finalizer), so the label is off.
+
+    On the simulated nodes the old allocator leaves in well under a second; without the hold the move finishes before
+    a poll can see the label off, and the test would race the command instead of interrupting it.
+    """
+    wait_for(lambda: gpu_status(kube, "sim-plugin-1")[1] == {"nvidia.com/gpu": "4"} or None, "plugin publishing")
+    pod_path = f"/api/v1/namespaces/gpu-system/pods/{_plugin_pod_on(kube, 'sim-plugin-1')}"
+    kube.merge_patch(pod_path, {"metadata": {"finalizers": [HOLD_FINALIZER]}})
     argv = ["move-host", "sim-plugin-1", "--to", "dra", "--kubeconfig", str(cluster.kubeconfig)]
     process = subprocess.Popen(
         [sys.executable, "-m", "eks_hybrid_gpu", *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
+    seen: list[str] = []
     try:
-        wait_for(
-            lambda: KEY not in kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"] or None,
-            "the move to take the cohort label off",
-            timeout=60,
-        )
-    except AssertionError as error:
+        _lines_until(process, "waiting until the old allocator has left sim-plugin-1", seen)
         process.kill()
-        output = process.communicate()[0]
-        pytest.fail(f"{error}; the move printed:\n{output}")
+        process.wait()
+        node = kube.get("/api/v1/nodes/sim-plugin-1")
+        assert KEY not in node["metadata"]["labels"], "".join(seen)
+        assert node["spec"].get("unschedulable") is True
+        assert TRANSIT_ANNOTATION in node["metadata"]["annotations"]
     finally:
         process.kill()
         process.wait()
-    node = kube.get("/api/v1/nodes/sim-plugin-1")
-    assert node["spec"].get("unschedulable") is True
-    assert TRANSIT_ANNOTATION in node["metadata"]["annotations"]
+        if kube.get_or_none(pod_path) is not None:
+            kube.merge_patch(pod_path, {"metadata": {"finalizers": None}})
     assert movehost.main(argv[1:]) == 0
     node = kube.get("/api/v1/nodes/sim-plugin-1")
     assert node["metadata"]["labels"][KEY] == "dra"

@@ -19,7 +19,8 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from eks_hybrid_gpu import engine, kubeclient, local, localcluster, placement, simulate, smoke
+from cluster.client import kubeclient
+from eks_hybrid_gpu import engine, local, localcluster, placement, simulate, smoke
 from tests.integration.helpers import LOCAL_STACK_FILE, work_dir_with_stack
 from tests.support import charts
 from tests.support.waiting import wait_for

@@ -12,7 +12,8 @@ import pytest
 from kubernetes import client
 from pulumi import automation as auto
 
-from eks_hybrid_gpu import engine, kubeclient, local, localcluster, placement, simulate
+from cluster.client import kubeclient
+from eks_hybrid_gpu import engine, local, localcluster, placement, simulate
 from tests.integration.helpers import api, get_cluster_object, local_charts, work_dir_with_stack
 
 pytestmark = [pytest.mark.integration, pytest.mark.charts]

@@ -21,7 +21,8 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from eks_hybrid_gpu import engine, engine_lock, kubeclient, localcluster, migrate, projectdir, transit
+from cluster.client import kubeclient
+from eks_hybrid_gpu import engine, engine_lock, localcluster, migrate, projectdir, transit
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
+from cluster.client import kubeclient
 from components.config import StackConfig
-from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
+from eks_hybrid_gpu import engine, inspection, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
 from tests.integration.helpers import ledger_in, work_dir_with_stack
 

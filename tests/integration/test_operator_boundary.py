@@ -21,9 +21,10 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
+from cluster.client import kubeclient
 from components.config import StackConfig
-from components.ledger import ownership_map
-from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
+from components.ownership_ledger import ownership_map
+from eks_hybrid_gpu import engine, inspection, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, OPERANDS_OPT_OUT_LABEL
 from tests.integration.helpers import SHARED_CHARTS, refused_preview, work_dir_with_stack

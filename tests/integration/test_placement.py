@@ -18,11 +18,13 @@ import pulumi_kubernetes as k8s
 import pytest
 from pulumi import automation as auto
 
+from cluster.client import kubeclient
+from cluster.client.kubeconfig import Source
+from cluster.judge.live import read_live
+from cluster.judge.preflight import check_nodes
 from components.config import SmokeJobsConfig, StackConfig
-from components.live import Source, read_live
-from components.preflight import check_nodes
 from components.smoke_jobs import SmokeRequest, smoke_job_spec
-from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, projectdir, simulate
+from eks_hybrid_gpu import engine, inspection, localcluster, projectdir, simulate
 from eks_hybrid_gpu.local import created_objects
 from policy.gpu_allocation.vocab import grammar
 from tests.integration.helpers import refused_up, work_dir_with_stack

@@ -17,12 +17,13 @@ from typing import Any
 import pytest
 from pulumi import automation as auto
 
-from components.cluster import ClusterTarget
+from cluster.client import kubeclient
+from cluster.judge.live import LiveReadError
+from cluster.judge.preflight import check
+from components.cluster import ClusterTarget, read_cluster
 from components.config import ClusterConfig, StackConfig
-from components.live import LiveReadError
-from components.preflight import check, read_cluster
 from components.validation import ClusterFacts
-from eks_hybrid_gpu import engine, inspection, kubeclient, localcluster, simulate
+from eks_hybrid_gpu import engine, inspection, localcluster, simulate
 from eks_hybrid_gpu.local import created_objects
 from tests.integration.helpers import ledger_in, refused_preview, work_dir_with_stack
 

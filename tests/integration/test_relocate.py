@@ -17,7 +17,8 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from eks_hybrid_gpu import engine, kubeclient, localcluster
+from cluster.client import kubeclient
+from eks_hybrid_gpu import engine, localcluster
 from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_migrate import sampled
 from tests.support.waiting import wait_for

@@ -23,8 +23,8 @@ import pytest
 from pulumi.runtime import settings
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
+from cluster.judge.live import LiveCluster
 from components.config import StackConfig
-from components.live import LiveCluster
 from components.stack import _ownership
 from eks_hybrid_gpu.mocks import RecordingMocks, run_program, stack_config
 from policy.gpu_allocation.pack import build_policies

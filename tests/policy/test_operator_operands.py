@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
+from cluster.judge.operator_boundary import untolerated
 from components.config import CohortConfig, OperatorConfig
 from components.gpu_operator import gpu_operator_values
-from components.operator_boundary import untolerated
 from tests.support import charts
 
 from .helm import template

@@ -11,7 +11,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from eks_hybrid_gpu.kubeclient import KubeApiError
+from cluster.client.kubeclient import KubeApiError
+from tests.support.recorded_api import selected
 
 
 def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -39,15 +40,16 @@ class FakeKube:
             raise KubeApiError(404, f"{path} not found")
         return copy.deepcopy(self.objects[path])
 
-    def get_or_none(self, path: str) -> dict[str, Any] | None:
+    def get_or_none(self, path: str, **_: Any) -> dict[str, Any] | None:
         return copy.deepcopy(self.objects.get(path))
 
     def items(self, path: str, **query: Any) -> list[dict[str, Any]]:
         found = [copy.deepcopy(o) for p, o in sorted(self.objects.items()) if p.rsplit("/", 1)[0] == path]
-        selector = str(query.get("fieldSelector", ""))
-        if selector.startswith("spec.nodeName="):
-            found = [o for o in found if o["spec"].get("nodeName") == selector.split("=", 1)[1]]
-        return found
+        return [o for o in found if selected(o, str(query.get("fieldSelector", "")), "")]
+
+    def pages(self, path: str, **query: Any) -> Iterator[list[dict[str, Any]]]:
+        """The list as one page: the fake has no limit/continue."""
+        return iter([self.items(path, **query)])
 
     def create(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         self.writes.append(f"create {path}")

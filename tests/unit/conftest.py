@@ -13,7 +13,7 @@ import pulumi
 import pytest
 import yaml
 
-from components.live import LiveCluster
+from cluster.judge.live import LiveCluster
 from eks_hybrid_gpu import mocks as mocks_module
 from eks_hybrid_gpu.mocks import run_program
 from policy.gpu_allocation.vocab.labels import (

@@ -1,8 +1,10 @@
-"""Nothing in components/ reads the environment: the program's graph and targets follow from its arguments.
+"""Nothing the program imports reads the environment: its graph and targets follow from its arguments.
+
+Scanned: components/, cluster/ and payloads/.
 
 The entry points read it (`__main__.py`, the CLI's `eks_hybrid_gpu.localpaths`) and pass values down. One exclusion:
-components/probe/cuda_probe.py is the CUDA probe script the smoke Jobs run inside the GPU container, not a
-component; it reads CUDA_VISIBLE_DEVICES there, which is the container's business. (components/probe/__init__.py,
+payloads/cuda_probe.py is the CUDA probe script the smoke Jobs run inside the GPU container, not a
+component; it reads CUDA_VISIBLE_DEVICES there, which is the container's business. (payloads/__init__.py,
 which the program imports to find the script, is scanned like the rest.)
 """
 
@@ -19,8 +21,8 @@ from components.config import ClusterConfig
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPONENTS = ROOT / "components"
-EXCLUDED = COMPONENTS / "probe" / "cuda_probe.py"
+SCANNED = tuple(ROOT / folder for folder in ("components", "cluster", "payloads"))
+EXCLUDED = ROOT / "payloads" / "cuda_probe.py"
 """The probe script runs in the GPU container, not in the program (see the module docstring)."""
 READERS = frozenset({"environ", "environb", "getenv", "getenvb", "putenv", "unsetenv"})
 
@@ -37,10 +39,14 @@ def environment_reads(source: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def _scanned() -> list[Path]:
+    return sorted(path for folder in SCANNED for path in folder.rglob("*.py"))
+
+
 def test_no_component_reads_the_environment() -> None:
     offenders = [
         f"{path.relative_to(ROOT)}:{line} reads the environment ({name}): take the value as an argument"
-        for path in sorted(COMPONENTS.rglob("*.py"))
+        for path in _scanned()
         if path != EXCLUDED
         for line, name in environment_reads(path.read_text())
     ]
@@ -49,8 +55,8 @@ def test_no_component_reads_the_environment() -> None:
 
 def test_the_probe_script_is_the_one_excluded_reader() -> None:
     # The exclusion is not dead: the probe does read the environment (CUDA_VISIBLE_DEVICES), and it is the only
-    # file under components/ that does.
-    readers = [path for path in sorted(COMPONENTS.rglob("*.py")) if environment_reads(path.read_text())]
+    # scanned file that does.
+    readers = [path for path in _scanned() if environment_reads(path.read_text())]
     assert readers == [EXCLUDED]
 
 

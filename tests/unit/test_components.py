@@ -19,10 +19,10 @@ import yaml
 from components.config import ChartPin, CohortConfig, OperatorConfig
 from components.device_plugin import DevicePlugin
 from components.gpu_operator import GpuOperator
-from components.probe import probe_script_path
 from components.runtime_class import NvidiaRuntimeClass
 from components.stamping import Ownership, stamp
 from eks_hybrid_gpu.mocks import ROOT, Registration, exported_outputs
+from payloads import probe_script_path
 from policy.gpu_allocation.vocab.labels import APPROVED_ANNOTATION
 from tests.support import charts, seeds
 from tests.support.configs import (

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from components.consumers import (
+from cluster.judge.consumers import (
     Consumer,
     claim_consumers,
     consumers_by_node,

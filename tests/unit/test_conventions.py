@@ -14,9 +14,10 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eks_hybrid_gpu import cli, kubeclient, localcluster, options
+from cluster.client import kubeclient
+from cluster.client.kubeclient import KubeAccessError
+from eks_hybrid_gpu import cli, cluster_access, localcluster, options
 from eks_hybrid_gpu.inspection import render, report
-from eks_hybrid_gpu.kubeclient import KubeAccessError
 from eks_hybrid_gpu.review import with_context
 
 REPO = Path(__file__).resolve().parents[2]
@@ -118,16 +119,16 @@ def test_with_no_kubeconfig_the_running_local_default_is_used_and_said(
     monkeypatch.delenv("KUBECONFIG", raising=False)
     monkeypatch.setenv("EKS_HYBRID_GPU_CACHE", str(tmp_path / "cache"))
     with pytest.raises(kubeclient.KubeAccessError, match="does not exist"):
-        kubeclient.connect()
+        cluster_access.connect()
     kubeconfig = _fake_local_cluster(tmp_path / "cache")
     if localcluster.running_kubeconfig(kubeconfig.parent) is None:
         pytest.fail("the fake state folder's pid file layout no longer matches localcluster's")
-    kube = kubeclient.connect()
+    kube = cluster_access.connect()
     assert kube.kubeconfig == str(kubeconfig)
     assert "using the local default's cluster" in capsys.readouterr().err
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "named"))
     with pytest.raises(kubeclient.KubeAccessError, match="named"):
-        kubeclient.connect()  # a kubeconfig the user named is never replaced
+        cluster_access.connect()  # a kubeconfig the user named is never replaced
 
 
 @pytest.mark.unit
@@ -157,7 +158,7 @@ def test_a_kubeconfig_that_is_not_yaml_is_a_one_line_refusal_not_a_traceback(tmp
     broken = tmp_path / "config"
     broken.write_text("apiVersion: v1\ncontexts: [unclosed\n")
     with pytest.raises(kubeclient.KubeAccessError, match=r"kubeconfig .* cannot be used .*pass a valid --kubeconfig"):
-        kubeclient.connect(str(broken))
+        cluster_access.connect(str(broken))
 
 
 @pytest.mark.unit

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from components.probe import cuda_probe as probe
-from components.probe import probe_script_path
+from payloads import cuda_probe as probe
+from payloads import probe_script_path
 
 H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
 GIB = 1 << 30

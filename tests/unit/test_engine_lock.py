@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from components.lease_records import pid_alive
+from cluster.records.lease_records import pid_alive
 from eks_hybrid_gpu import engine_lock
 from eks_hybrid_gpu.engine_lock import EngineLocked
 

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from components.dra_objects import DRIVER, FULL_GPU_CLASS, LARGE_GPU_CLASS
+from components.dra_objects import FULL_GPU_CLASS, LARGE_GPU_CLASS
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 
 REPORT = Path(__file__).resolve().parents[1] / "fixtures" / "hardware" / "h200-dra-report.json"
 
@@ -38,7 +39,7 @@ def test_the_claim_was_allocated_through_the_programs_device_class_to_the_publis
     assert request["exactly"]["deviceClassName"] in (LARGE_GPU_CLASS, FULL_GPU_CLASS)
     (result,) = claim["status"]["allocation"]["devices"]["results"]
     published = report["resourceSlice"]
-    assert result["driver"] == published["spec"]["driver"] == DRIVER
+    assert result["driver"] == published["spec"]["driver"] == DRIVER_DOMAIN
     assert result["pool"] == published["spec"]["pool"]["name"]
     assert result["device"] in [d["name"] for d in published["spec"]["devices"]]
     (owner,) = claim["metadata"]["ownerReferences"]

@@ -18,7 +18,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from eks_hybrid_gpu import kubeclient
+from cluster.client import kubeclient
+from eks_hybrid_gpu import cluster_access
 from eks_hybrid_gpu.simulate import devicemanager
 from eks_hybrid_gpu.simulate.informers import Caches, Informer, Update
 from eks_hybrid_gpu.simulate.model import HOST_ANNOTATION
@@ -70,7 +71,7 @@ def watch_api_fixture(tmp_path: Path) -> Iterator[tuple[type[WatchApi], kubeclie
     """(the handler to fill in, a client of it)."""
     handler = type("Api", (WatchApi,), {"items": [], "events": [], "compacted": 0, "listed": 1, "seen": []})
     with serving(handler, tmp_path, "admin") as (_url, kubeconfig):
-        yield handler, kubeclient.connect(kubeconfig, None)
+        yield handler, cluster_access.connect(kubeconfig, None)
 
 
 def _node(name: str, **labels: str) -> dict[str, Any]:

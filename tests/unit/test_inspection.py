@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from eks_hybrid_gpu import inspection, kubeclient
+from cluster.records.ledger import Ledger, ledger_of
+from eks_hybrid_gpu import cluster_access, inspection
 from tests.support.configs import CONTAINER_RUNTIME, KUBELET_VERSION, node_info
 from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.unit
 
 HYBRID = "eks.amazonaws.com/compute-type"
 COHORT = "workload.example.com/gpu-allocation"
-LEDGER: dict[str, Any] = {
+LEDGER_DOC: dict[str, Any] = {
     "cohorts": {
         "plugin": {
             "owner": "device-plugin",
@@ -28,6 +29,15 @@ LEDGER: dict[str, Any] = {
     },
     "operatorMode": None,
 }
+LEDGER_REF = "gpu-system/gpu-allocation-ledger"
+
+
+def typed(document: dict[str, Any] | None) -> Ledger | None:
+    """The typed ledger the readers make of an ownership map."""
+    return ledger_of(document, LEDGER_REF)
+
+
+LEDGER = typed(LEDGER_DOC)
 
 
 AUTO_KUBELET = "v1.34.2-eks-b1a5c3f"
@@ -54,9 +64,10 @@ def test_owner_of_a_cohort_node() -> None:
 
 
 def test_a_node_selected_by_two_cohorts_is_a_conflict() -> None:
-    ledger = {"cohorts": {**LEDGER["cohorts"], "wide": {"owner": "gpu-operator", "nodeSelector": {HYBRID: "hybrid"}}}}
+    wide = {"owner": "gpu-operator", "nodeSelector": {HYBRID: "hybrid"}}
+    ledger = {"cohorts": {**LEDGER_DOC["cohorts"], "wide": wide}}
 
-    assert inspection.node_owner({HYBRID: "hybrid", COHORT: "dra"}, ledger) == {
+    assert inspection.node_owner({HYBRID: "hybrid", COHORT: "dra"}, typed(ledger)) == {
         "cohort": None,
         "owner": None,
         "sharing": None,
@@ -72,7 +83,7 @@ def test_a_node_selected_by_two_cohorts_is_a_conflict() -> None:
         ({HYBRID: "hybrid", COHORT: "dra"}, None, "no ledger"),
     ],
 )
-def test_unowned_nodes_say_why(labels: dict[str, str], ledger: dict[str, Any] | None, note: str) -> None:
+def test_unowned_nodes_say_why(labels: dict[str, str], ledger: Ledger | None, note: str) -> None:
     assert inspection.node_owner(labels, ledger)["note"] == note
 
 
@@ -300,7 +311,7 @@ RECORDED = Path(__file__).parents[1] / "fixtures" / "publishers" / "cluster.json
 ADDON = "pod kube-system/nvidia-device-plugin-daemonset-9zj4f"
 
 
-def recorded_snapshot(ledger: dict[str, Any] | None = LEDGER, **keep: list[str]) -> inspection.Snapshot:
+def recorded_snapshot(ledger: dict[str, Any] | None = LEDGER_DOC, **keep: list[str]) -> inspection.Snapshot:
     """The recorded cluster (tests/fixtures/publishers); `nodes=[...]` keeps only those nodes."""
     lists = {key: value["items"] for key, value in json.loads(RECORDED.read_text()).items()}
     nodes = [n for n in lists["nodes"] if "nodes" not in keep or n["metadata"]["name"] in keep["nodes"]]
@@ -309,7 +320,7 @@ def recorded_snapshot(ledger: dict[str, Any] | None = LEDGER, **keep: list[str])
         nodes,
         slices,
         [],
-        ledger,
+        typed(ledger),
         "gpu-system/gpu-allocation-ledger",
         "ai-workloads",
         lists["pods"],
@@ -394,7 +405,7 @@ def test_findings_are_rendered_with_their_severity() -> None:
 
 
 def test_a_node_two_cohorts_select_is_a_conflict_finding() -> None:
-    wide = {"cohorts": {**LEDGER["cohorts"], "wide": {"owner": "gpu-operator", "nodeSelector": {HYBRID: "hybrid"}}}}
+    wide = {"cohorts": {**LEDGER_DOC["cohorts"], "wide": {"owner": "gpu-operator", "nodeSelector": {HYBRID: "hybrid"}}}}
 
     document = inspection.report(recorded_snapshot(wide, nodes=["dra-ours"]))
 
@@ -435,7 +446,7 @@ class _Kube:
 def test_exit_code_follows_conflicts_in_tables_and_json(
     nodes: list[str], code: int, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(kubeclient, "connect", lambda *_args: _Kube())
+    monkeypatch.setattr(cluster_access, "connect", lambda *_args: _Kube())
     monkeypatch.setattr(inspection.cli, "gather", lambda *_args: recorded_snapshot(nodes=nodes))
 
     assert inspection.main([]) == code
@@ -460,7 +471,7 @@ def test_forbidden_resource_slices_are_refused_not_guessed(
     assert inspection.main(["--kubeconfig", kubeconfig]) == 2
     assert capsys.readouterr() == (
         "",
-        f"inspect: cannot list ResourceSlices: permission denied (kubeconfig {kubeconfig}, context dev, server "
+        f"inspect: permission denied listing ResourceSlices (kubeconfig {kubeconfig}, context dev, server "
         f'{url}): /apis/resource.k8s.io/v1/resourceslices is forbidden: User "dev" cannot list it; use the '
         "administrator --kubeconfig/--context or ask the cluster owner for that permission\n",
     )
@@ -469,8 +480,8 @@ def test_forbidden_resource_slices_are_refused_not_guessed(
 @pytest.mark.parametrize(
     ("forbidden", "refused"),
     [
-        ("/api/v1/namespaces/gpu-system/configmaps", "read the ledger gpu-system/gpu-allocation-ledger"),
-        ("/api/v1/pods", "list pods"),
+        ("/api/v1/namespaces/gpu-system/configmaps", "reading ConfigMap gpu-system/gpu-allocation-ledger"),
+        ("/api/v1/pods", "listing pods"),
     ],
     ids=["the ledger, read first", "the GPU nodes' pods"],
 )
@@ -483,8 +494,7 @@ def test_a_forbidden_read_names_what_it_was(
 
     assert inspection.main(["--kubeconfig", kubeconfig]) == 2
     assert capsys.readouterr().err.startswith(
-        f"inspect: cannot {refused}: permission denied (kubeconfig {kubeconfig}, context dev, server {url}): "
-        f"{forbidden}"
+        f"inspect: permission denied {refused} (kubeconfig {kubeconfig}, context dev, server {url}): {forbidden}"
     )
 
 
@@ -582,7 +592,7 @@ FACTS = ("kubelet-version", "container-runtime")
 
 
 def facts_snapshot(*nodes: dict[str, Any], ledger: dict[str, Any] | None = None) -> inspection.Snapshot:
-    return inspection.Snapshot(list(nodes), [], [], ledger or LEDGER, "gpu-system/gpu-allocation-ledger", "ns")
+    return inspection.Snapshot(list(nodes), [], [], typed(ledger or LEDGER_DOC), LEDGER_REF, "ns")
 
 
 def fact_findings(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -598,7 +608,7 @@ def test_inspect_shows_each_nodes_versions_and_refuses_an_old_dra_kubelet(
         node("dra-17", {HYBRID: "hybrid", COHORT: "dra"}, runtime="containerd://1.7.27"),
         node("plugin-old", {HYBRID: "hybrid", COHORT: "device-plugin"}, kubelet="v1.31.9-eks-1"),
     )
-    monkeypatch.setattr(kubeclient, "connect", lambda *_args: _Kube())
+    monkeypatch.setattr(cluster_access, "connect", lambda *_args: _Kube())
     monkeypatch.setattr(inspection.cli, "gather", lambda *_args: snap)
 
     assert inspection.main(["--json"]) == 1
@@ -666,18 +676,18 @@ def test_missing_node_info_is_a_conflict_and_a_hostile_version_stays_on_one_cell
 def test_held_leases_are_shown_in_the_table_and_the_json_and_are_no_conflict(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from components.lease_records import micro_time, utc_now
+    from cluster.records.lease_records import micro_time, utc_now
     from tests.support.fake_kube import FakeKube
 
     fake = FakeKube()
     for attribute in ("server", "kubeconfig", "context"):
         setattr(fake, attribute, getattr(_Kube, attribute))
-    from eks_hybrid_gpu.leases import Leases
+    from cluster.records.leases import Leases
 
     Leases(fake, "gpu-system", "eks-hybrid-gpu move-host dp-ours --to dra", print).acquire("node", ["dp-ours"])  # type: ignore[arg-type]
     stale = fake.objects["/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases/gpu-allocation-node.dp-ours"]
     stale["spec"]["renewTime"] = micro_time(utc_now().replace(year=2025))
-    monkeypatch.setattr(kubeclient, "connect", lambda *_args: fake)
+    monkeypatch.setattr(cluster_access, "connect", lambda *_args: fake)
     monkeypatch.setattr(inspection.cli, "gather", lambda *_args: recorded_snapshot(nodes=["dp-ours"]))
 
     assert inspection.main([]) == 0

@@ -1,4 +1,7 @@
-"""The layers import one way: bench -> eks_hybrid_gpu -> components -> the pack's leaf vocabulary."""
+"""The layers import one way: bench -> eks_hybrid_gpu -> components -> cluster -> the pack's leaf vocabulary.
+
+Inside the cluster layer too: judge -> records -> client. The house's picture is docs/house.md.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +12,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+ABOVE_CLUSTER = ("components", "eks_hybrid_gpu", "bench", "tests", "payloads", "pulumi", "pulumi_kubernetes")
 FORBIDDEN: dict[str, tuple[str, ...]] = {
+    # The cluster layer reads and records the live cluster: no Pulumi, nothing of the program or the CLI.
+    "cluster": ABOVE_CLUSTER,
+    "cluster/client": (*ABOVE_CLUSTER, "cluster.records", "cluster.judge", "cluster.findings"),
+    "cluster/records": (*ABOVE_CLUSTER, "cluster.judge", "cluster.findings"),
+    # The CUDA probe runs alone inside the GPU container.
+    "payloads": ("cluster", "components", "eks_hybrid_gpu", "bench", "tests", "policy"),
     "components": ("eks_hybrid_gpu", "bench", "tests"),
     "eks_hybrid_gpu": ("bench", "tests"),
     # The pack is published alone: nothing outside policy/, and inside it only relative imports.
-    "policy": ("components", "eks_hybrid_gpu", "bench", "tests", "policy"),
-    "policy/gpu_allocation/vocab": ("components", "eks_hybrid_gpu", "bench", "tests", "pulumi", "pulumi_policy"),
+    "policy": ("cluster", "components", "eks_hybrid_gpu", "bench", "tests", "payloads", "policy"),
+    "policy/gpu_allocation/vocab": (
+        *("cluster", "components", "eks_hybrid_gpu", "bench", "tests", "payloads", "pulumi", "pulumi_policy"),
+    ),
 }
 
 
@@ -31,11 +43,11 @@ def imported_modules(path: Path) -> list[tuple[int, str]]:
 
 
 def violations(layer: str, forbidden: tuple[str, ...]) -> list[str]:
-    """`file:line imports module` for each import of a forbidden top-level package under `layer`."""
+    """`file:line imports module` for each import under `layer` of a forbidden package or module (and below)."""
     result = []
     for path in sorted((ROOT / layer).rglob("*.py")):
         for line, module in imported_modules(path):
-            if module.split(".")[0] in forbidden:
+            if any(module == f or module.startswith(f"{f}.") for f in forbidden):
                 result.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
     return result
 
@@ -43,6 +55,18 @@ def violations(layer: str, forbidden: tuple[str, ...]) -> list[str]:
 @pytest.mark.parametrize(("layer", "forbidden"), FORBIDDEN.items())
 def test_layer_imports_point_one_way(layer: str, forbidden: tuple[str, ...]) -> None:
     assert violations(layer, forbidden) == []
+
+
+def test_the_check_sees_an_import_from_a_floor_above_inside_one_package(tmp_path: Path) -> None:
+    layer = tmp_path / "layer"
+    layer.mkdir()
+    (layer / "m.py").write_text("from cluster.judge.live import connect\nfrom cluster.client import names\n")
+    found = [
+        module
+        for _, module in imported_modules(layer / "m.py")
+        if any(module == f or module.startswith(f"{f}.") for f in ("cluster.judge",))
+    ]
+    assert found == ["cluster.judge.live"]
 
 
 def test_the_check_sees_an_upward_import(tmp_path: Path) -> None:

@@ -16,7 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from components.lease_records import (
+from cluster.client.names import NameRefused
+from cluster.records import leases
+from cluster.records.lease_records import (
     COMMAND,
     HOLDER_PID,
     LEASE_FOR,
@@ -28,9 +30,7 @@ from components.lease_records import (
     micro_time,
     utc_now,
 )
-from eks_hybrid_gpu import leases
-from eks_hybrid_gpu.leases import LeaseHeld, LeaseLost, Leases, held_leases, leases_path
-from eks_hybrid_gpu.names import NameRefused
+from cluster.records.leases import LeaseHeld, LeaseLost, Leases, held_leases, leases_path
 from tests.support.fake_kube import FakeKube
 
 pytestmark = pytest.mark.unit

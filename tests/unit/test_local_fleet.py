@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
+from cluster.judge.live import LiveCluster
+from cluster.judge.preflight import check, check_node_facts, check_nodes
 from components.config import StackConfig
-from components.live import LiveCluster
-from components.preflight import check, check_node_facts, check_nodes, matches
 from eks_hybrid_gpu import local, placement, simulate, smoke
 from eks_hybrid_gpu.localcluster import KWOK_NODE_ANNOTATION, KWOK_STAGES, WORKLOAD_CONTROLLERS
+from policy.gpu_allocation.vocab.selectors import selects_node
 
 pytestmark = pytest.mark.unit
 
@@ -73,7 +74,7 @@ def test_every_node_is_kwok_managed_and_carries_the_discovery_labels(config: Sta
 def test_each_cohort_selects_exactly_its_own_nodes_and_the_preflight_passes(config: StackConfig) -> None:
     nodes = _nodes(config)
     for cohort in config.cohorts:
-        selected = {n["metadata"]["name"] for n in nodes if matches(cohort.selector(KEY), n)}
+        selected = {n["metadata"]["name"] for n in nodes if selects_node(cohort.selector(KEY), n)}
         assert selected == {f"sim-{cohort.name}-0", f"sim-{cohort.name}-1"}
     assert check_nodes(config, nodes) == []
 

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from cluster.records.ledger import LedgerError
+from cluster.records.migration import parse_migration
 from components.config import StackConfig
-from components.ledger import LedgerError, ownership_map
-from components.migration import apply_to_raw, parse_migration
+from components.mid_migration import apply_to_raw
+from components.ownership_ledger import ownership_map
 from eks_hybrid_gpu import migrate, transit
 from eks_hybrid_gpu.cli import parser
 from policy.gpu_allocation.vocab.labels import COHORT_LABEL, OWNER_LABEL
@@ -389,7 +391,7 @@ def test_merge_into_plans_each_host_with_move_hosts_order(project: Path, capsys:
 
 
 def test_a_node_held_by_another_run_refuses_the_migration_before_anything_changes(project: Path) -> None:
-    from eks_hybrid_gpu.leases import LeaseHeld, Leases
+    from cluster.records.leases import LeaseHeld, Leases
 
     kube = cluster()
     other = Leases(kube, NS, "eks-hybrid-gpu move-host gpu-2 --to dra", print)  # type: ignore[arg-type]

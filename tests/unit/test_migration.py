@@ -8,19 +8,16 @@ from typing import Any
 import pulumi
 import pytest
 
+from cluster.judge.consumers import consumers_by_node
+from cluster.judge.live import LiveCluster
+from cluster.judge.owner_change import check_ledger, unsupported
+from cluster.judge.preflight import check
+from cluster.records.ledger import LedgerError, ledger_of, parse_record
+from cluster.records.migration import Migration, parse_migration, paused_cohorts
+from cluster.records.read import Records
 from components.config import StackConfig
-from components.consumers import consumers_by_node
-from components.ledger import LedgerError, ownership_map, parse_record
-from components.live import LiveCluster, Records
-from components.migration import (
-    Migration,
-    apply_to_raw,
-    check_ledger,
-    parse_migration,
-    paused_cohorts,
-    unsupported,
-)
-from components.preflight import check
+from components.mid_migration import apply_to_raw
+from components.ownership_ledger import ownership_map
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort, hybrid_node
 
 pytestmark = pytest.mark.unit
@@ -53,7 +50,8 @@ NODES = [hybrid_node("gpu-1", "device-plugin"), hybrid_node("gpu-2", "device-plu
 
 def _problems(config: StackConfig, ledger: dict[str, Any] | None, pods: list[dict[str, Any]] = []) -> list[str]:  # noqa: B006
     consumers = consumers_by_node(pods, [])
-    return [str(p) for p in check_ledger(config, ledger, None, NODES, consumers, "prod", LEDGER_REF)]
+    typed = ledger_of(ledger, LEDGER_REF)
+    return [str(p) for p in check_ledger(config, typed, None, NODES, consumers, "prod", LEDGER_REF)]
 
 
 def test_a_one_step_owner_change_is_refused_with_the_pods_in_the_way_and_the_migrate_command() -> None:
@@ -218,7 +216,7 @@ def test_the_ledger_is_parsed_in_one_place() -> None:
 
 def test_the_preflight_reads_the_ledger_and_skips_the_cohort_mid_migration() -> None:
     stack = _config(cohort(PLUGIN_COHORT, owner="dra", nodeSelector=PLUGIN_HOSTS))
-    records = Records("gpu-system", _ledger(cohort(PLUGIN_COHORT)), None)
+    records = Records("gpu-system", ledger_of(_ledger(cohort(PLUGIN_COHORT)), LEDGER_REF), None)
     live = LiveCluster(NODES[:2], records=records)
     refused = [str(p) for p in check(stack, live, "prod")]
     assert any("--cohort plugin --to dra" in p for p in refused)
@@ -260,7 +258,8 @@ def test_a_plain_pulumi_up_mid_migration_installs_what_the_recorded_phase_allows
 ) -> None:
     # The stack file already says dra (the refused one-step edit); the record decides.
     config = _base_config(cluster=EKS, cohorts=[cohort(PLUGIN_COHORT, owner="dra")])
-    records = Records("gpu-system", _ledger(cohort(PLUGIN_COHORT)), {**RECORD, "phase": phase})
+    ledger = ledger_of(_ledger(cohort(PLUGIN_COHORT)), LEDGER_REF)
+    records = Records("gpu-system", ledger, parse_migration({**RECORD, "phase": phase}, "cm"))
     nodes = [hybrid_node("gpu-1", "device-plugin", operands_opt_out=False)]
     monkeypatch.setattr("components.program.read_cluster", lambda *_a: LiveCluster(nodes, records=records))
 
@@ -282,7 +281,7 @@ def test_a_plain_pulumi_up_mid_migration_installs_what_the_recorded_phase_allows
 
 def test_a_one_step_flip_registers_nothing(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     config = _base_config(cluster=EKS, cohorts=[cohort(PLUGIN_COHORT, owner="dra", nodeSelector=PLUGIN_HOSTS)])
-    records = Records("gpu-system", _ledger(cohort(PLUGIN_COHORT)), None)
+    records = Records("gpu-system", ledger_of(_ledger(cohort(PLUGIN_COHORT)), LEDGER_REF), None)
     nodes = [hybrid_node("gpu-1", "device-plugin", operands_opt_out=False)]
     monkeypatch.setattr("components.program.read_cluster", lambda *_a: LiveCluster(nodes, records=records))
 
@@ -303,7 +302,8 @@ def test_a_paused_cohort_is_not_judged_by_the_publishers_it_is_waiting_to_see_go
     }
     nodes = [host]
     for phase, refused in (("remove", False), ("install", True)):
-        records = Records("gpu-system", _ledger(cohort(PLUGIN_COHORT)), {**RECORD, "phase": phase})
+        ledger = ledger_of(_ledger(cohort(PLUGIN_COHORT)), LEDGER_REF)
+        records = Records("gpu-system", ledger, parse_migration({**RECORD, "phase": phase}, "cm"))
         live = LiveCluster(nodes, records=records)
         monkeypatch.setattr("components.program.read_cluster", lambda *_a, live=live: live)
         if refused:

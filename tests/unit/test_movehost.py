@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from cluster.records.ledger import ledger_of
 from components.node_guard import cel_string, guard_expression, refusal_message
 from eks_hybrid_gpu.movehost import MoveRefused, plan_move
 from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION, NodeState
@@ -14,7 +15,7 @@ from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION, NodeState
 pytestmark = pytest.mark.unit
 
 KEY = "workload.example.com/gpu-allocation"
-COHORTS = {
+COHORT_ENTRIES: dict[str, dict[str, Any]] = {
     "plugin": {
         "owner": "device-plugin",
         "nodeSelector": {"eks.amazonaws.com/compute-type": "hybrid", KEY: "device-plugin"},
@@ -23,6 +24,7 @@ COHORTS = {
     "operator": {"owner": "gpu-operator", "nodeSelector": {"eks.amazonaws.com/compute-type": "hybrid", KEY: "op"}},
     "rack": {"owner": "dra", "nodeSelector": {"eks.amazonaws.com/compute-type": "hybrid", KEY: "dra2", "rack": "r1"}},
 }
+COHORTS = ledger_of({"cohorts": COHORT_ENTRIES}, "gpu-system/gpu-allocation-ledger").cohorts  # type: ignore[union-attr]
 
 
 def state(labels: dict[str, str], annotations: dict[str, str] | None = None) -> NodeState:

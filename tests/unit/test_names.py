@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eks_hybrid_gpu import inspection, kubeclient, movehost, names, projectdir
+from cluster.client import kubeclient, names
+from eks_hybrid_gpu import inspection, movehost, projectdir
 from eks_hybrid_gpu.migrate import cli as migrate_cli
 from policy.gpu_allocation.vocab.grammar import is_dns_subdomain
 

@@ -9,17 +9,17 @@ from typing import Any
 
 import pytest
 
-from components.config import StackConfig
-from components.node_facts import (
+from cluster.judge.node_facts import (
     FLOORS,
     NodeOwner,
     Runtime,
     check_node,
     node_owner,
+    parse_reported_version,
     parse_runtime,
-    parse_version,
 )
-from components.preflight import check_node_facts
+from cluster.judge.preflight import check_node_facts
+from components.config import StackConfig
 from policy.gpu_allocation.vocab.owners import DRA_MIN_KUBERNETES, mode_of
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort, selector_for
 
@@ -74,8 +74,8 @@ def troubles(node: dict[str, Any], owner: NodeOwner) -> list[tuple[str, str, boo
         (134, None),
     ],
 )
-def test_parse_version(text: object, parsed: tuple[int, int, int] | None) -> None:
-    assert parse_version(text) == parsed
+def test_parse_reported_version(text: object, parsed: tuple[int, int, int] | None) -> None:
+    assert parse_reported_version(text) == parsed
 
 
 @pytest.mark.parametrize(

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from components import operator_boundary as boundary
+from cluster.judge import operator_boundary as boundary
+from cluster.judge.live import LiveCluster
+from cluster.judge.preflight import check
+from cluster.records.ledger import ledger_of
 from components.config import StackConfig
-from components.live import LiveCluster
-from components.preflight import check
 from eks_hybrid_gpu import inspection
 from tests.support.configs import OPERATOR_COHORT, PLUGIN_COHORT, _base_config, hybrid_node, node_info, selector_for
 
@@ -333,7 +334,8 @@ def test_operand_pods_are_the_operator_daemonsets_pods_by_node() -> None:
 def _findings(item: dict[str, Any], operands: list[str], ledger: dict[str, Any] | None) -> list[tuple[str, bool, str]]:
     selectors = {n: e["nodeSelector"] for n, e in ((ledger or {}).get("cohorts") or {}).items()}
     (classified,) = boundary.classify([item], [], selectors)
-    return [(f.kind, f.conflict, f.message) for f in boundary.inspect_findings(classified, operands, ledger)]
+    typed = ledger_of(ledger, "gpu-system/gpu-allocation-ledger")
+    return [(f.kind, f.conflict, f.message) for f in boundary.inspect_findings(classified, operands, typed)]
 
 
 def test_operand_pods_outside_the_operator_cohort_are_a_conflict() -> None:
@@ -423,7 +425,8 @@ def test_inspect_reports_the_boundary_in_json_and_the_table() -> None:
         node("cpu-1", {COMPUTE: "hybrid"}),
     ]
     pods = [pod_of(validator, "op-1"), pod_of(validator, "auto-1")]
-    snapshot = inspection.Snapshot(nodes, [], [], LEDGER, "gpu-system/gpu-allocation-ledger", "ai", pods, [validator])
+    ref = "gpu-system/gpu-allocation-ledger"
+    snapshot = inspection.Snapshot(nodes, [], [], ledger_of(LEDGER, ref), ref, "ai", pods, [validator])
 
     document = inspection.report(snapshot)
     table = inspection.render(document, wide=True)

@@ -11,11 +11,13 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.cluster import ClusterTarget
+from cluster.client.kubeconfig import Source
+from cluster.judge.live import LiveCluster, LiveReadError, read_live
+from cluster.judge.preflight import check, check_nodes
+from components.cluster import ClusterTarget, source_of
 from components.config import ClusterConfig, StackConfig
-from components.live import LiveCluster, LiveReadError, Source, read_live
-from components.preflight import check, check_nodes, matches, source_of
 from components.validation import ClusterFacts
+from policy.gpu_allocation.vocab.selectors import selects_node
 from tests.support.configs import (
     DRA_COHORT,
     MPS_NODE_LABELS,
@@ -125,7 +127,7 @@ def test_auto_mode_node_selected() -> None:
 
 
 def test_standalone_node_without_operand_opt_out_next_to_an_operator() -> None:
-    # Judged by components.operator_boundary (every GPU node outside the Operator's cohort), as the last check.
+    # Judged by cluster.judge.operator_boundary (every GPU node outside the Operator's cohort), as the last check.
     config = _config(cohorts=[OPERATOR_COHORT, PLUGIN_COHORT])
     nodes = [
         hybrid_node("op-1", "gpu-operator", operands_opt_out=False),
@@ -198,7 +200,7 @@ def test_node_without_labels_or_name() -> None:
     ],
 )
 def test_matches_is_an_equality_selector(labels: dict[str, str], selected: bool) -> None:
-    assert matches({"a": "1", "b": "2"}, node("n", **labels)) is selected
+    assert selects_node({"a": "1", "b": "2"}, node("n", **labels)) is selected
 
 
 # ---------------------------------------------------------------- who already publishes (recorded lists)
@@ -379,7 +381,7 @@ def test_an_unreachable_server_is_refused(api: LoopbackApi, tmp_path: Path) -> N
     ("content", "context", "reason"),
     [
         ("clusters: [", None, "while parsing a flow node expected the node content"),
-        ("{}", "prod", "Invalid kube-config file. Expected object with name prod in"),
+        ("{}", "prod", "Invalid kube-config file. Expected key current-context in"),
     ],
 )
 def test_an_unreadable_kubeconfig_is_refused(

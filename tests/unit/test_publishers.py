@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from components.publishers import NodePublishers, findings, foreign, is_gpu_resource, observe
+from cluster.judge.publishers import NodePublishers, findings, foreign, is_gpu_resource, observe
 
 pytestmark = pytest.mark.unit
 

@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from components.ledger import LedgerError
-from components.live import LiveReadError, read_records
-from components.migration import Migration
+from cluster.judge.live import LiveReadError
+from cluster.records.ledger import LedgerError
+from cluster.records.migration import Migration
+from cluster.records.read import read_records
 from eks_hybrid_gpu import migrate, movehost
+from eks_hybrid_gpu.cluster_access import run_reporting
 from eks_hybrid_gpu.inspection import gather
-from eks_hybrid_gpu.kubeclient import run_reporting
 from tests.unit.test_migrate import LEDGER, NS, RECORD, FakeKube, _args, cluster
 
 pytestmark = pytest.mark.unit
@@ -51,21 +52,9 @@ def _with(kube: FakeKube, path: str, key: str, text: str) -> FakeKube:
     return kube
 
 
-class Reader:
-    """The preflight's reader over the same objects (`components.live.Reader.get`)."""
-
-    def __init__(self, kube: FakeKube) -> None:
-        self.kube = kube
-
-    def get(self, path: str, what: str, **query: str) -> dict[str, Any] | None:
-        if "limit" in query:  # a list, one page of everything
-            return {"items": self.kube.items(path, **query)}
-        return self.kube.get_or_none(path)
-
-
 def _preflight(kube: FakeKube) -> None:
-    """What the program does with the records: read both, then check the migration record."""
-    read_records(Reader(kube), NS).checked_migration()  # type: ignore[arg-type]
+    """What the program does with the records: read the ledger and the migration record, each checked."""
+    read_records(kube, f"{NS}/gpu-allocation-ledger", leases=True)  # type: ignore[arg-type]
 
 
 def _movehost(kube: FakeKube) -> None:

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
+from cluster.judge.live import LiveCluster
+from cluster.judge.owner_change import check_ledger, namespace_move
+from cluster.judge.preflight import check
+from cluster.judge.replacements import check_replacements
+from cluster.records.ledger import LedgerCohort, ledger_of
 from components.config import StackConfig
-from components.live import LiveCluster
-from components.migration import check_ledger, namespace_move
-from components.preflight import check
-from components.replacements import check_replacements
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort
 
 pytestmark = pytest.mark.unit
@@ -115,7 +116,8 @@ def test_a_namespace_move_the_ledger_shows_is_refused_per_owner(
     if owner == "gpu-operator":
         ledger["operatorMode"] = config.operator_mode
 
-    problems = check_ledger(config, ledger, None, [], {}, "prod", "before/gpu-allocation-ledger")
+    ref = "before/gpu-allocation-ledger"
+    problems = check_ledger(config, ledger_of(ledger, ref), None, [], {}, "prod", ref)
 
     assert [p.path for p in problems] == [f"namespaces.{key}"]
     assert problems[0].message.startswith(
@@ -127,5 +129,7 @@ def test_a_namespace_move_the_ledger_shows_is_refused_per_owner(
 
 def test_the_same_namespace_or_an_old_ledger_without_one_is_no_move() -> None:
     config = _config(cohorts=[DRA_COHORT])
-    assert namespace_move(config, "dra", {"owner": "dra", "namespace": "gpu-dra-system"}, 0, "s", "l") is None
-    assert namespace_move(config, "dra", {"owner": "dra"}, 0, "s", "l") is None
+    same = LedgerCohort("dra", "dra", {}, "gpu-dra-system", {"owner": "dra", "namespace": "gpu-dra-system"})
+    old = LedgerCohort("dra", "dra", {}, None, {"owner": "dra"})
+    assert namespace_move(config, "dra", same, 0, "s", "l") is None
+    assert namespace_move(config, "dra", old, 0, "s", "l") is None

@@ -292,8 +292,8 @@ def test_the_ledger_is_found_in_the_stacks_device_plugin_namespace() -> None:
             {"ConfigMap/gpu-system/gpu-allocation-ledger.yaml": _ledger_text("[1, 2]")},
             _stack(),
             "the rendered ledger cannot be read (ConfigMap gpu-system/gpu-allocation-ledger key ownership.json is not "
-            "a JSON object; the checkout's program rendered it so: its ledger (components/ledger.py) must write a "
-            "JSON object): the cohort → owner map cannot be shown",
+            "a JSON object; the checkout's program rendered it so: its ledger (components/ownership_ledger.py) must "
+            "write a JSON object): the cohort → owner map cannot be shown",
         ),
         (
             {"ConfigMap/gpu-system/gpu-allocation-ledger.yaml": "kind: ConfigMap\ndata: {}\n"},

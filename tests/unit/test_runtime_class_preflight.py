@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 
-from components.cluster import ClusterTarget
+from cluster.client.kubeclient import KubeAccessError
+from cluster.judge.live import LiveCluster, LiveReadError, read_live
+from cluster.judge.preflight import check, check_runtime_class
+from components.cluster import ClusterTarget, source_of
 from components.config import ClusterConfig, StackConfig
-from components.live import LiveCluster, LiveReadError, read_live
-from components.preflight import check, check_runtime_class, source_of
 from components.validation import ClusterFacts
-from eks_hybrid_gpu.kubeclient import KubeAccessError, connect
+from eks_hybrid_gpu.cluster_access import connect
 from tests.support.configs import DRA_COHORT, PLUGIN_COHORT, _base_config
 from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 

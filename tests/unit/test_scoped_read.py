@@ -1,4 +1,4 @@
-"""The scoped read (`components.scoped_read`) gives the same answers as the whole-cluster read it replaced.
+"""The scoped read (`cluster.judge.scoped_read`) gives the same answers as the whole-cluster read it replaced.
 
 One recorded cluster is served by a loopback API server that filters and pages as kube-apiserver does: the
 publishers fixture (our allocators, the static plugin in kube-system, the Operator's operand, Bottlerocket's
@@ -18,15 +18,16 @@ from typing import Any
 import pytest
 
 from bench import preview_at_scale
-from components import scoped_read
-from components.cluster import ClusterTarget
+from cluster.client import kubeclient
+from cluster.judge import scoped_read
+from cluster.judge.consumers import consumers_by_node
+from cluster.judge.live import LiveReadError, read_live, read_live_whole
+from cluster.judge.preflight import check
+from components.cluster import ClusterTarget, source_of
 from components.config import ClusterConfig, StackConfig
-from components.consumers import consumers_by_node
-from components.live import LiveReadError, read_live, read_live_whole
-from components.preflight import check, source_of
 from components.program import preflight_line
 from components.validation import ClusterFacts
-from eks_hybrid_gpu import inspection, kubeclient, transit
+from eks_hybrid_gpu import cluster_access, inspection, transit
 from eks_hybrid_gpu.inspection.snapshot import gather_whole
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort, node_info
 from tests.support.recorded_api import COLLECTIONS, Recorded, recorded_api_fixture  # noqa: F401 (registers `recorded_api`)
@@ -167,7 +168,7 @@ STACKS = {
 @pytest.fixture(autouse=True)
 def _small_pages(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pages of 3 items, so every list the scoped read makes goes through limit/continue."""
-    monkeypatch.setattr(scoped_read, "PAGE", 3)
+    monkeypatch.setattr(kubeclient, "LIST_PAGE", 3)
 
 
 @pytest.mark.parametrize(("cohorts", "ledger"), STACKS.values(), ids=STACKS.keys())
@@ -223,7 +224,7 @@ def test_inspect_reports_the_same_from_the_scoped_read(
 ) -> None:
     recorded, kubeconfig = recorded_api
     _serve(recorded, ledger)
-    kube = kubeclient.connect(kubeconfig, None)
+    kube = cluster_access.connect(kubeconfig, None)
 
     expected = inspection.report(gather_whole(kube, NAMESPACE, LEDGER_REF), kube)
     found = inspection.report(inspection.gather(kube, NAMESPACE, LEDGER_REF), kube)
@@ -241,7 +242,7 @@ def test_every_list_is_paged_and_pods_are_listed_only_by_node(recorded_api: tupl
     if reader == "preflight":
         read_live(_source(kubeconfig), NAMESPACE, [])
     else:
-        inspection.gather(kubeclient.connect(kubeconfig, None), NAMESPACE, LEDGER_REF)
+        inspection.gather(cluster_access.connect(kubeconfig, None), NAMESPACE, LEDGER_REF)
 
     lists = [(path, query) for path, query in recorded.requests if _is_list(path)]
     assert lists, "the read lists something"
@@ -290,7 +291,7 @@ def test_cli_lists_are_paged_and_a_wait_finds_the_claims_that_hold_its_nodes_gpu
     recorded, kubeconfig = recorded_api
     _serve(recorded, PLUGIN_DRA_LEDGER)
     monkeypatch.setattr(kubeclient, "LIST_PAGE", 2)
-    kube = kubeclient.connect(kubeconfig, None)
+    kube = cluster_access.connect(kubeconfig, None)
 
     claims = kube.items(kubeclient.CLAIMS)
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from components.publishers import observe
-from eks_hybrid_gpu.kubeclient import Kube
+from cluster.client.kubeclient import Kube
+from cluster.judge.publishers import observe
 from eks_hybrid_gpu.simulate import Simulation
 from eks_hybrid_gpu.simulate.cluster import apply
 from tests.support.fake_kube import merge_patch as _merge  # RFC 7386, as the API server applies it

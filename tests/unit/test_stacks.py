@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from cluster.judge.live import LiveCluster
 from components.cluster import ClusterTarget
 from components.config import ClusterConfig, StackConfig
-from components.live import LiveCluster
 from eks_hybrid_gpu.mocks import EKS_CLUSTER, exported_outputs, stack_config
 from tests.support.configs import Recorder, RunProgram, hybrid_node, selector_for
 

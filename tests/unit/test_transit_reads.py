@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from components.consumers import consumers_by_node
-from components.dra_objects import DRIVER
-from components.publishers import is_gpu_resource, pod_publisher, pod_ready, positive_count
+from cluster.client.kubeclient import CLAIMS, DAEMONSETS, PODS, SLICES, KubeApiError
+from cluster.judge.consumers import consumers_by_node
+from cluster.judge.publishers import is_gpu_resource, pod_publisher, pod_ready, positive_count
 from eks_hybrid_gpu import transit
-from eks_hybrid_gpu.kubeclient import CLAIMS, DAEMONSETS, PODS, SLICES, KubeApiError
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR
 from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND, DRA_KIND
 
@@ -90,13 +90,19 @@ def cluster() -> dict[str, dict[str, Any]]:
         pod("elsewhere", "gpu-2", plugin, ("ours", "ds-ours")),
     ):
         objects[f"{PODS}/{p['metadata']['name']}"] = p
-    for name, node, driver in (("s1", NODE, DRIVER), ("s2", "gpu-2", DRIVER), ("s3", NODE, "other.example.com")):
+    for name, node, driver in (
+        ("s1", NODE, DRIVER_DOMAIN),
+        ("s2", "gpu-2", DRIVER_DOMAIN),
+        ("s3", NODE, "other.example.com"),
+    ):
         spec = {"nodeName": node, "driver": driver}
         objects[f"{SLICES}/{name}"] = {"kind": "ResourceSlice", "metadata": {"name": name}, "spec": spec}
     objects[f"{CLAIMS}/held"] = {
         "kind": "ResourceClaim",
         "metadata": {"name": "held", "namespace": "ml"},
-        "status": {"allocation": {"devices": {"results": [{"driver": DRIVER, "pool": NODE, "device": "gpu-0"}]}}},
+        "status": {
+            "allocation": {"devices": {"results": [{"driver": DRIVER_DOMAIN, "pool": NODE, "device": "gpu-0"}]}}
+        },
     }
     return objects
 
@@ -119,7 +125,7 @@ def whole_cluster_read(kube: RecordingKube, node_name: str) -> transit.NodeState
         sorted(
             s["metadata"]["name"]
             for s in kube.items(SLICES)
-            if s["spec"].get("nodeName") == node_name and s["spec"].get("driver") == DRIVER
+            if s["spec"].get("nodeName") == node_name and s["spec"].get("driver") == DRIVER_DOMAIN
         )
     )
     held = consumers_by_node(pods, kube.items(CLAIMS)).get(node_name, [])

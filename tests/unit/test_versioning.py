@@ -122,7 +122,7 @@ def test_grammar_and_driver_gates_use_the_reader() -> None:
 
 
 def test_the_host_check_reads_tool_output_through_the_reader() -> None:
-    assert host_parse.parse_version("NVIDIA Container Toolkit CLI version 1.17.8\ncommit: abc") == "1.17.8"
-    assert host_parse.parse_version("containerd github.com/containerd/containerd v1.7.27-1 abc") == "1.7.27-1"
+    assert host_parse.find_tool_version("NVIDIA Container Toolkit CLI version 1.17.8\ncommit: abc") == "1.17.8"
+    assert host_parse.find_tool_version("containerd github.com/containerd/containerd v1.7.27-1 abc") == "1.7.27-1"
     assert host_parse.version_tuple("1.18.0-rc.1") == (1, 18, 0)
-    assert host_parse.parse_version("no version here") is None
+    assert host_parse.find_tool_version("no version here") is None

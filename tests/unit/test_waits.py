@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from cluster.client.kubeclient import KubeAccessError, KubeApiError, KubeUnreachable
 from eks_hybrid_gpu import transit
-from eks_hybrid_gpu.kubeclient import KubeAccessError, KubeApiError, KubeUnreachable
 from tests.support.fake_kube import FakeKube
 
 pytestmark = pytest.mark.unit

@@ -43,7 +43,8 @@ def test_the_wheel_has_one_top_level_package_and_the_project_under_it(installed:
     top_level = next(n for n in names if n.endswith("dist-info/top_level.txt"))
     assert installed.site_packages.joinpath(top_level).read_text().split() == ["eks_hybrid_gpu"]
     wanted = {f for f in wheel.source_files("eks_hybrid_gpu") if f.endswith(".py")}
-    program = ["__main__.py", *wheel.source_files("components"), *wheel.source_files("policy")]
+    tops = ("cluster", "components", "payloads", "policy")
+    program = ["__main__.py", *(f for top in tops for f in wheel.source_files(top))]
     wanted |= {f"eks_hybrid_gpu/_project/{f}" for f in program if f.endswith(".py")}
     wanted |= {f"eks_hybrid_gpu/_project/{f}" for f in [*PROJECT_DATA, *wheel.source_files("stacks")]}
     shipped = {n for n in names if not n.startswith("eks_hybrid_gpu-0.1.0.dist-info/")}

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..vocab.selectors import Placement
+from ..vocab.selectors import Placement, selects
 from .props import UNKNOWN, as_dict, as_list, contains_unknown, dig, string_map
 
 POD_SPEC_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -158,7 +158,7 @@ def selector_confines(workload: Mapping[str, Any], cohort: Mapping[str, str]) ->
     """Tell whether a workload nodeSelector only admits nodes of the cohort."""
     if not cohort:
         return False
-    return all(workload.get(key) == value for key, value in cohort.items())
+    return selects(cohort, workload)
 
 
 # --------------------------------------------------------------------------- field types

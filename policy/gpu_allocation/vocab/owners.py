@@ -132,7 +132,7 @@ DRA_MIN_KUBERNETES: Final[Version] = (1, 34, 2)
 """DRA GPU allocation with resource.k8s.io/v1 requires Kubernetes 1.34.2 or newer (the seed guide)."""
 
 # A kubelet may run up to three minor versions behind the control plane, and nodeadm installs each Hybrid Node's
-# own, so every mode carries its own kubelet floor (components/node_facts.py checks nodes against it). The charts'
+# own, so every mode carries its own kubelet floor (cluster/judge/node_facts.py checks nodes against it). The charts'
 # `-0` lets pre-release suffixes through, so a floor compares major.minor.patch only.
 DEVICE_PLUGIN_KIND: Final = OwnerKind(
     owner=DEVICE_PLUGIN,

@@ -20,6 +20,16 @@ Requirement = tuple[str, str, tuple[str, ...]]
 _OPERATORS: Final = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
 
 
+def selects(selector: Mapping[str, str], labels: Mapping[str, Any]) -> bool:
+    """An equality selector (AND of `key = value`) matches these labels: the one home of that rule."""
+    return all(labels.get(key) == value for key, value in selector.items())
+
+
+def selects_node(selector: Mapping[str, str], node: Mapping[str, Any]) -> bool:
+    """An equality selector matches a Node object's labels (a Node without labels matches only `{}`)."""
+    return selects(selector, (node.get("metadata") or {}).get("labels") or {})
+
+
 def selectors_overlap(first: Mapping[str, str], second: Mapping[str, str]) -> bool:
     """Two equality selectors can select one node unless some key has different values."""
     return all(first[key] == second[key] for key in first.keys() & second.keys())

@@ -1,7 +1,7 @@
 """Read what the GPU checks need, where it is: the GPU nodes first, then only what runs on them.
 
 Listing every pod of the cluster to judge five GPU nodes costs what the cluster costs (at 505 nodes and 15,079
-pods: 7.7 s and 828 MB). The checks (`components.preflight`, `eks-hybrid-gpu inspect`) judge only nodes that a
+pods: 7.7 s and 828 MB). The checks (`cluster.judge.preflight`, `eks-hybrid-gpu inspect`) judge only nodes that a
 cohort selects or that carry a GPU trace, and what runs on those nodes. So this module reads, in order:
 
 1. the `gpu.nvidia.com` ResourceSlices (field selector `spec.driver`) and the ResourceClaims allocated to that
@@ -21,32 +21,28 @@ one response whatever the `limit` (kubernetes/kubernetes #70735), which is what 
 
 What it cannot see, by design: an allocator or a GPU-holding pod on a node with no GPU trace and no cohort. A
 device plugin there publishes nothing (the node advertises no GPU), and the kubelet admits no pod asking for a
-GPU the node lacks. Reads fail closed: every failed request raises the caller's refusal (`Get`), and a name
-that is no Kubernetes name is a `ScopeError`, never a skipped object.
+GPU the node lacks. Reads fail closed: every failed request raises the client's error (`cluster.client.errors`),
+and a name that is no Kubernetes name is a `ScopeError`, never a skipped object.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote
 
-from components.dra_objects import DRIVER
-from components.operator_boundary import discovery_labels
-from components.publishers import DEPLOY_LABELS
+from cluster.client.kubeclient import DAEMONSETS, NODES, PODS, Kube
+from cluster.judge.operator_boundary import discovery_labels
+from cluster.judge.publishers import DEPLOY_LABELS
+from cluster.records.ledger import Ledger
+from cluster.records.migration import Migration
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.grammar import is_dns_label, is_dns_subdomain
 from policy.gpu_allocation.vocab.labels import LABEL_PREFIX
+from policy.gpu_allocation.vocab.selectors import selects
 
-Get = Callable[[str, str, Mapping[str, str]], "dict[str, Any] | None"]
-"""GET (path, what it is for a refusal, query) -> the JSON document; None for a 404; raises on any other failure."""
-
-NODES: Final = "/api/v1/nodes"
-PODS: Final = "/api/v1/pods"
-DAEMONSETS: Final = "/apis/apps/v1/daemonsets"
-PAGE: Final = 500
-"""Items per list page: what kubectl asks for; bounds what one response holds in memory."""
 WORKERS: Final = 8
 """Per-node pod lists and DaemonSet reads in flight at once."""
 UNFINISHED: Final = "status.phase!=Succeeded,status.phase!=Failed"
@@ -68,27 +64,22 @@ class Scope:
 
     def selects(self, name: str, labels: Mapping[str, Any]) -> bool:
         """A cohort selects the node, or a record names it."""
-        return name in self.names or any(
-            all(labels.get(key) == value for key, value in selector.items()) for selector in self.selectors
-        )
+        return name in self.names or any(selects(selector, labels) for selector in self.selectors)
 
 
-def scope_of(
-    selectors: Iterable[Mapping[str, str]], ledger: Mapping[str, Any] | None, migration: Mapping[str, Any] | None
-) -> Scope:
+def scope_of(selectors: Iterable[Mapping[str, str]], ledger: Ledger | None, migration: Migration | None) -> Scope:
     """The nodes the checks judge: what the stack's, the ledger's and a migration's selectors select, and its hosts."""
     chosen = [dict(s) for s in selectors]
-    cohorts = _mapping(_mapping(ledger).get("cohorts"))
-    chosen += [dict(_mapping(_mapping(entry).get("nodeSelector"))) for entry in cohorts.values()]
-    chosen.append(dict(_mapping(_mapping(migration).get("nodeSelector"))))
-    names = frozenset(str(n) for n in _mapping(migration).get("nodes") or [])
+    chosen += [dict(selector) for selector in (ledger.selectors().values() if ledger else ())]
+    chosen.append(dict(migration.node_selector) if migration else {})
+    names = frozenset(migration.nodes if migration else ())
     # An empty selector would select every node: none is valid in a stack, and a record's is left out.
     return Scope(tuple(c for c in chosen if c), names)
 
 
 @dataclass
 class Lists:
-    """What was read, each object reduced to the fields the checks use (`components.live.LiveCluster`'s lists)."""
+    """What was read, each object reduced to the fields the checks use (`cluster.judge.live.LiveCluster`'s lists)."""
 
     nodes: list[dict[str, Any]] = field(default_factory=list)
     slices: list[dict[str, Any]] = field(default_factory=list)
@@ -157,7 +148,7 @@ def slim_daemonset(daemonset: Mapping[str, Any]) -> dict[str, Any]:
 def gpu_claim(claim: Mapping[str, Any]) -> bool:
     """A claim allocated at least one `gpu.nvidia.com` device: the only claims that hold a GPU."""
     results = _mapping(_mapping(_mapping(claim.get("status")).get("allocation")).get("devices")).get("results")
-    return any(_mapping(r).get("driver") == DRIVER for r in results or [])
+    return any(_mapping(r).get("driver") == DRIVER_DOMAIN for r in results or [])
 
 
 def claim_pools(claims: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -167,7 +158,7 @@ def claim_pools(claims: Iterable[Mapping[str, Any]]) -> set[str]:
         for c in claims
         for r in _mapping(_mapping(_mapping(c.get("status")).get("allocation")).get("devices")).get("results") or []
     )
-    return {str(r["pool"]) for r in results if r.get("driver") == DRIVER and r.get("pool")}
+    return {str(r["pool"]) for r in results if r.get("driver") == DRIVER_DOMAIN and r.get("pool")}
 
 
 def gpu_trace(node: Mapping[str, Any]) -> bool:
@@ -186,27 +177,6 @@ def gpu_trace(node: Mapping[str, Any]) -> bool:
     )
 
 
-def paged(get: Get, path: str, what: str, **query: str) -> Iterator[list[dict[str, Any]]] | None:
-    """The list's items a page at a time (limit/continue); None when the API server does not serve the list (404)."""
-    first = get(path, what, {**query, "limit": str(PAGE)})
-    if first is None:
-        return None
-
-    def pages(document: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
-        while True:
-            yield list(document.get("items") or [])
-            token = str(_mapping(document.get("metadata")).get("continue") or "")
-            if not token:
-                return
-            following = get(path, what, {**query, "limit": str(PAGE), "continue": token})
-            if following is None:
-                msg = f"the list of {what} stopped being served part-way through; read again"
-                raise ScopeError(msg)  # half a list is no answer
-            document = following
-
-    return pages(first)
-
-
 def _segment(value: object, kind: str, check: Callable[[object], bool]) -> str:
     """A name as one path segment, after checking it against its grammar (a name is never pasted unchecked)."""
     if not check(value):
@@ -215,32 +185,32 @@ def _segment(value: object, kind: str, check: Callable[[object], bool]) -> str:
     return quote(str(value), safe="")
 
 
-def _node_pods(get: Get, node: str) -> list[dict[str, Any]]:
+def _node_pods(kube: Kube, node: str) -> list[dict[str, Any]]:
     _segment(node, "node name", is_dns_subdomain)  # a field selector value with a comma would add a term
-    found = paged(get, PODS, "pods", fieldSelector=f"spec.nodeName={node},{UNFINISHED}")
+    found = kube.pages(PODS, what="pods", fieldSelector=f"spec.nodeName={node},{UNFINISHED}")
     return [slim_pod(p) for page in found or () for p in page]
 
 
-def _same_object(get: Get, group: str, resource: str, kind: str, ref: tuple[str, str, str]) -> dict[str, Any] | None:
+def _same_object(kube: Kube, group: str, resource: str, kind: str, ref: tuple[str, str, str]) -> dict[str, Any] | None:
     """The object (namespace, name, uid) a pod or a claim names; None when it is gone or another now has its name."""
     namespace, name, uid = ref
     path = (
         f"{group}/namespaces/{_segment(namespace, 'namespace', is_dns_label)}/{resource}/"
         f"{_segment(name, f'{kind} name', is_dns_subdomain)}"
     )
-    found = get(path, f"{kind} {namespace}/{name}", {})
+    found = kube.get_or_none(path, what=f"{kind} {namespace}/{name}")
     return found if found is not None and _mapping(found.get("metadata")).get("uid") == uid else None
 
 
-def _reserved_pod(get: Get, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
-    pod = _same_object(get, "/api/v1", "pods", "pod", (namespace, name, uid))
+def _reserved_pod(kube: Kube, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
+    pod = _same_object(kube, "/api/v1", "pods", "pod", (namespace, name, uid))
     if pod is None or _mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
         return None
     return slim_pod(pod)
 
 
-def _daemonset(get: Get, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
-    daemonset = _same_object(get, "/apis/apps/v1", "daemonsets", "DaemonSet", (namespace, name, uid))
+def _daemonset(kube: Kube, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
+    daemonset = _same_object(kube, "/apis/apps/v1", "daemonsets", "DaemonSet", (namespace, name, uid))
     return None if daemonset is None else slim_daemonset(daemonset)
 
 
@@ -279,27 +249,26 @@ def _in_parallel(work: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> 
         return list(pool.map(lambda args: work(*args), calls))
 
 
-def read(get: Get, scope: Scope, versions: Sequence[str]) -> Lists:
-    """The GPU nodes and what runs on them, as `components.live.read_live` and `inspect` judge them.
+def read(kube: Kube, scope: Scope, versions: Sequence[str]) -> Lists:
+    """The GPU nodes and what runs on them, as `cluster.judge.live.read_live` and `inspect` judge them.
 
     `versions`: resource.k8s.io versions tried in order; the first served one gives the slices and claims.
     """
     lists = Lists()
     for version in versions:
-        slices = paged(
-            get,
+        slices = kube.pages(
             f"/apis/resource.k8s.io/{version}/resourceslices",
-            "ResourceSlices",
-            fieldSelector=f"spec.driver={DRIVER}",
+            what="ResourceSlices",
+            fieldSelector=f"spec.driver={DRIVER_DOMAIN}",
         )
         if slices is None:
             continue
-        lists.slices = [s for page in slices for s in page if _mapping(s.get("spec")).get("driver") == DRIVER]
-        claims = paged(get, f"/apis/resource.k8s.io/{version}/resourceclaims", "ResourceClaims")
+        lists.slices = [s for page in slices for s in page if _mapping(s.get("spec")).get("driver") == DRIVER_DOMAIN]
+        claims = kube.pages(f"/apis/resource.k8s.io/{version}/resourceclaims", what="ResourceClaims")
         lists.claims = [c for page in claims or () for c in page if gpu_claim(c)]
         break
     pinned = {str(_mapping(s.get("spec")).get("nodeName")) for s in lists.slices} | claim_pools(lists.claims)
-    for page in paged(get, NODES, "nodes") or ():
+    for page in kube.pages(NODES, what="nodes") or ():
         lists.nodes_listed += len(page)
         for node in page:
             name = str(_mapping(node.get("metadata")).get("name", ""))
@@ -307,32 +276,32 @@ def read(get: Get, scope: Scope, versions: Sequence[str]) -> Lists:
             if name in pinned or scope.selects(name, labels) or gpu_trace(node):
                 lists.nodes.append(slim_node(node))
     names = [str(n["metadata"].get("name", "")) for n in lists.nodes]
-    lists.pods = [p for found in _in_parallel(lambda n: _node_pods(get, n), [(n,) for n in names]) for p in found]
+    lists.pods = [p for found in _in_parallel(lambda n: _node_pods(kube, n), [(n,) for n in names]) for p in found]
     extra = _in_parallel(
-        lambda ns, n, uid: _reserved_pod(get, ns, n, uid), _missing_reservations(lists.claims, lists.pods)
+        lambda ns, n, uid: _reserved_pod(kube, ns, n, uid), _missing_reservations(lists.claims, lists.pods)
     )
     lists.pods += [p for p in extra if p is not None]
-    found = _in_parallel(lambda ns, n, uid: _daemonset(get, ns, n, uid), _controllers(lists.pods))
+    found = _in_parallel(lambda ns, n, uid: _daemonset(kube, ns, n, uid), _controllers(lists.pods))
     lists.daemonsets = [d for d in found if d is not None]
     return lists
 
 
-def read_whole(get: Get, versions: Sequence[str]) -> Lists:
+def read_whole(kube: Kube, versions: Sequence[str]) -> Lists:
     """Every node, unfinished pod, DaemonSet, slice and claim in one unpaginated list each, kept whole.
 
     The read this module replaced: the reference `tests/unit/test_scoped_read.py` holds the scoped read to, and
     the "before" of the bench's live-read table.
     """
     lists = Lists()
-    lists.nodes = list((get(NODES, "nodes", {}) or {}).get("items") or [])
+    lists.nodes = list((kube.get_or_none(NODES, what="nodes") or {}).get("items") or [])
     lists.nodes_listed = len(lists.nodes)
-    lists.pods = list((get(PODS, "pods", {"fieldSelector": UNFINISHED}) or {}).get("items") or [])
-    lists.daemonsets = list((get(DAEMONSETS, "DaemonSets", {}) or {}).get("items") or [])
+    lists.pods = list((kube.get_or_none(PODS, what="pods", fieldSelector=UNFINISHED) or {}).get("items") or [])
+    lists.daemonsets = list((kube.get_or_none(DAEMONSETS, what="DaemonSets") or {}).get("items") or [])
     for version in versions:
-        slices = get(f"/apis/resource.k8s.io/{version}/resourceslices", "ResourceSlices", {})
+        slices = kube.get_or_none(f"/apis/resource.k8s.io/{version}/resourceslices", what="ResourceSlices")
         if slices is not None:
             lists.slices = list(slices.get("items") or [])
-            claims = get(f"/apis/resource.k8s.io/{version}/resourceclaims", "ResourceClaims", {})
+            claims = kube.get_or_none(f"/apis/resource.k8s.io/{version}/resourceclaims", what="ResourceClaims")
             lists.claims = list((claims or {}).get("items") or [])
             break
     return lists

@@ -1,6 +1,6 @@
 """Who holds each node's GPUs right now, and through which mechanism, read from the pods and claims themselves.
 
-`components.publishers` says who *offers* a node's GPUs; this module says who *holds* them. The two differ in
+`cluster.judge.publishers` says who *offers* a node's GPUs; this module says who *holds* them. The two differ in
 transit: a pod keeps the device-plugin GPU it was given after the plugin leaves (the kubelet does not evict it),
 and a DRA driver that starts beside it publishes the same GPU as free. So a change of owner is safe only when no
 pod holds a GPU through the mechanism that is going away. The mechanisms:
@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from components.dra_objects import DRIVER
-from components.publishers import Finding, is_gpu_resource
+from cluster.judge.publishers import Finding, is_gpu_resource
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
 Mechanism = Literal["device-plugin", "dra"]
@@ -48,7 +48,7 @@ class Consumer:
 
     def describe(self) -> str:
         """`pod ns/name holds nvidia.com/gpu=1 (container main) through the device plugin`."""
-        through = "the device plugin" if self.mechanism == DEVICE_PLUGIN else f"DRA ({DRIVER})"
+        through = "the device plugin" if self.mechanism == DEVICE_PLUGIN else f"DRA ({DRIVER_DOMAIN})"
         who = f"pod {self.pod}" if self.pod else "no running pod (the claim is still allocated)"
         return f"{who} holds {self.holds} through {through}"
 
@@ -130,7 +130,7 @@ def claim_consumers(claim: Mapping[str, Any], live_pods: Mapping[str, Mapping[st
     results = [
         r
         for r in _list(_mapping(allocation.get("devices")).get("results"))
-        if isinstance(r, Mapping) and r.get("driver") == DRIVER and r.get("pool")
+        if isinstance(r, Mapping) and r.get("driver") == DRIVER_DOMAIN and r.get("pool")
     ]
     if not results:
         return []

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Literal
 
-from components.dra_objects import DRIVER
 from policy.gpu_allocation.vocab.allocators import pod_owner
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import (
     AUTO_MODE,
     COHORT_LABEL,
@@ -95,7 +95,7 @@ class Publisher:
         if self.via == "resource":
             return f"{self.what} in its allocatable ({kind} with no pod on the node: a host-level one)"
         if self.via == "slice":
-            return f"{self.what} of {DRIVER} ({kind})"
+            return f"{self.what} of {DRIVER_DOMAIN} ({kind})"
         if self.via == "label":
             operand = "device plugin" if self.channel == "resources" else "DRA driver"
             return f"{self.what} ({kind} deploys its {operand})"
@@ -254,7 +254,7 @@ def observe(
     evidence: dict[str, list[Publisher]] = {}
     for resource_slice in slices:
         spec = resource_slice.get("spec") or {}
-        if spec.get("driver") == DRIVER and spec.get("nodeName"):
+        if spec.get("driver") == DRIVER_DOMAIN and spec.get("nodeName"):
             what = f"ResourceSlice {_meta(resource_slice).get('name')}"
             evidence.setdefault(str(spec["nodeName"]), []).append(Publisher("slice", DRA, "slices", what))
     for pod in pods:
@@ -333,7 +333,7 @@ FindingKind = Literal[
     "container-runtime",
 ]
 BoundaryFindingKind = Literal["operand-outside-cohort", "operands-would-start"]
-"""The GPU Operator's boundary (`components.operator_boundary`)."""
+"""The GPU Operator's boundary (`cluster.judge.operator_boundary`)."""
 
 
 @dataclass(frozen=True)

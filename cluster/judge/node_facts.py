@@ -5,7 +5,7 @@ minor versions behind the control plane, so a 1.34 control plane (checked in `co
 DRA hosts on a 1.31 kubelet, whose DRA API is not resource.k8s.io/v1, or on a containerd without CDI: the DRA
 kubelet plugin would install there and its claims would never be prepared. So the preflight and `inspect` read
 `status.nodeInfo` of every cohort node against the floors of the owner's mode (its registry entry,
-`policy/gpu_allocation/vocab/owners.py`; the containerd CDI floors are in `components.versions`). A version that is
+`policy/gpu_allocation/vocab/owners.py`; the containerd CDI floors are here). A version that is
 missing or does not parse is "cannot tell", refused like one below the floor: the check does not pass what it
 cannot judge. Plain data in, records out; the callers put them into words with their config path or finding.
 """
@@ -17,11 +17,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from components import versions
-from components.config import show
+from cluster.findings import show
 from policy.gpu_allocation.vocab import versioning
 from policy.gpu_allocation.vocab.labels import Owner
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS, ModeKey, Version, mode_of
+
+# CDI in containerd: 1.7 added it behind `enable_cdi = true` in the CRI plugin's config; 2.0 turned it on by default
+# (containerd's release notes; eks_hybrid_gpu/hostcheck/containerd.py reads the setting on a host).
+CDI_MIN_CONTAINERD: Final = (1, 7, 0)
+"""The first containerd with CDI; it needs `enable_cdi = true` in the CRI plugin's config."""
+CDI_DEFAULT_CONTAINERD: Final = (2, 0, 0)
+"""From here containerd enables CDI by default."""
 
 NodeOwner = ModeKey
 """An owner as the nodes see it: its mode (the GPU Operator's two modes need different kubelets)."""
@@ -83,7 +89,7 @@ def dotted(version: Version) -> str:
     return ".".join(map(str, version))
 
 
-def parse_version(text: object) -> Version | None:
+def parse_reported_version(text: object) -> Version | None:
     """`v1.34.4-eks-3025e55` -> (1, 34, 4); None when it is not major.minor.patch with an optional suffix."""
     if not isinstance(text, str) or len(text) > MAX_REPORTED:
         return None
@@ -104,7 +110,7 @@ def parse_runtime(text: object) -> Runtime | None:
     if not isinstance(text, str) or len(text) > MAX_REPORTED:
         return None
     found = _RUNTIME.fullmatch(text)
-    return Runtime(found[1], parse_version(found[2])) if found else None
+    return Runtime(found[1], parse_reported_version(found[2])) if found else None
 
 
 def reported(node: Mapping[str, Any]) -> tuple[object, object]:
@@ -137,8 +143,8 @@ class Issue:
         floor = FLOORS[self.owner]
         hostcheck = f"`sudo eks-hybrid-gpu hostcheck --owner {floor.hostcheck_owner}`"
         cdi = (
-            f"containerd {dotted(versions.CDI_MIN_CONTAINERD)}+ with enable_cdi = true in its CRI plugin config, or "
-            f"{dotted(versions.CDI_DEFAULT_CONTAINERD)}+ where CDI is on by default"
+            f"containerd {dotted(CDI_MIN_CONTAINERD)}+ with enable_cdi = true in its CRI plugin config, or "
+            f"{dotted(CDI_DEFAULT_CONTAINERD)}+ where CDI is on by default"
         )
         runtime_need = f"a CDI-enabled containerd ({cdi})" if floor.cdi else "containerd"
         if self.fact == "kubelet":
@@ -159,14 +165,14 @@ class Issue:
         if self.trouble == "below-floor":
             return (
                 f"container runtime is {show(self.value)} ({RUNTIME_FIELD}), older than containerd "
-                f"{dotted(versions.CDI_MIN_CONTAINERD)}, the first with CDI; {floor.title} needs {runtime_need}: "
+                f"{dotted(CDI_MIN_CONTAINERD)}, the first with CDI; {floor.title} needs {runtime_need}: "
                 f"upgrade containerd on the host, then check its config with {hostcheck}"
             )
         if self.trouble == "needs-setting":
             return (
                 f"container runtime is {show(self.value)}: containerd 1.7.x enables CDI only with enable_cdi = "
                 f"true in its CRI plugin config, which {floor.title} needs; the node cannot show its config: check it "
-                f"with {hostcheck} on the host (or upgrade to containerd {dotted(versions.CDI_DEFAULT_CONTAINERD)}+)"
+                f"with {hostcheck} on the host (or upgrade to containerd {dotted(CDI_DEFAULT_CONTAINERD)}+)"
             )
         return (
             f"container runtime is unknown ({RUNTIME_FIELD} "
@@ -189,7 +195,7 @@ def check_node(node: Mapping[str, Any], owner: NodeOwner) -> list[Issue]:
     name = str(metadata.get("name", "<unnamed>")) if isinstance(metadata, Mapping) else "<unnamed>"
     kubelet_text, runtime_text = reported(node)
     issues: list[Issue] = []
-    kubelet = parse_version(kubelet_text)
+    kubelet = parse_reported_version(kubelet_text)
     if kubelet is None:
         issues.append(Issue(name, "kubelet", "cannot-tell", kubelet_text, owner))
     elif kubelet < floor.kubelet:
@@ -199,8 +205,8 @@ def check_node(node: Mapping[str, Any], owner: NodeOwner) -> list[Issue]:
         issues.append(Issue(name, "runtime", "cannot-tell", runtime_text, owner))
     elif runtime.name != CONTAINERD:
         issues.append(Issue(name, "runtime", "not-containerd", runtime_text, owner))
-    elif floor.cdi and runtime.version is not None and runtime.version < versions.CDI_MIN_CONTAINERD:
+    elif floor.cdi and runtime.version is not None and runtime.version < CDI_MIN_CONTAINERD:
         issues.append(Issue(name, "runtime", "below-floor", runtime_text, owner))
-    elif floor.cdi and runtime.version is not None and runtime.version < versions.CDI_DEFAULT_CONTAINERD:
+    elif floor.cdi and runtime.version is not None and runtime.version < CDI_DEFAULT_CONTAINERD:
         issues.append(Issue(name, "runtime", "needs-setting", runtime_text, owner))
     return issues

@@ -1,6 +1,6 @@
 """What a `move-host` or `migrate` Lease says: the guarded node or cohort, its holder, and whether it still holds.
 
-`eks_hybrid_gpu.leases` takes, renews and releases these Leases; the preflight (`components.live`) and `inspect`
+`cluster.records.leases` takes, renews and releases these Leases; the preflight (`cluster.judge.live`) and `inspect`
 read them with `HeldLease.of`, so a preview, `inspect` and a refused run describe a held Lease in the same words.
 """
 

@@ -4,14 +4,14 @@ It reads the nodes each cohort selects and refuses to install when none match, w
 node is already MPS-capable (the exclusive-GPU path must not take over MPS ownership), when a selected
 node is an EKS Auto Mode node. It then refuses a cohort whose nodes something other than the cohort's owner
 already publishes (see
-`components.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
+`cluster.judge.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
 physical devices before enabling either path"; and a cohort node whose GPUs a pod still holds through another
-mechanism than the owner's (`components.consumers`): a host moved while busy. It refuses a cohort node whose own
+mechanism than the owner's (`cluster.judge.consumers`): a host moved while busy. It refuses a cohort node whose own
 kubelet or container runtime (`status.nodeInfo`) does not meet the owner's floor, or cannot be read
-(`components.node_facts`). It refuses a plan that would start a cohort's allocator where another DaemonSet of
-it still runs (`components.replacements`: a namespace move, a cohort rename). With a GPU Operator cohort it
+(`cluster.judge.node_facts`). It refuses a plan that would start a cohort's allocator where another DaemonSet of
+it still runs (`cluster.judge.replacements`: a namespace move, a cohort rename). With a GPU Operator cohort it
 also refuses every GPU node outside that cohort that
-lacks the operand opt-out (`components.operator_boundary`).
+lacks the operand opt-out (`cluster.judge.operator_boundary`).
 """
 
 from __future__ import annotations
@@ -19,17 +19,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from components import operator_boundary
-from components.cluster import ClusterTarget
-from components.config import ClusterConfig, StackConfig, needs_runtime_class
-from components.consumers import consumers_by_node, mechanism_of, other_mechanism
-from components.live import LiveCluster, Source, read_live
-from components.migration import Migration, check_ledger, namespace_key
-from components.node_facts import check_node, node_owner
-from components.publishers import foreign, labels_of, observe
-from components.refusals import Problem
-from components.replacements import check_replacements
+from cluster.findings import Problem
+from cluster.judge import operator_boundary
+from cluster.judge.consumers import consumers_by_node, mechanism_of, other_mechanism
+from cluster.judge.live import LiveCluster
+from cluster.judge.node_facts import check_node, node_owner
+from cluster.judge.owner_change import check_ledger
+from cluster.judge.publishers import foreign, labels_of, observe
+from cluster.judge.replacements import check_replacements
+from cluster.judge.stack_view import StackView
+from cluster.records.migration import Migration, namespace_key
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, MPS_CAPABLE_LABEL
+from policy.gpu_allocation.vocab.selectors import selects, selects_node
 
 Node = Mapping[str, Any]
 
@@ -38,19 +39,13 @@ def _name(node: Node) -> str:
     return str(node.get("metadata", {}).get("name", "<unnamed>"))
 
 
-def matches(selector: Mapping[str, str], node: Node) -> bool:
-    """Whether an equality selector selects the node."""
-    labels = labels_of(node)
-    return all(labels.get(key) == value for key, value in selector.items())
-
-
-def check_nodes(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
+def check_nodes(config: StackView, nodes: Sequence[Node]) -> list[Problem]:
     """Every reason the live nodes do not fit the declared cohorts."""
     problems: list[Problem] = []
     for i, cohort in enumerate(config.cohorts):
         path = f"cohorts[{i}].nodeSelector"
         selector = cohort.selector(config.cohort_label_key)
-        selected = [n for n in nodes if matches(selector, n)]
+        selected = [n for n in nodes if selects_node(selector, n)]
         if not selected:
             problems.append(
                 Problem(
@@ -81,7 +76,7 @@ def check_nodes(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
     return problems
 
 
-def check_publishers(config: StackConfig, live: LiveCluster) -> list[Problem]:
+def check_publishers(config: StackView, live: LiveCluster) -> list[Problem]:
     """Every cohort node that an allocator other than the cohort's owner already publishes."""
     problems: list[Problem] = []
     owners = {c.name: c.owner for c in config.cohorts}
@@ -89,7 +84,7 @@ def check_publishers(config: StackConfig, live: LiveCluster) -> list[Problem]:
     for i, cohort in enumerate(config.cohorts):
         selector = cohort.selector(config.cohort_label_key)
         for node in observed:
-            if not matches(selector, {"metadata": {"labels": dict(node.labels)}}):
+            if not selects(selector, node.labels):
                 continue
             others = foreign(node, cohort.name, cohort.owner, owners)
             if not others:
@@ -108,7 +103,7 @@ def check_publishers(config: StackConfig, live: LiveCluster) -> list[Problem]:
     return problems
 
 
-def check_consumers(config: StackConfig, live: LiveCluster) -> list[Problem]:
+def check_consumers(config: StackView, live: LiveCluster) -> list[Problem]:
     """Every cohort node whose GPUs a pod holds through another mechanism than the cohort's owner uses.
 
     Such a pod kept the GPU its old allocator gave it (the kubelet does not evict it), while this cohort's owner
@@ -122,7 +117,7 @@ def check_consumers(config: StackConfig, live: LiveCluster) -> list[Problem]:
         selector = cohort.selector(config.cohort_label_key)
         mechanism = mechanism_of(cohort.owner, operator_mode)
         for node in live.nodes:
-            if not matches(selector, node):
+            if not selects_node(selector, node):
                 continue
             others = other_mechanism(consumers.get(_name(node), []), mechanism)
             if not others:
@@ -143,13 +138,13 @@ def check_consumers(config: StackConfig, live: LiveCluster) -> list[Problem]:
     return problems
 
 
-def check_node_facts(config: StackConfig, nodes: Sequence[Node]) -> list[Problem]:
+def check_node_facts(config: StackView, nodes: Sequence[Node]) -> list[Problem]:
     """Every cohort node whose kubelet or container runtime falls short of its owner's floor, or cannot be read."""
     problems: list[Problem] = []
     for i, cohort in enumerate(config.cohorts):
         owner = node_owner(cohort.owner, config.operator.mode)
         selector = cohort.selector(config.cohort_label_key)
-        for node in (n for n in nodes if matches(selector, n)):
+        for node in (n for n in nodes if selects_node(selector, n)):
             problems += [
                 Problem(
                     f"cohorts[{i}].nodeSelector",
@@ -162,13 +157,13 @@ def check_node_facts(config: StackConfig, nodes: Sequence[Node]) -> list[Problem
     return problems
 
 
-def check_runtime_class(config: StackConfig, live: LiveCluster) -> list[Problem]:
+def check_runtime_class(config: StackView, live: LiveCluster) -> list[Problem]:
     """Where the program reuses an existing RuntimeClass (hostsHaveNvidiaHandler false), it exists in the cluster.
 
     Otherwise the update fails only when the provider reads the class, after other objects were created.
     """
     runtime = config.runtime_class
-    if runtime.hosts_have_nvidia_handler or not needs_runtime_class(config):
+    if runtime.hosts_have_nvidia_handler or not config.needs_runtime_class:
         return []
     if live.runtime_classes_error is not None:
         return [
@@ -201,9 +196,12 @@ def check_runtime_class(config: StackConfig, live: LiveCluster) -> list[Problem]
 
 
 def check_owner_changes(
-    config: StackConfig, live: LiveCluster, stack: str = "STACK", migration: Migration | None = None
+    config: StackView, live: LiveCluster, stack: str = "STACK", migration: Migration | None = None
 ) -> list[Problem]:
-    """Every cohort whose owner the stack changes in one step from the cluster's ledger (`components.migration`)."""
+    """Every cohort whose owner the stack changes in one step from the cluster's ledger.
+
+    The record of a migration under way is `cluster.records.migration`'s.
+    """
     if live.records is None:
         return []
     consumers = consumers_by_node(live.pods, live.claims)
@@ -212,7 +210,7 @@ def check_owner_changes(
 
 
 def check(
-    config: StackConfig, live: LiveCluster, stack: str = "STACK", migration: Migration | None = None
+    config: StackView, live: LiveCluster, stack: str = "STACK", migration: Migration | None = None
 ) -> list[Problem]:
     """The whole preflight, every check in turn; each returns the problems it found (docstrings say which)."""
     changes = check_owner_changes(config, live, stack, migration)
@@ -227,47 +225,3 @@ def check(
         + check_runtime_class(config, live)
         + operator_boundary.check(config, live.nodes, live.slices)
     )
-
-
-def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
-    """How to read the target, and what to tell the person when that fails, per cluster source."""
-    if cluster.source == "eks":
-        return Source(
-            None,
-            target.kubeconfig_content,
-            None,
-            f"the kubeconfig generated for EKS cluster {cluster.name} ({cluster.region})",
-            f"check the AWS credentials that `aws eks get-token --cluster-name {cluster.name} --region "
-            f"{cluster.region}` uses, and that this IAM principal has an EKS access entry with cluster-admin "
-            "(or list and get on nodes, pods, daemonsets, resourceslices and resourceclaims)",
-        )
-    if cluster.source == "kubeconfig":
-        return Source(
-            target.kubeconfig_path,
-            None,
-            target.context,
-            f"kubeconfig {target.kubeconfig_path} (eks-hybrid-gpu:cluster.kubeconfig)",
-            "set eks-hybrid-gpu:cluster.kubeconfig and cluster.context to a kubeconfig that reaches the cluster "
-            "as an administrator, and check that the cluster is running",
-        )
-    return Source(
-        target.kubeconfig_path,
-        None,
-        None,
-        f"kubeconfig {target.kubeconfig_path} (the local cluster)",
-        "start the local cluster with `eks-hybrid-gpu local up` (or `simulate start`)",
-    )
-
-
-def read_cluster(
-    cluster: ClusterConfig,
-    target: ClusterTarget,
-    records_namespace: str | None = None,
-    config: StackConfig | None = None,
-) -> LiveCluster:
-    """The cohorts' and GPU nodes, what runs on them, the ledger's records; a LiveReadError when they cannot be read.
-
-    `config`: the stack whose cohorts' nodes are read besides every node with a GPU trace (`components.scoped_read`).
-    """
-    selectors = [c.selector(config.cohort_label_key) for c in config.cohorts] if config is not None else []
-    return read_live(source_of(cluster, target), records_namespace, selectors)

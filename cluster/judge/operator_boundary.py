@@ -20,10 +20,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from components.config import CohortConfig, StackConfig
-from components.dra_objects import DRIVER
-from components.publishers import OPERATOR_KINDS, Finding, controller_of, labels_of, operator_managed, positive_count
-from components.refusals import Problem
+from cluster.findings import Problem
+from cluster.judge.publishers import OPERATOR_KINDS, Finding, controller_of, labels_of, operator_managed, positive_count
+from cluster.judge.stack_view import CohortView, StackView
+from cluster.records.ledger import Ledger
+from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import (
     AUTO_MODE,
     COMPUTE_TYPE_LABEL,
@@ -31,6 +32,7 @@ from policy.gpu_allocation.vocab.labels import (
     HYBRID,
     OPERANDS_OPT_OUT_LABEL,
 )
+from policy.gpu_allocation.vocab.selectors import selects
 
 NFD_GPU_LABELS: Final = (
     "feature.node.kubernetes.io/pci-10de.present",
@@ -96,7 +98,7 @@ def gpu_evidence(node: Mapping[str, Any], slices: Iterable[str] = ()) -> list[st
     resources = {**(status.get("capacity") or {}), **(status.get("allocatable") or {})}
     found = discovery_labels(labels_of(node))
     found += [f"{k}={v}" for k, v in sorted(resources.items()) if k.startswith("nvidia.com/") and positive_count(v)]
-    found += [f"ResourceSlice {name} of {DRIVER}" for name in sorted(slices)]
+    found += [f"ResourceSlice {name} of {DRIVER_DOMAIN}" for name in sorted(slices)]
     return found
 
 
@@ -154,10 +156,6 @@ class BoundaryNode:
         )
 
 
-def _selects(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
-    return all(labels.get(key) == value for key, value in selector.items())
-
-
 def _taints(node: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
     taints = (node.get("spec") or {}).get("taints") or []
     return tuple(t for t in taints if isinstance(t, Mapping))
@@ -172,14 +170,14 @@ def classify(
     by_node: dict[str, list[str]] = {}
     for resource_slice in slices:
         spec = resource_slice.get("spec") or {}
-        if spec.get("driver") == DRIVER and spec.get("nodeName"):
+        if spec.get("driver") == DRIVER_DOMAIN and spec.get("nodeName"):
             name = str((resource_slice.get("metadata") or {}).get("name", ""))
             by_node.setdefault(str(spec["nodeName"]), []).append(name)
     found = []
     for node in sorted(nodes, key=lambda n: str((n.get("metadata") or {}).get("name", ""))):
         name = str((node.get("metadata") or {}).get("name", "<unnamed>"))
         labels = labels_of(node)
-        cohort = next((c for c, selector in selectors.items() if _selects(selector, labels)), None)
+        cohort = next((c for c, selector in selectors.items() if selects(selector, labels)), None)
         evidence = tuple(gpu_evidence(node, by_node.get(name, ())))
         found.append(BoundaryNode(name, labels, node_kind(labels), cohort, evidence, _taints(node)))
     return found
@@ -196,7 +194,7 @@ def operand_tolerations(cohort_label_key: str, cohort_value: str) -> list[dict[s
     return [{"key": cohort_label_key, "operator": "Equal", "value": cohort_value, "effect": "NoSchedule"}]
 
 
-def cohort_tolerations(cohort: CohortConfig, cohort_label_key: str) -> list[dict[str, str]]:
+def cohort_tolerations(cohort: CohortView, cohort_label_key: str) -> list[dict[str, str]]:
     """`operand_tolerations` for the Operator's cohort: its value of the cohort label."""
     return operand_tolerations(cohort_label_key, cohort.selector(cohort_label_key).get(cohort_label_key, cohort.owner))
 
@@ -233,9 +231,7 @@ KIND_WORDS: Final[Mapping[NodeKind, str]] = {
 }
 
 
-def check(
-    config: StackConfig, nodes: Sequence[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]]
-) -> list[Problem]:
+def check(config: StackView, nodes: Sequence[Mapping[str, Any]], slices: Iterable[Mapping[str, Any]]) -> list[Problem]:
     """Every GPU node outside the Operator's cohort without the opt-out, and every cohort node operands cannot reach.
 
     Nothing to check without an Operator cohort. A node of a standalone cohort is refused at that cohort's
@@ -333,15 +329,13 @@ def operand_pods(pods: Iterable[Mapping[str, Any]], daemonsets: Iterable[Mapping
     return {node: sorted(texts) for node, texts in found.items()}
 
 
-def operator_cohort(ledger: Mapping[str, Any] | None) -> str | None:
+def operator_cohort(ledger: Ledger | None) -> str | None:
     """The ledger cohort the GPU Operator owns, None when the ledger declares no Operator."""
-    entries = (ledger or {}).get("cohorts") or {}
-    return next((name for name, entry in sorted(entries.items()) if entry.get("owner") == GPU_OPERATOR), None)
+    owners = ledger.owners() if ledger is not None else {}
+    return next((name for name, owner in sorted(owners.items()) if owner == GPU_OPERATOR), None)
 
 
-def inspect_findings(
-    node: BoundaryNode, operands_here: Sequence[str], ledger: Mapping[str, Any] | None
-) -> list[Finding]:
+def inspect_findings(node: BoundaryNode, operands_here: Sequence[str], ledger: Ledger | None) -> list[Finding]:
     """The Operator's boundary on one node: operand pods outside its cohort (conflict), operands that would start.
 
     Judged only against a ledger: without one, nothing says where the boundary is.
@@ -367,7 +361,7 @@ def inspect_findings(
             )
         )
     state = node.operands(cohort)
-    if ledger.get("operatorMode") and node.gpu and state in ("would-start", "no-discovery") and not operands_here:
+    if ledger.operator_mode and node.gpu and state in ("would-start", "no-discovery") and not operands_here:
         when = "" if state == "would-start" else " once GPU discovery labels it"
         found.append(
             Finding(
@@ -376,7 +370,7 @@ def inspect_findings(
                 False,
                 f"operands would start here{when}: {KIND_WORDS[node.kind]} ({_evidence(node)}) outside "
                 f"the GPU Operator's cohort {cohort} without {OPERANDS_OPT_OUT_LABEL}=false, in a cluster with an "
-                f"Operator ({ledger['operatorMode']}): {node.fix()}",
+                f"Operator ({ledger.operator_mode}): {node.fix()}",
             )
         )
     return found

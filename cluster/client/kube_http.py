@@ -1,6 +1,6 @@
 """One JSON request to a Kubernetes API server through the official client's transport, and its one-line failures.
 
-The preflight (`components.live`) and the day-2 commands (`eks_hybrid_gpu.kubeclient`) read objects as plain JSON
+The preflight (`cluster.judge.live`) and the day-2 commands (`cluster.client.kubeclient`) read objects as plain JSON
 (the shape `kubectl get -o json` prints), so both send requests through here; each turns the outcome into its own
 refusal wording.
 """

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from components.config import StackConfig
-from components.live import LiveCluster
-from components.publishers import NodePublishers, Publisher, observe
-from components.refusals import Problem
+from cluster.findings import Problem
+from cluster.judge.live import LiveCluster
+from cluster.judge.publishers import NodePublishers, Publisher, observe
+from cluster.judge.stack_view import StackView
+from policy.gpu_allocation.vocab.selectors import selects
 
 DOC = "docs/migrating-owners.md"
 
@@ -38,7 +39,7 @@ def _replaced(node: NodePublishers, owner: str, cohort: str, namespace: str) -> 
     ]
 
 
-def check_replacements(config: StackConfig, live: LiveCluster, stack: str, skip: Sequence[str] = ()) -> list[Problem]:
+def check_replacements(config: StackView, live: LiveCluster, stack: str, skip: Sequence[str] = ()) -> list[Problem]:
     """Every cohort whose plan starts its allocator on nodes where this program's other DaemonSet of it still runs.
 
     `skip`: cohorts already refused for the same change (a namespace move the ledger shows), so one edit gets one
@@ -54,7 +55,7 @@ def check_replacements(config: StackConfig, live: LiveCluster, stack: str, skip:
         namespace = config.namespaces.of(cohort.owner)
         hits: dict[str, list[Publisher]] = {}
         for node in observed:
-            if all(node.labels.get(k) == v for k, v in selector.items()):
+            if selects(selector, node.labels):
                 found = _replaced(node, cohort.owner, cohort.name, namespace)
                 if found:
                     hits[node.name] = found

@@ -29,8 +29,9 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
-from components import lease_records
-from components.lease_records import (
+from cluster.client.kubeclient import Kube, KubeAccessError, KubeApiError, segment
+from cluster.records import lease_records
+from cluster.records.lease_records import (
     COMMAND,
     DURATION_SECONDS,
     HOLDER_HOST,
@@ -45,7 +46,6 @@ from components.lease_records import (
     micro_time,
     utc_now,
 )
-from eks_hybrid_gpu.kubeclient import Kube, KubeAccessError, KubeApiError, segment
 
 OBSERVE_SECONDS: float = RENEW_SECONDS + 2.0
 """How long an expired-looking Lease of another machine is watched for a renewal before it is taken over."""

@@ -1,0 +1,29 @@
+"""The one error map of the cluster client: what happened to a request, as an exception the caller can tell apart.
+
+Access problems (`KubeAccessError`: no usable kubeconfig, no answer, 401, 403) stop a command or the preflight
+with one line that names the cluster and the fix; any other status is a `KubeApiError` the caller may expect
+(404, 409) or report.
+"""
+
+from __future__ import annotations
+
+
+class KubeAccessError(Exception):
+    """The cluster could not be reached or refused the user; the message is one line that says what to do."""
+
+
+class KubeUnreachable(KubeAccessError):
+    """No answer at all (refused, reset, timed out): the one access problem that waiting may cure."""
+
+
+class KubeApiError(Exception):
+    """The API server answered with an error other than an access refusal (for example 404 or 409)."""
+
+    def __init__(self, status: int, message: str, what: str = "", where: str = "") -> None:
+        super().__init__(f"{status}: {message}")
+        self.status = status
+        self.message = message
+        self.what = what
+        """The object or list asked for, as a refusal names it (`nodes`, `ConfigMap NS/NAME`); may be empty."""
+        self.where = where
+        """`kubeconfig PATH, context C, server S` of the cluster that answered."""

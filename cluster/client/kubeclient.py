@@ -1,0 +1,195 @@
+"""The one door to a Kubernetes API server: JSON requests, paging, watches and one error map, for every reader.
+
+The program's preflight and every day-2 command read and write objects as plain JSON (the shape `kubectl get -o json`
+prints and the GPU integration guide's `jq` checks read), so this wraps the Kubernetes client's transport
+(`cluster.client.kube_http`) instead of its typed models. Every way of not getting an answer becomes an exception of
+`cluster.client.errors` whose message names the kubeconfig, the context and the server, and says what to do in the
+caller's words (`cluster.client.kubeconfig.Hints`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client
+
+from cluster.client import names
+from cluster.client.errors import KubeAccessError, KubeApiError, KubeUnreachable
+from cluster.client.kube_http import Unreachable, send, watch
+from cluster.client.kubeconfig import Hints, Source, open_client
+
+NODES = "/api/v1/nodes"
+PODS = "/api/v1/pods"
+DAEMONSETS = "/apis/apps/v1/daemonsets"
+SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
+"""The cluster-wide lists the readers read."""
+LIST_PAGE = 500
+"""Items per page of `Kube.items`: what kubectl asks for."""
+
+__all__ = ["KubeAccessError", "KubeApiError", "KubeUnreachable"]
+
+
+@dataclass
+class Kube:
+    """One cluster as one user: where it is, who we are, and raw JSON requests to it."""
+
+    api: client.ApiClient
+    kubeconfig: str
+    context: str
+    server: str
+    source: Source | None = field(default=None, compare=False)
+    """How refusals name the kubeconfig and what they tell the person; None: the day-2 commands' words."""
+
+    @property
+    def hints(self) -> Hints:
+        """The fixes this client's refusals name."""
+        return self.source.hints if self.source is not None else Hints()
+
+    @property
+    def where(self) -> str:
+        """`kubeconfig PATH, context C, server S`: the part of every refusal that says which cluster."""
+        named = self.source.name if self.source is not None else f"kubeconfig {self.kubeconfig}"
+        return f"{named}, context {self.context or '(none)'}, server {self.server}"
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str | int | bool] | None = None,
+        body: Any = None,
+        content_type: str | None = None,
+        raw: bool = False,
+        what: str = "",
+    ) -> Any:
+        """One API request; JSON in and out (text when `raw`). Access problems raise KubeAccessError.
+
+        `what` (`nodes`, `ConfigMap NS/NAME`) names the object in a refusal of permission.
+        """
+        headers = {"Accept": "text/plain, application/json, */*" if raw else "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type or "application/json"
+        params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (query or {}).items()}
+        try:
+            response = send(self.api, method, path, query=params, headers=headers, body=body)
+        except Unreachable as error:
+            raise KubeUnreachable(self._unreachable(str(error))) from None
+        text = response.text
+        if 200 <= response.status <= 299:
+            return text if raw else (json.loads(text) if text else {})
+        message = response.message
+        if response.status == 401:
+            msg = f"the API server rejected the credentials ({self.where}): 401 Unauthorized; {self.hints.unauthorized}"
+            raise KubeAccessError(msg)
+        if response.status == 403:
+            verb = {"GET": "listing" if "limit" in params else "reading"}.get(method, method.lower() + "ing")
+            refused = f" {verb} {what}" if what else ""
+            msg = f"permission denied{refused} ({self.where}): {message}; {self.hints.forbidden}"
+            raise KubeAccessError(msg)
+        raise KubeApiError(response.status, message, what, self.where)
+
+    def _unreachable(self, reason: str) -> str:
+        return f"cannot reach the Kubernetes API ({self.where}): {reason}; {self.hints.unreachable}"
+
+    def get(self, path: str, *, what: str = "", **query: str | int | bool) -> dict[str, Any]:
+        """One object (or a list object) as JSON."""
+        found: dict[str, Any] = self.request("GET", path, query=query, what=what)
+        return found
+
+    def get_or_none(self, path: str, *, what: str = "", **query: str | int | bool) -> dict[str, Any] | None:
+        """One object (or a list object), or None when it does not exist or is not served (404)."""
+        try:
+            return self.get(path, what=what, **query)
+        except KubeApiError as error:
+            if error.status == 404:
+                return None
+            raise
+
+    def pages(self, path: str, *, what: str = "", **query: str | int | bool) -> Iterator[list[dict[str, Any]]] | None:
+        """A list's items a page of `LIST_PAGE` at a time (limit/continue); None when the list is not served (404).
+
+        A list that stops being served part-way is a KubeApiError: half a list is no answer. A caller's own
+        `limit` is one page, as asked.
+        """
+        one_page = "limit" in query
+        limit: dict[str, str | int | bool] = {} if one_page else {"limit": LIST_PAGE}
+        first = self.get_or_none(path, what=what, **limit, **query)
+        if first is None:
+            return None
+
+        def following(document: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+            while True:
+                yield list(document.get("items") or [])
+                token = str((document.get("metadata") or {}).get("continue") or "")
+                if one_page or not token:
+                    return
+                document = self.get(path, what=what, **limit, **query, **{"continue": token})
+
+        return following(first)
+
+    def items(self, path: str, *, what: str = "", **query: str | int | bool) -> list[dict[str, Any]]:
+        """The items of a list, read a page at a time (`pages`); a 404 (API or namespace absent) is an empty list."""
+        return [item for page in self.pages(path, what=what, **query) or () for item in page]
+
+    def create(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST an object to a collection."""
+        created: dict[str, Any] = self.request("POST", path, body=dict(body))
+        return created
+
+    def merge_patch(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386): lists are replaced, maps are merged, null removes a key."""
+        patched: dict[str, Any] = self.request(
+            "PATCH", path, body=dict(body), content_type="application/merge-patch+json"
+        )
+        return patched
+
+    def replace(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT an object whole; its metadata.resourceVersion makes it a write only over what was read (409 else)."""
+        replaced: dict[str, Any] = self.request("PUT", path, body=dict(body))
+        return replaced
+
+    def delete(self, path: str, *, resource_version: str | None = None, **query: str | int | bool) -> bool:
+        """Delete an object (only at `resource_version` when given); False when it was already gone."""
+        body = {"preconditions": {"resourceVersion": resource_version}} if resource_version else None
+        try:
+            self.request("DELETE", path, query=query, body=body)
+        except KubeApiError as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
+
+    def watch(self, path: str, **query: str | int | bool) -> Iterator[dict[str, Any]]:
+        """The events of one watch of `path` (`type`, `object`); an ERROR event for a refused watch."""
+        params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in query.items()}
+        try:
+            yield from watch(self.api, path, params)
+        except Unreachable as error:
+            raise KubeUnreachable(self._unreachable(str(error))) from None
+
+    def text(self, path: str, **query: str | int | bool) -> str:
+        """A plain-text subresource such as a pod log."""
+        found: str = self.request("GET", path, query=query, raw=True)
+        return found
+
+
+def open_cluster(source: Source) -> Kube:
+    """A client for the source's kubeconfig and context; an unusable kubeconfig is a KubeAccessError."""
+    api, context = open_client(source)
+    return Kube(api, source.kubeconfig_path or "", context, str(api.configuration.host), source)
+
+
+def segment(value: str) -> str:
+    """A name as one URL path segment; NameRefused for anything that is not a Kubernetes object name.
+
+    Every name in a path is a DNS-1123 subdomain (nodes, pods, ConfigMaps, DaemonSets, slices) or label
+    (namespaces), so nothing else may become a segment: `a/b`, `..`, `.` and the empty string are refused here,
+    whichever caller forgot to check first.
+    """
+    return quote(names.object_name(value, "the name"), safe="")

@@ -1,0 +1,1 @@
+"""What is recorded in the cluster, read once into typed objects: the ledger, the migration record, the Leases."""

@@ -1,0 +1,93 @@
+"""How a day-2 command reaches its cluster: the shared options, the local default's fallback, one exit per refusal.
+
+The client itself (requests, paging, watches, the error map) is the cluster layer's, `cluster.client`; what is here
+belongs to the command line: `--kubeconfig/--context/--namespace`, the notice when the local default's cluster is
+used because nothing else was named, and the exit code each kind of refusal gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from cluster.client.errors import KubeAccessError, KubeApiError
+from cluster.client.kubeclient import Kube, open_cluster
+from cluster.client.kubeconfig import Source
+from cluster.client.names import BAD_NAME_EXIT_CODE, NameRefused
+from components.config import NamespacesConfig
+from eks_hybrid_gpu.localcluster import running_kubeconfig
+from eks_hybrid_gpu.localpaths import local_state_dir
+
+ACCESS_EXIT_CODE = 2
+"""Exit code of a command that could not talk to the cluster at all."""
+WORKLOADS_NAMESPACE: str = NamespacesConfig.model_fields["workloads"].default
+"""The stack config's default workloads namespace: where the smoke Jobs and the claim template live."""
+
+
+def add_cluster_options(
+    parser: argparse.ArgumentParser, kubeconfig_help: str = "default: $KUBECONFIG or ~/.kube/config"
+) -> None:
+    """--kubeconfig and --context, the same for every command that reads a cluster."""
+    parser.add_argument("--kubeconfig", help=kubeconfig_help)
+    parser.add_argument("--context", help="default: the kubeconfig's current context")
+
+
+def add_namespace_option(parser: argparse.ArgumentParser, holds: str) -> None:
+    """--namespace, defaulting to the stack config's workloads namespace; `holds` says what is read there."""
+    parser.add_argument("--namespace", default=WORKLOADS_NAMESPACE, help=f"namespace of {holds}")
+
+
+def default_kubeconfig() -> str:
+    """$KUBECONFIG's first file, else ~/.kube/config: where kubectl looks."""
+    env = os.environ.get("KUBECONFIG", "")
+    first = next((p for p in env.split(os.pathsep) if p), "")
+    return first or str(Path.home() / ".kube" / "config")
+
+
+def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
+    """A client for the kubeconfig's context; a missing or unusable kubeconfig is a KubeAccessError.
+
+    With no --kubeconfig, no $KUBECONFIG and no ~/.kube/config, the local default's cluster is used, and the
+    command says so.
+    """
+    path = kubeconfig or default_kubeconfig()
+    if kubeconfig is None and not os.environ.get("KUBECONFIG") and not Path(path).is_file():
+        local = running_kubeconfig(local_state_dir())
+        if local is not None:
+            print(
+                f"using the local default's cluster ({local}, from `eks-hybrid-gpu local up`): no --kubeconfig, "
+                f"$KUBECONFIG or {path}",
+                file=sys.stderr,
+            )
+            path = str(local)
+    return open_cluster(Source(path, context=context))
+
+
+def run_reporting(
+    command: str,
+    body: Callable[[], int],
+    refusals: tuple[type[Exception], ...] = (),
+    answers: tuple[type[Exception], ...] = (KubeApiError,),
+) -> int:
+    """Run a day-2 command's `body`, turning what stopped it into one line on stderr and the exit code.
+
+    Not reaching the cluster (KubeAccessError) exits ACCESS_EXIT_CODE; one of the command's own `refusals`, whose
+    message says what to do, exits 1 with it; an API answer the command did not expect (`answers`) exits 1.
+    """
+    try:
+        return body()
+    except KubeAccessError as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return ACCESS_EXIT_CODE
+    except NameRefused as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return BAD_NAME_EXIT_CODE
+    except refusals as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return 1
+    except answers as error:
+        print(f"{command}: the API server answered {error}", file=sys.stderr)
+        return 1
