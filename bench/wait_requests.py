@@ -13,8 +13,9 @@ import time
 from collections import Counter
 from typing import Any
 
+from cluster.client import waits
 from cluster.client.kube_http import WATCH_SECONDS
-from eks_hybrid_gpu import transit
+from cluster.judge.node_state import read_state
 from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND
 from tests.support.fake_kube import FakeKube
 
@@ -71,7 +72,7 @@ def _cluster() -> CountingKube:
 
 
 def _check(kube: CountingKube) -> tuple[bool, str]:
-    state = transit.read_state(kube, NODE)  # type: ignore[arg-type]
+    state = read_state(kube, NODE)  # type: ignore[arg-type]
     return not state.allocators, "the device plugin"
 
 
@@ -81,11 +82,11 @@ def measure(watching: bool, seconds: float = SECONDS) -> dict[str, Any]:
     started = time.monotonic()
     try:
         if watching:
-            with transit.NodeChanges(kube, NODE) as changes:  # type: ignore[arg-type]
-                transit.wait_for("gone", lambda: _check(kube), seconds, lambda _: None, "", changes)
+            with waits.NodeChanges(kube, NODE) as changes:  # type: ignore[arg-type]
+                waits.wait_for("gone", lambda: _check(kube), seconds, lambda _: None, "", changes)
         else:
-            transit.wait_for("gone", lambda: _check(kube), seconds, lambda _: None, "")
-    except transit.TransitError:
+            waits.wait_for("gone", lambda: _check(kube), seconds, lambda _: None, "")
+    except waits.WaitTimedOut:
         pass
     elapsed = time.monotonic() - started
     total = sum(kube.requests.values())

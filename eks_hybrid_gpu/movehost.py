@@ -24,7 +24,9 @@ from collections.abc import Mapping, Sequence
 
 from cluster.client import names
 from cluster.client.kubeclient import Kube, KubeApiError
+from cluster.client.waits import NodeChanges, WaitTimedOut, wait_for
 from cluster.judge.consumers import mechanism_of, other_mechanism
+from cluster.judge.node_state import NodeState, read_state
 from cluster.records.leases import LeaseHeld, LeaseLost, Leases, held_on, show_held
 from cluster.records.ledger import LedgerCohort, LedgerError
 from cluster.records.migration import Migration
@@ -93,7 +95,7 @@ def refuse_mid_migration(migration: Migration | None, to: str, current: str | No
     raise MoveRefused(msg)
 
 
-def plan_move(state: transit.NodeState, cohorts: Mapping[str, LedgerCohort], to: str) -> tuple[str, str, str | None]:
+def plan_move(state: NodeState, cohorts: Mapping[str, LedgerCohort], to: str) -> tuple[str, str, str | None]:
     """(label key, value, current cohort) of the move, or MoveRefused with the reason and the fix."""
     if to not in cohorts:
         msg = f"the ledger has no cohort {to}; cohorts: {', '.join(sorted(cohorts)) or 'none'}"
@@ -153,7 +155,7 @@ def plan_move(state: transit.NodeState, cohorts: Mapping[str, LedgerCohort], to:
     return key, str(selector[key]), current
 
 
-def _settled(state: transit.NodeState, owner: str) -> tuple[bool, str]:
+def _settled(state: NodeState, owner: str) -> tuple[bool, str]:
     """Only `owner`'s allocators left on a node already labelled for it, the other mechanism's publication gone."""
     others = [p.what for p in state.allocators if p.owner != owner]
     if allocates_through_dra(owner):
@@ -183,7 +185,7 @@ def _move(kube: Kube, args: argparse.Namespace, leases: Leases | None) -> int:
     if leases is not None:  # taken before reading the node, so what is read is not changing under us
         leases.acquire("node", [args.node])
         leases.acquire("cohort", [args.to])
-    before = transit.read_state(kube, args.node)
+    before = read_state(kube, args.node)
     key, value, current = plan_move(before, cohorts, args.to)
     refuse_mid_migration(migration, args.to, current, args.node)
     if leases is not None and current is not None:
@@ -235,7 +237,7 @@ def _move(kube: Kube, args: argparse.Namespace, leases: Leases | None) -> int:
         _say(f"cordoned {args.node}")
         transit.drain_consumers(kube, args.node, drain=args.drain, timeout=args.timeout, progress=_say, rerun=rerun)
     if not already:
-        if key in transit.read_state(kube, args.node).labels:
+        if key in read_state(kube, args.node).labels:
             transit.set_label(kube, args.node, key, None)
             _say(f"removed label {key} from {args.node}: no cohort selects it now")
         transit.wait_unpublished(kube, args.node, args.timeout, _say, rerun)
@@ -243,10 +245,10 @@ def _move(kube: Kube, args: argparse.Namespace, leases: Leases | None) -> int:
         transit.set_label(kube, args.node, key, value)
         _say(f"labelled {args.node} {key}={value}")
     elif stray or not settled:
-        with transit.NodeChanges(kube, args.node) as changes:
-            transit.wait_for(
+        with NodeChanges(kube, args.node) as changes:
+            wait_for(
                 f"only {owner}'s allocator is left on {args.node}",
-                lambda: _settled(transit.read_state(kube, args.node), owner),
+                lambda: _settled(read_state(kube, args.node), owner),
                 args.timeout,
                 _say,
                 f"remove what else allocates there (see `eks-hybrid-gpu inspect`), then run `{rerun}` again",
@@ -257,7 +259,7 @@ def _move(kube: Kube, args: argparse.Namespace, leases: Leases | None) -> int:
     leases.ensure()
     transit.mark(kube, args.node, unschedulable=False if uncordon else None, transit=None)
     _say(f"{'uncordoned' if uncordon else 'left cordoned (it was cordoned before the move)'} {args.node}")
-    after = transit.read_state(kube, args.node)
+    after = read_state(kube, args.node)
     _say("before:\n" + "\n".join(table_lines(transit.state_rows([before], key))))
     _say("after:\n" + "\n".join(table_lines(transit.state_rows([after], key))))
     _say(f"node {args.node} serves cohort {args.to} ({owner}) ({time.monotonic() - started:.1f} s)")
@@ -284,7 +286,7 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """0 moved (or nothing to do); 1 refused or a wait ran out (re-run to continue); 2 a bad name or no cluster."""
-    refusals = (MoveRefused, transit.TransitError, LedgerError, LeaseHeld, LeaseLost)
+    refusals = (MoveRefused, WaitTimedOut, LedgerError, LeaseHeld, LeaseLost)
     return run_reporting("move-host", lambda: _checked_move(args), refusals)
 
 

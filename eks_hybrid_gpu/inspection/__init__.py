@@ -18,6 +18,7 @@ The package, one job a module: `snapshot` (what it reads), `report` (owners, pub
 interface.
 """
 
+from cluster.judge.node_state import TRANSIT_ANNOTATION
 from cluster.records.read import read_ledger
 from eks_hybrid_gpu.inspection.cli import CONFLICT_EXIT_CODE, add_arguments, main, run
 from eks_hybrid_gpu.inspection.render import claim_state, operands_cell, render
@@ -30,7 +31,6 @@ from eks_hybrid_gpu.inspection.report import (
     slice_summary,
 )
 from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, Snapshot, gather, gather_whole
-from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 
 __all__ = [
     "CONFLICT_EXIT_CODE",

@@ -8,11 +8,11 @@ from typing import Any
 from cluster.client.kubeclient import Kube
 from cluster.judge import consumers as gpu_consumers
 from cluster.judge import node_facts
+from cluster.judge.node_state import TRANSIT_ANNOTATION
 from cluster.judge.operator_boundary import BoundaryNode, classify, inspect_findings, operand_pods, operator_cohort
 from cluster.judge.publishers import Finding, NodePublishers, findings, observe
 from cluster.records.ledger import Ledger
 from eks_hybrid_gpu.inspection.snapshot import Snapshot
-from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, OWNERS
 from policy.gpu_allocation.vocab.selectors import selects
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cluster.client import names
+from cluster.client.waits import WaitTimedOut
 from cluster.records.leases import LeaseHeld, LeaseLost
 from cluster.records.ledger import LedgerError
 from eks_hybrid_gpu import projectdir, transit
@@ -48,7 +49,7 @@ def main(argv: Sequence[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """0 migrated or nothing to do; 1 refused, a phase failed, a wait ran out (re-run); 2 a bad name or no cluster."""
-    refusals = (MigrateRefused, transit.TransitError, LedgerError, LeaseHeld, LeaseLost, EngineLocked)
+    refusals = (MigrateRefused, WaitTimedOut, LedgerError, LeaseHeld, LeaseLost, EngineLocked)
     return run_reporting("migrate", lambda: _migrate(args), refusals)
 
 

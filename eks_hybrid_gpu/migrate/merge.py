@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 
 from cluster.client.kubeclient import NODES, Kube
+from cluster.judge.node_state import NodeState
 from cluster.records.leases import Leases
 from cluster.records.ledger import Ledger, ledger_ref_of
-from eks_hybrid_gpu import movehost, transit
+from eks_hybrid_gpu import movehost
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile
 from eks_hybrid_gpu.migrate.records import say
 from policy.gpu_allocation.vocab.selectors import selects_node
@@ -39,8 +40,7 @@ def merge(kube: Kube, stack: StackFile, ledger: Ledger | None, args: argparse.Na
     hosts = sorted(
         str(n["metadata"]["name"])
         for n in kube.items(NODES)
-        if selects_node(selector, n)
-        or (transit.NodeState(n, (), (), {}, (), ()).transit or {}).get("to") == args.merge_into
+        if selects_node(selector, n) or (NodeState(n, (), (), {}, (), ()).transit or {}).get("to") == args.merge_into
     )
     if not hosts:
         say(f"cohort {args.cohort} selects no host: nothing left to merge; remove it from {stack.relative}")

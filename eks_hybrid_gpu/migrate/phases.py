@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from cluster.client.kubeclient import Kube
+from cluster.judge.node_state import read_state
 from cluster.records.leases import Leases, held_on, show_held
 from cluster.records.migration import PHASES, Migration, steps
 from eks_hybrid_gpu import transit
@@ -93,7 +94,7 @@ def _migrate(
     if migration is None:
         say(f"cohort {args.cohort} is already owned by {args.to} in the cluster's ledger; nothing to migrate")
         return _write_stack_file(stack, args.cohort, args.to, records)
-    before = [transit.read_state(kube, n) for n in migration.nodes]
+    before = [read_state(kube, n) for n in migration.nodes]
     key = stack.config.cohort_label_key
     say(f"migrate: {migration.describe()} on {', '.join(migration.nodes)}")
     say("\n".join(table_lines(transit.state_rows(before, key))))
@@ -111,7 +112,7 @@ def _migrate(
         migration = _run_phase(migration, kube, records, up, args.timeout, rerun)
     leases.ensure()
     _finish(migration, kube, records)
-    after = [transit.read_state(kube, n) for n in migration.nodes]
+    after = [read_state(kube, n) for n in migration.nodes]
     say("before:\n" + "\n".join(table_lines(transit.state_rows(before, key))))
     say("after:\n" + "\n".join(table_lines(transit.state_rows(after, key))))
     timings = ", ".join(f"{p} {s:.1f} s" for p, s in records.timings.items())

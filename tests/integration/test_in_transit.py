@@ -24,9 +24,9 @@ import pytest
 from pulumi import automation as auto
 
 from cluster.client import kubeclient
+from cluster.judge.node_state import TRANSIT_ANNOTATION
 from cluster.judge.publishers import pod_publisher
 from eks_hybrid_gpu import engine, inspection, localcluster, movehost
-from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
 from tests.integration.helpers import work_dir_with_stack
 from tests.support.waiting import wait_for
 

@@ -21,9 +21,9 @@ import pytest
 import yaml
 from pulumi import automation as auto
 
-from cluster.client import kubeclient
-from eks_hybrid_gpu import engine, engine_lock, localcluster, migrate, projectdir, transit
-from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION
+from cluster.client import kubeclient, waits
+from cluster.judge.node_state import TRANSIT_ANNOTATION
+from eks_hybrid_gpu import engine, engine_lock, localcluster, migrate, projectdir
 from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status
 from tests.support.waiting import wait_for
@@ -222,7 +222,7 @@ def test_a_migration_killed_mid_phase_is_finished_by_the_same_command(
         wait_for(lambda: phase() == "remove" or None, "phase remove", timeout=120)
         kube.create("/apis/resource.k8s.io/v1/resourceslices", stale)
         wait_for(lambda: phase() == "wait-unpublished" or None, "phase wait-unpublished", timeout=180)
-        time.sleep(transit.PROGRESS_SECONDS + 2)  # one progress line, naming what is left
+        time.sleep(waits.PROGRESS_SECONDS + 2)  # one progress line, naming what is left
     finally:
         process.kill()
         output = process.communicate()[0]

@@ -16,12 +16,14 @@ from typing import Any
 import pytest
 import yaml
 
+from cluster.client.kubeclient import SLICES
+from cluster.judge.node_state import TRANSIT_ANNOTATION
 from cluster.records.ledger import LedgerError
 from cluster.records.migration import parse_migration
 from components.config import StackConfig
 from components.mid_migration import apply_to_raw
 from components.ownership_ledger import ownership_map
-from eks_hybrid_gpu import migrate, transit
+from eks_hybrid_gpu import migrate
 from eks_hybrid_gpu.cli import parser
 from policy.gpu_allocation.vocab.labels import COHORT_LABEL, OWNER_LABEL
 from tests.support.configs import DRA_COHORT, PLUGIN_COHORT, _base_config, cohort, hybrid_node
@@ -56,14 +58,14 @@ def publish(kube: FakeKube, owner: str | None) -> None:
     for node in NODES:
         for other in ("device-plugin", "dra"):
             kube.objects.pop(_pod(node, other)[0], None)
-            kube.objects.pop(f"{transit.SLICES}/{node}-slice", None)
+            kube.objects.pop(f"{SLICES}/{node}-slice", None)
         allocatable = {"nvidia.com/gpu": "4" if owner == "device-plugin" else "0"}
         kube.objects[f"/api/v1/nodes/{node}"]["status"] = {"allocatable": allocatable}
         if owner is not None:
             path, pod = _pod(node, owner)
             kube.objects[path] = pod
         if owner == "dra":
-            kube.objects[f"{transit.SLICES}/{node}-slice"] = {
+            kube.objects[f"{SLICES}/{node}-slice"] = {
                 "metadata": {"name": f"{node}-slice"},
                 "spec": {"nodeName": node, "driver": "gpu.nvidia.com"},
             }
@@ -131,9 +133,7 @@ def test_the_phases_run_in_order_and_the_stack_file_gets_the_new_owner(
     assert not kube.objects["/api/v1/nodes/gpu-1"]["spec"].get("unschedulable")
     assert kube.objects["/api/v1/nodes/gpu-2"]["spec"]["unschedulable"] is True  # not ours to uncordon
     for node in NODES:
-        assert transit.TRANSIT_ANNOTATION not in (
-            kube.objects[f"/api/v1/nodes/{node}"]["metadata"].get("annotations") or {}
-        )
+        assert TRANSIT_ANNOTATION not in (kube.objects[f"/api/v1/nodes/{node}"]["metadata"].get("annotations") or {})
     text = (project / "stacks" / "Pulumi.t.yaml").read_text()
     assert text.startswith("# the team's stack\n")
     entry = yaml.safe_load(text)["config"]["eks-hybrid-gpu:cohorts"][0]

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from cluster.judge.node_state import TRANSIT_ANNOTATION, NodeState
 from cluster.records.ledger import ledger_of
 from components.node_guard import cel_string, guard_expression, refusal_message
 from eks_hybrid_gpu.movehost import MoveRefused, plan_move
-from eks_hybrid_gpu.transit import TRANSIT_ANNOTATION, NodeState
 
 pytestmark = pytest.mark.unit
 

@@ -22,12 +22,13 @@ from cluster.client import kubeclient
 from cluster.judge import scoped_read
 from cluster.judge.consumers import consumers_by_node
 from cluster.judge.live import LiveReadError, read_live, read_live_whole
+from cluster.judge.node_state import read_state
 from cluster.judge.preflight import check
 from components.cluster import ClusterTarget, source_of
 from components.config import ClusterConfig, StackConfig
 from components.program import preflight_line
 from components.validation import ClusterFacts
-from eks_hybrid_gpu import cluster_access, inspection, transit
+from eks_hybrid_gpu import cluster_access, inspection
 from eks_hybrid_gpu.inspection.snapshot import gather_whole
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort, node_info
 from tests.support.recorded_api import COLLECTIONS, Recorded, recorded_api_fixture  # noqa: F401 (registers `recorded_api`)
@@ -301,7 +302,7 @@ def test_cli_lists_are_paged_and_a_wait_finds_the_claims_that_hold_its_nodes_gpu
     assert any("continue" in q for q in queries)
     assert len(kube.items(kubeclient.CLAIMS, limit=1)) == 1  # a caller's own limit is one page
     for node in sorted(scoped_read.claim_pools(claims)):
-        state = transit.read_state(kube, node)
+        state = read_state(kube, node)
         expected = consumers_by_node(kube.items(kubeclient.PODS, fieldSelector=f"spec.nodeName={node}"), claims)
         assert state.consumers == tuple(expected.get(node, []))
         assert state.consumers, f"the recorded claims hold GPUs on {node}"

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from cluster.client import waits
 from cluster.client.kubeclient import KubeAccessError, KubeApiError, KubeUnreachable
 from eks_hybrid_gpu import transit
 from tests.support.fake_kube import FakeKube
@@ -41,7 +42,7 @@ class Flaky:
 def test_a_wait_rides_through_an_api_server_that_does_not_answer(error: Exception) -> None:
     lines: list[str] = []
     check = Flaky(3, error)
-    transit.wait_for("the thing", check, 30, lines.append, "run it again")
+    waits.wait_for("the thing", check, 30, lines.append, "run it again")
     assert check.calls == 4
     retries = [line for line in lines if "retrying in" in line]
     assert len(retries) == 3
@@ -51,9 +52,9 @@ def test_a_wait_rides_through_an_api_server_that_does_not_answer(error: Exceptio
 
 def test_the_deadline_holds_while_the_api_server_does_not_answer() -> None:
     started = time.monotonic()
-    with pytest.raises(transit.TransitError, match=r"the thing: not after 2 s; still no answer from the API server"):
-        transit.wait_for("the thing", Flaky(10**6, KubeApiError(500, "etcd")), 2, lambda _: None, "run it again")
-    assert time.monotonic() - started < 2 + transit.RETRY_MAX_SECONDS
+    with pytest.raises(waits.WaitTimedOut, match=r"the thing: not after 2 s; still no answer from the API server"):
+        waits.wait_for("the thing", Flaky(10**6, KubeApiError(500, "etcd")), 2, lambda _: None, "run it again")
+    assert time.monotonic() - started < 2 + waits.RETRY_MAX_SECONDS
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,7 @@ def test_the_deadline_holds_while_the_api_server_does_not_answer() -> None:
 def test_an_answer_that_waiting_cannot_change_is_not_retried(error: Exception) -> None:
     check = Flaky(1, error)
     with pytest.raises(type(error)):
-        transit.wait_for("the thing", check, 30, lambda _: None, "run it again")
+        waits.wait_for("the thing", check, 30, lambda _: None, "run it again")
     assert check.calls == 1
 
 
@@ -83,10 +84,10 @@ def test_a_change_the_cluster_reports_wakes_the_wait_before_its_progress_tick() 
 
     threading.Thread(target=later, daemon=True).start()
     started = time.monotonic()
-    with transit.NodeChanges(kube, "gpu-1") as changes:  # type: ignore[arg-type]
-        transit.wait_for("the change", check, 30, lambda _: None, "run it again", changes)
+    with waits.NodeChanges(kube, "gpu-1") as changes:  # type: ignore[arg-type]
+        waits.wait_for("the change", check, 30, lambda _: None, "run it again", changes)
     took = time.monotonic() - started
-    assert took < transit.PROGRESS_SECONDS  # woken by the watch, not by the tick
+    assert took < waits.PROGRESS_SECONDS  # woken by the watch, not by the tick
     assert len(checks) <= 4  # not two reads a second for the whole wait
 
 
@@ -124,13 +125,13 @@ def test_a_change_before_the_watch_starts_is_not_left_for_the_progress_tick() ->
         return finished, "not yet"
 
     started = time.monotonic()
-    with transit.NodeChanges(kube, "gpu-1") as changes:  # type: ignore[arg-type]
-        transit.wait_for("the change", check, 30, lambda _: None, "run it again", changes)
-    assert time.monotonic() - started < transit.PROGRESS_SECONDS / 2
+    with waits.NodeChanges(kube, "gpu-1") as changes:  # type: ignore[arg-type]
+        waits.wait_for("the change", check, 30, lambda _: None, "run it again", changes)
+    assert time.monotonic() - started < waits.PROGRESS_SECONDS / 2
 
 
 def test_a_quiet_wait_still_reports_progress_at_least_every_progress_interval(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(transit, "PROGRESS_SECONDS", 0.6)
+    monkeypatch.setattr(waits, "PROGRESS_SECONDS", 0.6)
     kube = FakeKube()
     lines: list[str] = []
     stamps: list[float] = []
@@ -139,11 +140,11 @@ def test_a_quiet_wait_still_reports_progress_at_least_every_progress_interval(mo
         lines.append(line)
         stamps.append(time.monotonic())
 
-    with transit.NodeChanges(kube, "gpu-1") as changes, pytest.raises(transit.TransitError):  # type: ignore[arg-type]
-        transit.wait_for("nothing", lambda: (False, "the same"), 3, progress, "run it again", changes)
+    with waits.NodeChanges(kube, "gpu-1") as changes, pytest.raises(waits.WaitTimedOut):  # type: ignore[arg-type]
+        waits.wait_for("nothing", lambda: (False, "the same"), 3, progress, "run it again", changes)
     ticks = [t for t, line in zip(stamps, lines, strict=True) if "still the same" in line]
     assert len(ticks) >= 3
-    assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.6 + transit.POLL_SECONDS + 0.3
+    assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.6 + waits.POLL_SECONDS + 0.3
 
 
 def test_a_node_patch_is_retried_while_the_api_server_does_not_answer(capsys: pytest.CaptureFixture[str]) -> None:

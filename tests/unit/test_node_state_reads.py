@@ -1,4 +1,4 @@
-"""`transit.read_state` reads one node narrowly and sees what a read of every list would show.
+"""`node_state.read_state` reads one node narrowly and sees what a read of every list would show.
 
 Pods and ResourceSlices are listed by `spec.nodeName`, DaemonSets fetched only for the node's allocator pods. The
 reference below is the whole-cluster read the narrow one replaced: both must give the same NodeState.
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from cluster.client.kubeclient import CLAIMS, DAEMONSETS, PODS, SLICES, KubeApiError
+from cluster.judge import node_state
 from cluster.judge.consumers import consumers_by_node
 from cluster.judge.publishers import is_gpu_resource, pod_publisher, pod_ready, positive_count
-from eks_hybrid_gpu import transit
 from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR
 from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND, DRA_KIND
@@ -107,7 +107,7 @@ def cluster() -> dict[str, dict[str, Any]]:
     return objects
 
 
-def whole_cluster_read(kube: RecordingKube, node_name: str) -> transit.NodeState:
+def whole_cluster_read(kube: RecordingKube, node_name: str) -> node_state.NodeState:
     """The read before narrowing: every DaemonSet, slice and claim of the cluster."""
     node = kube.get(f"/api/v1/nodes/{node_name}")
     pods = [p for p in kube.items(PODS) if p["spec"].get("nodeName") == node_name]
@@ -129,11 +129,11 @@ def whole_cluster_read(kube: RecordingKube, node_name: str) -> transit.NodeState
         )
     )
     held = consumers_by_node(pods, kube.items(CLAIMS)).get(node_name, [])
-    return transit.NodeState(node, tuple(allocators), tuple(ready), resources, slices, tuple(held))
+    return node_state.NodeState(node, tuple(allocators), tuple(ready), resources, slices, tuple(held))
 
 
 def test_the_narrow_read_equals_the_whole_cluster_read() -> None:
-    narrow = transit.read_state(RecordingKube(cluster()), NODE)  # type: ignore[arg-type]
+    narrow = node_state.read_state(RecordingKube(cluster()), NODE)  # type: ignore[arg-type]
     assert narrow == whole_cluster_read(RecordingKube(cluster()), NODE)
     owners = {p.what: (p.owner, p.controller) for p in narrow.allocators}
     assert owners == {
@@ -148,7 +148,7 @@ def test_the_narrow_read_equals_the_whole_cluster_read() -> None:
 
 def test_it_lists_no_daemonset_and_selects_pods_and_slices_by_node() -> None:
     kube = RecordingKube(cluster())
-    transit.read_state(kube, NODE)  # type: ignore[arg-type]
+    node_state.read_state(kube, NODE)  # type: ignore[arg-type]
     assert kube.requests == [
         f"get /api/v1/nodes/{NODE}",
         f"list {PODS}?spec.nodeName={NODE}",
