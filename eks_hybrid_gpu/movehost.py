@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from cluster.client import names
 from cluster.client.kubeclient import Kube, KubeApiError
@@ -35,7 +36,7 @@ from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.cluster_access import add_cluster_options, connect, run_reporting
 from eks_hybrid_gpu.inspection import DEFAULT_LEDGER
-from eks_hybrid_gpu.options import add_timeout_option
+from eks_hybrid_gpu.options import add_timeout_option, request_of
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
@@ -52,17 +53,46 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def _rerun(args: argparse.Namespace) -> str:
-    """The same move with every flag that names the cluster, the ledger or the waits: a rerun acts on the same."""
-    options = [
-        ("--to", args.to),
-        ("--drain", args.drain),
-        ("--kubeconfig", args.kubeconfig),
-        ("--context", args.context),
-        ("--ledger", args.ledger if args.ledger != DEFAULT_LEDGER else None),
-        ("--timeout", args.timeout if args.timeout != transit.DEFAULT_TIMEOUT_SECONDS else None),
-    ]
-    return transit.rerun_command("move-host", args.node, options=options)
+@dataclass(frozen=True)
+class MoveRequest:
+    """One move as the command line asks for it: parsed once from argv, then all the domain sees of it."""
+
+    node: str
+    to: str
+    """The target cohort, as the ledger names it."""
+    drain: bool = False
+    timeout: float = transit.DEFAULT_TIMEOUT_SECONDS
+    """How long each wait may take, in seconds."""
+    dry_run: bool = False
+    ledger: str = DEFAULT_LEDGER
+    """The ledger ConfigMap as NAMESPACE/NAME; the Leases live in its namespace."""
+    kubeconfig: str | None = None
+    context: str | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> MoveRequest:
+        """The request of a parsed `move-host` command line; NameRefused for a node, cohort or ledger not a name."""
+        names.node_name(args.node)
+        names.cohort_name(args.to, "--to")
+        names.configmap_ref(args.ledger)
+        return request_of(cls, args)
+
+    @property
+    def namespace(self) -> str:
+        """The ledger's namespace, where the node's and the cohorts' Leases are held."""
+        return self.ledger.split("/", 1)[0]
+
+    def rerun(self) -> str:
+        """The same move with every flag that names the cluster, the ledger or the waits: a rerun acts on the same."""
+        options = [
+            ("--to", self.to),
+            ("--drain", self.drain),
+            ("--kubeconfig", self.kubeconfig),
+            ("--context", self.context),
+            ("--ledger", self.ledger if self.ledger != DEFAULT_LEDGER else None),
+            ("--timeout", self.timeout if self.timeout != transit.DEFAULT_TIMEOUT_SECONDS else None),
+        ]
+        return transit.rerun_command("move-host", self.node, options=options)
 
 
 def _cohorts(kube: Kube, ledger_ref: str) -> tuple[Mapping[str, LedgerCohort], Migration | None]:
@@ -165,52 +195,53 @@ def _settled(state: NodeState, owner: str) -> tuple[bool, str]:
     return not others, ", ".join(others)
 
 
-def move(kube: Kube, args: argparse.Namespace, leases: Leases | None = None) -> int:
+def move(kube: Kube, request: MoveRequest, leases: Leases | None = None) -> int:
     """Plan, then (unless --dry-run) run the move holding the node's and both cohorts' Leases; 0 when it serves.
 
     `leases` are the caller's when the move is one step of a larger run (`migrate --merge-into`), which then holds
     the node's Lease in its own name; otherwise the move takes and releases its own.
     """
-    if args.dry_run:
-        return _move(kube, args, None)
+    if request.dry_run:
+        return _move(kube, request, None)
     if leases is not None:
-        return _move(kube, args, leases)
-    with Leases(kube, args.ledger.split("/", 1)[0], _rerun(args), _say) as own:
-        return _move(kube, args, own)
+        return _move(kube, request, leases)
+    with Leases(kube, request.namespace, request.rerun(), _say) as own:
+        return _move(kube, request, own)
 
 
-def _move(kube: Kube, args: argparse.Namespace, leases: Leases | None) -> int:
+def _move(kube: Kube, request: MoveRequest, leases: Leases | None) -> int:
     started = time.monotonic()
-    cohorts, migration = _cohorts(kube, args.ledger)
+    cohorts, migration = _cohorts(kube, request.ledger)
     if leases is not None:  # taken before reading the node, so what is read is not changing under us
-        leases.acquire("node", [args.node])
-        leases.acquire("cohort", [args.to])
-    before = read_state(kube, args.node)
-    key, value, current = plan_move(before, cohorts, args.to)
-    refuse_mid_migration(migration, args.to, current, args.node)
+        leases.acquire("node", [request.node])
+        leases.acquire("cohort", [request.to])
+    before = read_state(kube, request.node)
+    key, value, current = plan_move(before, cohorts, request.to)
+    refuse_mid_migration(migration, request.to, current, request.node)
     if leases is not None and current is not None:
         leases.acquire("cohort", [current])
-    owner = cohorts[args.to].owner
-    rerun = _rerun(args)
+    owner = cohorts[request.to].owner
+    rerun = request.rerun()
     already = before.labels.get(key) == value
     stray = other_mechanism(before.consumers, mechanism_of(owner))
     settled, _ = _settled(before, owner)
     _say(
-        f"move-host: node {args.node} from {current or 'no cohort'} to cohort {args.to} ({owner}), label {key}={value}"
+        f"move-host: node {request.node} from {current or 'no cohort'} to cohort {request.to} ({owner}), "
+        f"label {key}={value}"
     )
     _say("\n".join(table_lines(transit.state_rows([before], key))))
     steps = []
     if not already:
         steps = [
-            f"cordon {args.node} and record the move on it",
-            f"{'evict' if args.drain else 'wait for'} the pods that hold its GPUs ({len(before.consumers)} now)",
+            f"cordon {request.node} and record the move on it",
+            f"{'evict' if request.drain else 'wait for'} the pods that hold its GPUs ({len(before.consumers)} now)",
             f"remove {key} and wait until the old allocator's pod and publication are gone",
             f"set {key}={value} and wait until {owner}'s allocator is Ready and publishing",
         ]
     elif stray or not settled:
         steps = [
-            f"cordon {args.node} (already labelled for {args.to}, but not settled)",
-            f"{'evict' if args.drain else 'wait for'} the pods that hold its GPUs ({len(before.consumers)} now)",
+            f"cordon {request.node} (already labelled for {request.to}, but not settled)",
+            f"{'evict' if request.drain else 'wait for'} the pods that hold its GPUs ({len(before.consumers)} now)",
             "wait until only its allocator is left there",
             f"wait until {owner}'s allocator is Ready and publishing",
         ]
@@ -220,49 +251,51 @@ def _move(kube: Kube, args: argparse.Namespace, leases: Leases | None) -> int:
         undo = "uncordon" if before.transit.get("cordonedByUs") else "leave cordoned (it was before)"
         steps.append(f"{undo} and clear the record")
     if not steps:
-        _say(f"node {args.node} already serves cohort {args.to}; nothing to do")
+        _say(f"node {request.node} already serves cohort {request.to}; nothing to do")
         return 0
     _say("plan:\n" + "\n".join(f"  {i}. {s}" for i, s in enumerate(steps, 1)))
-    if args.dry_run:
-        show_held(held_on(kube, args.ledger.split("/", 1)[0], [args.node], [args.to, current]), _say)
+    if request.dry_run:
+        show_held(held_on(kube, request.namespace, [request.node], [request.to, current]), _say)
         _say("--dry-run: nothing was changed")
         return 0
     if leases is None:
         msg = "internal: a move that changes the cluster runs holding its Leases"
         raise RuntimeError(msg)
-    record = before.transit or {"to": args.to, "key": key, "value": value, "cordonedByUs": not before.cordoned}
+    record = before.transit or {"to": request.to, "key": key, "value": value, "cordonedByUs": not before.cordoned}
     if not already or stray or not settled:
         leases.ensure()
-        transit.mark(kube, args.node, unschedulable=True, transit=record)
-        _say(f"cordoned {args.node}")
-        transit.drain_consumers(kube, args.node, drain=args.drain, timeout=args.timeout, progress=_say, rerun=rerun)
+        transit.mark(kube, request.node, unschedulable=True, transit=record)
+        _say(f"cordoned {request.node}")
+        transit.drain_consumers(
+            kube, request.node, drain=request.drain, timeout=request.timeout, progress=_say, rerun=rerun
+        )
     if not already:
-        if key in read_state(kube, args.node).labels:
-            transit.set_label(kube, args.node, key, None)
-            _say(f"removed label {key} from {args.node}: no cohort selects it now")
-        transit.wait_unpublished(kube, args.node, args.timeout, _say, rerun)
+        if key in read_state(kube, request.node).labels:
+            transit.set_label(kube, request.node, key, None)
+            _say(f"removed label {key} from {request.node}: no cohort selects it now")
+        transit.wait_unpublished(kube, request.node, request.timeout, _say, rerun)
         leases.ensure()
-        transit.set_label(kube, args.node, key, value)
-        _say(f"labelled {args.node} {key}={value}")
+        transit.set_label(kube, request.node, key, value)
+        _say(f"labelled {request.node} {key}={value}")
     elif stray or not settled:
-        with NodeChanges(kube, args.node) as changes:
+        with NodeChanges(kube, request.node) as changes:
             wait_for(
-                f"only {owner}'s allocator is left on {args.node}",
-                lambda: _settled(read_state(kube, args.node), owner),
-                args.timeout,
+                f"only {owner}'s allocator is left on {request.node}",
+                lambda: _settled(read_state(kube, request.node), owner),
+                request.timeout,
                 _say,
                 f"remove what else allocates there (see `eks-hybrid-gpu inspect`), then run `{rerun}` again",
                 changes,
             )
-    transit.wait_published(kube, args.node, owner, args.timeout, _say, rerun)
+    transit.wait_published(kube, request.node, owner, request.timeout, _say, rerun)
     uncordon = bool(record.get("cordonedByUs"))
     leases.ensure()
-    transit.mark(kube, args.node, unschedulable=False if uncordon else None, transit=None)
-    _say(f"{'uncordoned' if uncordon else 'left cordoned (it was cordoned before the move)'} {args.node}")
-    after = read_state(kube, args.node)
+    transit.mark(kube, request.node, unschedulable=False if uncordon else None, transit=None)
+    _say(f"{'uncordoned' if uncordon else 'left cordoned (it was cordoned before the move)'} {request.node}")
+    after = read_state(kube, request.node)
     _say("before:\n" + "\n".join(table_lines(transit.state_rows([before], key))))
     _say("after:\n" + "\n".join(table_lines(transit.state_rows([after], key))))
-    _say(f"node {args.node} serves cohort {args.to} ({owner}) ({time.monotonic() - started:.1f} s)")
+    _say(f"node {request.node} serves cohort {request.to} ({owner}) ({time.monotonic() - started:.1f} s)")
     return 0
 
 
@@ -287,18 +320,15 @@ def main(argv: Sequence[str]) -> int:
 def run(args: argparse.Namespace) -> int:
     """0 moved (or nothing to do); 1 refused or a wait ran out (re-run to continue); 2 a bad name or no cluster."""
     refusals = (MoveRefused, WaitTimedOut, LedgerError, LeaseHeld, LeaseLost)
-    return run_reporting("move-host", lambda: _checked_move(args), refusals)
+    return run_reporting("move-host", lambda: _checked_move(MoveRequest.from_args(args)), refusals)
 
 
-def _checked_move(args: argparse.Namespace) -> int:
-    names.node_name(args.node)
-    names.cohort_name(args.to, "--to")
-    names.configmap_ref(args.ledger)
-    kube = connect(args.kubeconfig, args.context)
+def _checked_move(request: MoveRequest) -> int:
+    kube = connect(request.kubeconfig, request.context)
     try:
-        return move(kube, args)
+        return move(kube, request)
     except KubeApiError as error:
         if error.status != 404:
             raise
-        msg = f"node {args.node} does not exist ({error.message})"
+        msg = f"node {request.node} does not exist ({error.message})"
         raise MoveRefused(msg) from None

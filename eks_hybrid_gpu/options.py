@@ -8,10 +8,11 @@ flags always took), and output formats as kubectl's `-o json|yaml|wide` (`--json
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import yaml
 
@@ -23,6 +24,17 @@ MAX_DURATION_SECONDS: Final = 7 * 24 * 3600.0
 """A week: a wait longer than that is a typo, not a plan."""
 
 OUTPUTS: Final = ("table", "wide", "json", "yaml")
+Request = TypeVar("Request")
+
+
+def request_of(kind: type[Request], args: argparse.Namespace) -> Request:
+    """A command's frozen request dataclass from its parsed options: each field from the option of its name.
+
+    A field whose option this parser does not define (destroy's `--chart-mirror`, `--project` before `cli.main` sets
+    it) keeps the request's default.
+    """
+    fields = dataclasses.fields(kind)  # type: ignore[arg-type]
+    return kind(**{f.name: getattr(args, f.name) for f in fields if hasattr(args, f.name)})
 
 
 def duration(text: str) -> float:

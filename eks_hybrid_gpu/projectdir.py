@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import sys
-from argparse import Namespace
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -137,9 +136,8 @@ def current() -> Path:
     return _chosen if _chosen is not None else locate()
 
 
-def of(args: Namespace) -> Path:
-    """The project of a parsed command line: its `--project`, else what `current()` says."""
-    explicit: Path | None = getattr(args, "project", None)
+def of(explicit: Path | None) -> Path:
+    """The project of a command: its `--project` (`explicit`), else what `current()` says."""
     return locate(explicit) if explicit is not None else current()
 
 

@@ -25,6 +25,16 @@ re-run continues the same move and uncordons only what it cordoned; `inspect` sh
 Obj = Mapping[str, Any]
 
 
+def recorded_move(node: Obj) -> dict[str, Any] | None:
+    """The move recorded on a Node object (TRANSIT_ANNOTATION), if one is under way and the record reads."""
+    text = ((node.get("metadata") or {}).get("annotations") or {}).get(TRANSIT_ANNOTATION)
+    try:
+        found = json.loads(text) if text else None
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
+
+
 @dataclass(frozen=True)
 class NodeState:
     """One node as the cluster reports it now: its allocators, what they publish, and who holds its GPUs."""
@@ -58,12 +68,7 @@ class NodeState:
     @property
     def transit(self) -> dict[str, Any] | None:
         """The move recorded on the node, if one is under way."""
-        text = (self.node["metadata"].get("annotations") or {}).get(TRANSIT_ANNOTATION)
-        try:
-            found = json.loads(text) if text else None
-        except ValueError:
-            return None
-        return found if isinstance(found, dict) else None
+        return recorded_move(self.node)
 
     def publishing(self, owner: str) -> bool:
         """Whether an allocator of `owner`'s mechanism publishes here now (resources for a plugin, slices for DRA)."""

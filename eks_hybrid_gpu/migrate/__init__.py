@@ -18,20 +18,22 @@ program reads it: see `cluster.records.migration`), each `pulumi up` a real one 
 `--dry-run` prints the plan and changes nothing. Run again after Ctrl-C, a kill or a failed phase, the same
 command continues from the recorded phase.
 
-The package, one job a module: `records` (the ledger and the migration record in the cluster), `planning` (the
-stack file, the checks, the migration to run or resume), `phases` (running them in order), `runner` (each phase's
-`pulumi up`) and `cli`. The names below are its public interface.
+The package, one job a module: `request` (the command line, parsed once), `records` (the ledger and the migration
+record in the cluster), `planning` (the stack file, the checks, the migration to run or resume), `phases` (running
+them in order), `runner` (each phase's `pulumi up`) and `cli`. The names below are its public interface.
 """
 
 from eks_hybrid_gpu.migrate.cli import add_arguments, main, run
 from eks_hybrid_gpu.migrate.phases import Up, migrate
-from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan, read_stack_file, rerun_command
+from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan, read_stack_file
 from eks_hybrid_gpu.migrate.records import ClusterRecords
+from eks_hybrid_gpu.migrate.request import MigrateRequest
 from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
 
 __all__ = [
     "ClusterRecords",
     "MigrateRefused",
+    "MigrateRequest",
     "StackFile",
     "Up",
     "UpFailed",
@@ -40,7 +42,6 @@ __all__ = [
     "migrate",
     "plan",
     "read_stack_file",
-    "rerun_command",
     "run",
     "stack_runner",
 ]

@@ -7,16 +7,16 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from cluster.client import names
 from cluster.client.waits import WaitTimedOut
 from cluster.records.leases import LeaseHeld, LeaseLost
 from cluster.records.ledger import LedgerError
-from eks_hybrid_gpu import projectdir, transit
+from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.cluster_access import add_cluster_options, connect, run_reporting
 from eks_hybrid_gpu.engine_lock import EngineLocked
 from eks_hybrid_gpu.migrate.phases import Up, migrate
-from eks_hybrid_gpu.migrate.planning import MigrateRefused, read_stack_file, rerun_command
+from eks_hybrid_gpu.migrate.planning import MigrateRefused, read_stack_file
+from eks_hybrid_gpu.migrate.request import MigrateRequest
 from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
 from eks_hybrid_gpu.options import add_timeout_option
 from policy.gpu_allocation.vocab.labels import OWNERS
@@ -50,36 +50,32 @@ def main(argv: Sequence[str]) -> int:
 def run(args: argparse.Namespace) -> int:
     """0 migrated or nothing to do; 1 refused, a phase failed, a wait ran out (re-run); 2 a bad name or no cluster."""
     refusals = (MigrateRefused, WaitTimedOut, LedgerError, LeaseHeld, LeaseLost, EngineLocked)
-    return run_reporting("migrate", lambda: _migrate(args), refusals)
+    return run_reporting("migrate", lambda: _migrate(MigrateRequest.from_args(args)), refusals)
 
 
-def _migrate(args: argparse.Namespace) -> int:
-    names.stack_name(args.stack)
-    names.cohort_name(args.cohort)
-    if args.merge_into is not None:
-        names.cohort_name(args.merge_into, "--merge-into")
+def _migrate(request: MigrateRequest) -> int:
     try:
-        stack = read_stack_file(args.stack, projectdir.of(args))
-        kubeconfig = args.kubeconfig
+        stack = read_stack_file(request.stack, request.project_dir)
+        kubeconfig = request.kubeconfig
         if kubeconfig is None and stack.config.cluster.source == "local":
             from eks_hybrid_gpu.localpaths import local_kubeconfig
 
             kubeconfig = str(local_kubeconfig())
         elif kubeconfig is None and stack.config.cluster.source == "kubeconfig":
             kubeconfig = stack.config.cluster.kubeconfig
-        kube = connect(kubeconfig, args.context or stack.config.cluster.context)
-        up: Up = (lambda why: None) if args.dry_run else stack_runner(stack, args, kubeconfig)
-        return migrate(kube, stack, args, up)
+        kube = connect(kubeconfig, request.context or stack.config.cluster.context)
+        up: Up = (lambda why: None) if request.dry_run else stack_runner(stack, request, kubeconfig)
+        return migrate(kube, stack, request, up)
     except UpFailed as error:
         print(
             f"migrate: pulumi up failed (its output above says why: {error}); the phase stays recorded: fix that, "
-            f"then run `{rerun_command(args)}` again",
+            f"then run `{request.rerun()}` again",
             file=sys.stderr,
         )
         return 1
     except KeyboardInterrupt:
         print(
-            f"migrate: interrupted; the phase is recorded in the cluster: run `{rerun_command(args)}` again",
+            f"migrate: interrupted; the phase is recorded in the cluster: run `{request.rerun()}` again",
             file=sys.stderr,
         )
         return 130

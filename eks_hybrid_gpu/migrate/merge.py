@@ -10,29 +10,30 @@ to do, a host mid-move continues from its record.
 
 from __future__ import annotations
 
-import argparse
-
 from cluster.client.kubeclient import NODES, Kube
-from cluster.judge.node_state import NodeState
+from cluster.judge.node_state import recorded_move
 from cluster.records.leases import Leases
 from cluster.records.ledger import Ledger, ledger_ref_of
 from eks_hybrid_gpu import movehost
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile
 from eks_hybrid_gpu.migrate.records import say
+from eks_hybrid_gpu.migrate.request import MigrateRequest
+from eks_hybrid_gpu.movehost import MoveRequest
 from policy.gpu_allocation.vocab.selectors import selects_node
 
 
-def merge(kube: Kube, stack: StackFile, ledger: Ledger | None, args: argparse.Namespace, leases: Leases | None) -> int:
-    """Move every host of `args.cohort` into `args.merge_into` with move-host's order; 0 when all serve it.
+def merge(kube: Kube, stack: StackFile, ledger: Ledger | None, request: MigrateRequest, leases: Leases | None) -> int:
+    """Move every host of `request.cohort` into `request.merge_into` with move-host's order; 0 when all serve it.
 
     Each move holds its node's Lease in the name of this run (`leases`, None for --dry-run), beside the cohorts'.
     """
     cohorts = ledger.cohorts if ledger is not None else {}
-    source, target = cohorts.get(args.cohort), cohorts.get(args.merge_into)
-    if source is None or target is None or target.owner != args.to:
+    into = request.merge_into or ""
+    source, target = cohorts.get(request.cohort), cohorts.get(into)
+    if source is None or target is None or target.owner != request.to:
         msg = (
-            f"--merge-into {args.merge_into}: the ledger needs both cohort {args.cohort} and a cohort "
-            f"{args.merge_into} owned by {args.to} (cohorts: {', '.join(sorted(cohorts)) or 'none'})"
+            f"--merge-into {into}: the ledger needs both cohort {request.cohort} and a cohort "
+            f"{into} owned by {request.to} (cohorts: {', '.join(sorted(cohorts)) or 'none'})"
         )
         raise MigrateRefused(msg)
     selector = source.node_selector
@@ -40,30 +41,30 @@ def merge(kube: Kube, stack: StackFile, ledger: Ledger | None, args: argparse.Na
     hosts = sorted(
         str(n["metadata"]["name"])
         for n in kube.items(NODES)
-        if selects_node(selector, n) or (NodeState(n, (), (), {}, (), ()).transit or {}).get("to") == args.merge_into
+        if selects_node(selector, n) or (recorded_move(n) or {}).get("to") == into
     )
     if not hosts:
-        say(f"cohort {args.cohort} selects no host: nothing left to merge; remove it from {stack.relative}")
+        say(f"cohort {request.cohort} selects no host: nothing left to merge; remove it from {stack.relative}")
         return 0
-    say(f"merge: {len(hosts)} host(s) of cohort {args.cohort} into cohort {args.merge_into} ({args.to}), one at a time")
+    say(f"merge: {len(hosts)} host(s) of cohort {request.cohort} into cohort {into} ({request.to}), one at a time")
     for i, host in enumerate(hosts, 1):
         say(f"[host {i}/{len(hosts)}] {host}")
-        move = argparse.Namespace(
+        move = MoveRequest(
             node=host,
-            to=args.merge_into,
-            drain=args.drain,
-            timeout=args.timeout,
-            dry_run=args.dry_run,
+            to=into,
+            drain=request.drain,
+            timeout=request.timeout,
+            dry_run=request.dry_run,
             ledger=ledger_ref_of(stack.config.namespaces.device_plugin),
-            kubeconfig=getattr(args, "kubeconfig", None),
-            context=getattr(args, "context", None),
+            kubeconfig=request.kubeconfig,
+            context=request.context,
         )
         movehost.move(kube, move, leases)
-    if args.dry_run:
+    if request.dry_run:
         say("--dry-run: nothing was changed")
         return 0
     say(
-        f"every host of cohort {args.cohort} serves cohort {args.merge_into}; remove cohort {args.cohort} from "
+        f"every host of cohort {request.cohort} serves cohort {into}; remove cohort {request.cohort} from "
         f"{stack.relative} and run `pulumi up`"
     )
     return 0

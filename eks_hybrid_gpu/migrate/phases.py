@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable, Mapping
 
@@ -12,8 +11,9 @@ from cluster.records.leases import Leases, held_on, show_held
 from cluster.records.migration import PHASES, Migration, steps
 from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.migrate.merge import merge
-from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan, rerun_command
+from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
+from eks_hybrid_gpu.migrate.request import MigrateRequest
 from eks_hybrid_gpu.stackfile import write_owner
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import MIGRATION_NAME
@@ -67,33 +67,33 @@ def _finish(migration: Migration, kube: Kube, records: ClusterRecords) -> None:
     say(f"[phase uncordon] done in {records.timings['uncordon']:.1f} s; ConfigMap {MIGRATION_NAME} removed")
 
 
-def migrate(kube: Kube, stack: StackFile, args: argparse.Namespace, up: Up) -> int:
+def migrate(kube: Kube, stack: StackFile, request: MigrateRequest, up: Up) -> int:
     """Plan, then (unless --dry-run) run or resume the migration; 0 when the cohort is served by its new owner.
 
     A run that changes the cluster holds the cohort's Lease (and the merge target's) from before it plans, and each
     node's Lease from when it knows the nodes, so no `move-host` or second `migrate` acts on them meanwhile.
     """
     records = ClusterRecords(kube, stack.config.namespaces.device_plugin)
-    if args.dry_run:
-        return _migrate(kube, stack, args, up, records, None)
-    with Leases(kube, records.namespace, rerun_command(args), say) as leases:
-        leases.acquire("cohort", [c for c in (args.cohort, getattr(args, "merge_into", None)) if c])
-        return _migrate(kube, stack, args, up, records, leases)
+    if request.dry_run:
+        return _migrate(kube, stack, request, up, records, None)
+    with Leases(kube, records.namespace, request.rerun(), say) as leases:
+        leases.acquire("cohort", [c for c in (request.cohort, request.merge_into) if c])
+        return _migrate(kube, stack, request, up, records, leases)
 
 
 def _migrate(
-    kube: Kube, stack: StackFile, args: argparse.Namespace, up: Up, records: ClusterRecords, leases: Leases | None
+    kube: Kube, stack: StackFile, request: MigrateRequest, up: Up, records: ClusterRecords, leases: Leases | None
 ) -> int:
     started = time.monotonic()
-    if getattr(args, "merge_into", None):
+    if request.merge_into:
         if records.migration() is not None:
             msg = "a migration is under way; finish it before merging (run the command it names)"
             raise MigrateRefused(msg)
-        return merge(kube, stack, records.ledger(), args, leases)
-    migration = plan(kube, stack, records, args)
+        return merge(kube, stack, records.ledger(), request, leases)
+    migration = plan(kube, stack, records, request)
     if migration is None:
-        say(f"cohort {args.cohort} is already owned by {args.to} in the cluster's ledger; nothing to migrate")
-        return _write_stack_file(stack, args.cohort, args.to, records)
+        say(f"cohort {request.cohort} is already owned by {request.to} in the cluster's ledger; nothing to migrate")
+        return _write_stack_file(stack, request.cohort, request.to, records)
     before = [read_state(kube, n) for n in migration.nodes]
     key = stack.config.cohort_label_key
     say(f"migrate: {migration.describe()} on {', '.join(migration.nodes)}")
@@ -104,19 +104,19 @@ def _migrate(
         say("--dry-run: nothing was changed")
         return 0
     leases.acquire("node", migration.nodes)
-    rerun = rerun_command(args)
+    rerun = request.rerun()
     if records.migration() is None:
         records.record(migration)
     while migration.phase != "uncordon":
         leases.ensure()
-        migration = _run_phase(migration, kube, records, up, args.timeout, rerun)
+        migration = _run_phase(migration, kube, records, up, request.timeout, rerun)
     leases.ensure()
     _finish(migration, kube, records)
     after = [read_state(kube, n) for n in migration.nodes]
     say("before:\n" + "\n".join(table_lines(transit.state_rows(before, key))))
     say("after:\n" + "\n".join(table_lines(transit.state_rows(after, key))))
     timings = ", ".join(f"{p} {s:.1f} s" for p, s in records.timings.items())
-    say(f"cohort {args.cohort} is owned by {args.to} ({time.monotonic() - started:.1f} s: {timings})")
+    say(f"cohort {request.cohort} is owned by {request.to} ({time.monotonic() - started:.1f} s: {timings})")
     return _write_stack_file(stack, migration.cohort, migration.to_owner, records, migration.node_selector)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -23,8 +22,9 @@ from components.config import StackConfig
 from components.mid_migration import apply_to_raw
 from components.refusals import StackConfigError
 from components.validation import load_stack_config
-from eks_hybrid_gpu import projectdir, transit
+from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
+from eks_hybrid_gpu.migrate.request import MigrateRequest
 from eks_hybrid_gpu.stackfile import raw_config
 from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
 from policy.gpu_allocation.vocab.selectors import selects_node
@@ -64,17 +64,6 @@ def read_stack_file(name: str, project_dir: Path) -> StackFile:
     return StackFile(name, path, project_dir, raw, config)
 
 
-def rerun_command(args: argparse.Namespace) -> str:
-    """The same command, to continue after an interruption: every flag that names the cluster, stack or charts."""
-    options: tuple[str, ...] = ("stack", "cohort", "to", "drain", "merge_into", "project", "state_dir")
-    options += ("chart_mirror", "kubeconfig", "context")
-    flags = [(f"--{name.replace('_', '-')}", getattr(args, name, None)) for name in options]
-    timeout = getattr(args, "timeout", transit.DEFAULT_TIMEOUT_SECONDS)
-    return transit.rerun_command(
-        "migrate", options=[*flags, ("--timeout", timeout if timeout != transit.DEFAULT_TIMEOUT_SECONDS else None)]
-    )
-
-
 def _live(kube: Kube, stack: StackFile, ledger: Ledger, selector: Mapping[str, str]) -> LiveCluster:
     """What the preflight reads, with the same scoped read: the cohorts' and GPU-traced nodes and what runs there."""
     selectors = [c.selector(stack.config.cohort_label_key) for c in stack.config.cohorts] + [selector]
@@ -99,7 +88,7 @@ def config_at(stack: StackFile, migration: Migration) -> StackConfig:
         raise MigrateRefused(msg) from None
 
 
-def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.Namespace) -> Migration | None:
+def plan(kube: Kube, stack: StackFile, records: ClusterRecords, request: MigrateRequest) -> Migration | None:
     """The migration to run (a recorded one to resume, or a new one after its checks); None when nothing is left."""
     if not stack.config.cluster.preflight:
         msg = (
@@ -109,14 +98,14 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
         raise MigrateRefused(msg)
     recorded = records.migration()
     if recorded is not None:
-        if (recorded.cohort, recorded.to_owner) != (args.cohort, args.to):
+        if (recorded.cohort, recorded.to_owner) != (request.cohort, request.to):
             msg = (
                 f"another migration is under way ({recorded.describe()}); finish it first with `eks-hybrid-gpu migrate "
-                f"--stack {args.stack} --cohort {recorded.cohort} --to {recorded.to_owner}`"
+                f"--stack {request.stack} --cohort {recorded.cohort} --to {recorded.to_owner}`"
             )
             raise MigrateRefused(msg)
         say(f"resuming the migration recorded in the cluster: {recorded.describe()}")
-        return dataclasses.replace(recorded, drain=recorded.drain or args.drain)  # --drain added on a re-run counts
+        return dataclasses.replace(recorded, drain=recorded.drain or request.drain)  # --drain added on a re-run counts
     ledger = records.ledger()
     if ledger is None:
         msg = (
@@ -126,41 +115,41 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
         raise MigrateRefused(msg)
     cohorts = ledger.cohorts
     from_cohort = None
-    entry = cohorts.get(args.cohort)
+    entry = cohorts.get(request.cohort)
     if entry is None:
-        from_cohort = renamed_from(stack, ledger, args.cohort)
+        from_cohort = renamed_from(stack, ledger, request.cohort)
         entry = cohorts.get(from_cohort) if from_cohort is not None else None
     if entry is None:
         msg = (
-            f"the ledger has no cohort {args.cohort} (cohorts: {', '.join(sorted(cohorts)) or 'none'}); a new cohort "
-            "is installed by `pulumi up`, not migrated"
+            f"the ledger has no cohort {request.cohort} (cohorts: {', '.join(sorted(cohorts)) or 'none'}); a new "
+            "cohort is installed by `pulumi up`, not migrated"
         )
         raise MigrateRefused(msg)
     from_owner = entry.owner
     selector = dict(entry.node_selector)
     live = _live(kube, stack, ledger, selector)
-    existing = existing_cohort_of(ledger, args.to, besides=args.cohort)
-    if existing is not None and from_owner != args.to:
+    existing = existing_cohort_of(ledger, request.to, besides=request.cohort)
+    if existing is not None and from_owner != request.to:
         hosts = sorted(str(n["metadata"]["name"]) for n in live.nodes if selects_node(selector, n))
-        hint = merge_hint(args.stack, args.cohort, args.to, existing, hosts)
-        msg = f"cohort {args.cohort}: {from_owner} -> {args.to}: {hint}"
+        hint = merge_hint(request.stack, request.cohort, request.to, existing, hosts)
+        msg = f"cohort {request.cohort}: {from_owner} -> {request.to}: {hint}"
         raise MigrateRefused(msg)
     kept: dict[str, str] = {}
-    if from_owner == args.to:
-        kept = kept_namespaces(stack, entry, args.to)
+    if from_owner == request.to:
+        kept = kept_namespaces(stack, entry, request.to)
         if not kept and from_cohort is None:
             return None
-    mode = stack.config.operator.mode if args.to == GPU_OPERATOR else None
-    why_not = unsupported(from_owner, ledger.operator_mode, args.to, mode)
+    mode = stack.config.operator.mode if request.to == GPU_OPERATOR else None
+    why_not = unsupported(from_owner, ledger.operator_mode, request.to, mode)
     if why_not is not None:
-        msg = f"cohort {args.cohort}: {from_owner} -> {args.to}: {why_not}"
+        msg = f"cohort {request.cohort}: {from_owner} -> {request.to}: {why_not}"
         raise MigrateRefused(msg)
     nodes = sorted(str(n["metadata"]["name"]) for n in live.nodes if selects_node(selector, n))
     if not nodes:
-        msg = f"cohort {args.cohort}'s selector {selector} selects no node; nothing to migrate: edit the stack file"
+        msg = f"cohort {request.cohort}'s selector {selector} selects no node; nothing to migrate: edit the stack file"
         raise MigrateRefused(msg)
     migration = Migration(
-        args.cohort, from_owner, args.to, "cordon", selector, tuple(nodes), (), args.drain, kept, from_cohort
+        request.cohort, from_owner, request.to, "cordon", selector, tuple(nodes), (), request.drain, kept, from_cohort
     )
     config_at(stack, migration.at("install"))  # the target owner's floors (hostDriverVerified, versions, ...)
     current = config_at(stack, migration)
@@ -168,19 +157,20 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, args: argparse.N
         current = current.model_copy(
             update={
                 "cohorts": [
-                    c.model_copy(update={"name": from_cohort}) if c.name == args.cohort else c for c in current.cohorts
+                    c.model_copy(update={"name": from_cohort}) if c.name == request.cohort else c
+                    for c in current.cohorts
                 ]
             }
         )
-    index = next(i for i, c in enumerate(current.cohorts) if c.name in (args.cohort, from_cohort))
+    index = next(i for i, c in enumerate(current.cohorts) if c.name in (request.cohort, from_cohort))
     second = [p for p in check_publishers(current, live) if p.path == f"cohorts[{index}].nodeSelector"]
     if second:
         raise MigrateRefused("; ".join(p.message for p in second))
     held = [c for node in nodes for c in consumers_by_node(live.pods, live.claims).get(node, [])]
-    if held and not args.drain:
+    if held and not request.drain:
         msg = (
-            f"GPUs of cohort {args.cohort} are in use: {'; '.join(c.describe() for c in held)}; let those pods finish, "
-            f"or evict them with `{rerun_command(args)} --drain` (PodDisruptionBudgets respected)"
+            f"GPUs of cohort {request.cohort} are in use: {'; '.join(c.describe() for c in held)}; let those pods "
+            f"finish, or evict them with `{request.rerun()} --drain` (PodDisruptionBudgets respected)"
         )
         raise MigrateRefused(msg)
     cordoned = {str(n["metadata"]["name"]) for n in live.nodes if (n.get("spec") or {}).get("unschedulable")}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +9,7 @@ from cluster.records.migration import Migration
 from eks_hybrid_gpu.migrate.phases import Up
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, config_at
 from eks_hybrid_gpu.migrate.records import say
+from eks_hybrid_gpu.migrate.request import MigrateRequest
 from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, PROJECT
 
 
@@ -17,7 +17,7 @@ class UpFailed(Exception):
     """A phase's `pulumi up` failed; its output above says why."""
 
 
-def stack_runner(stack: StackFile, args: argparse.Namespace, kubeconfig: str | None) -> Up:
+def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | None) -> Up:
     """How one phase runs `pulumi up`: the local default's engine for a local stack, else the user's Pulumi."""
     from pulumi import automation as auto
 
@@ -29,13 +29,13 @@ def stack_runner(stack: StackFile, args: argparse.Namespace, kubeconfig: str | N
     if stack.config.cluster.source == "local":
         from eks_hybrid_gpu.localpaths import local_kubeconfig
 
-        state = Path(args.state_dir) if args.state_dir else engine.engine_state_dir()
+        state = Path(request.state_dir) if request.state_dir else engine.engine_state_dir()
         env = engine.prepare(state, Path(kubeconfig) if kubeconfig else local_kubeconfig())
         charts: dict[str, Any] = {}
-        target = config_at(stack, _target(stack, args.cohort, args.to))
+        target = config_at(stack, _target(stack, request.cohort, request.to))
         try:
             for config in (stack.config, target):
-                charts.update(chartmirror.choose(config, args.chart_mirror).overrides or {})
+                charts.update(chartmirror.choose(config, request.chart_mirror).overrides or {})
         except chartmirror.ChartMirrorError as error:
             raise MigrateRefused(str(error)) from None
         pulumi_stack = engine.stack(env, stack.name, work_dir=stack.project_dir, charts=charts or None)

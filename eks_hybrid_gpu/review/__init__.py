@@ -173,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu.review import gitref
     from eks_hybrid_gpu.review.render import chart_mirror, chart_repository, policy_setup
 
-    project = projectdir.of(args)
+    project = projectdir.of(args.project)
     stack_file = projectdir.stack_file(args.stack, project)
     if not stack_file.is_file():
         known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stack_file.parent.glob("*.yaml"))

@@ -20,7 +20,7 @@ from eks_hybrid_gpu.options import add_output_option, serialized
 from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
 from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
-from eks_hybrid_gpu.simulate.rehearse import run_pulumi
+from eks_hybrid_gpu.simulate.rehearse import Rehearsal, run_pulumi
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import (
@@ -210,6 +210,10 @@ def main(argv: Sequence[str]) -> int:
     return run_command("simulate", argv)
 
 
+def _rehearse(args: argparse.Namespace) -> int:
+    return run_pulumi(Rehearsal.from_args(args))
+
+
 def run(args: argparse.Namespace) -> int:
     """Run one simulate command; access problems exit 2 with one line, file problems exit 1."""
     handlers = {
@@ -221,9 +225,9 @@ def run(args: argparse.Namespace) -> int:
         "show": _show,
         "finish": _finish,
         "reap": _reap,
-        "preview": run_pulumi,
-        "up": run_pulumi,
-        "destroy": run_pulumi,
+        "preview": _rehearse,
+        "up": _rehearse,
+        "destroy": _rehearse,
     }
     handler = handlers[args.simulate_command]
     return cluster_access.run_reporting(

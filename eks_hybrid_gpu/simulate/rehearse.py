@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import yaml
 
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.cluster_access import ACCESS_EXIT_CODE
+from eks_hybrid_gpu.options import request_of
 
 
 def rehearsal_work_dir(stack_file: Path, name: str, root: Path) -> Path:
@@ -40,7 +42,24 @@ def stack_name_of(stack_file: Path) -> str:
     return stack_file.stem
 
 
-def run_pulumi(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class Rehearsal:
+    """One `simulate preview|up|destroy` as its command line asks for it, parsed once."""
+
+    action: str
+    """preview, up or destroy."""
+    stack: str = "local"
+    stack_file: str | None = None
+    """Any stack file (`--stack-file`, as given); the stack is named after it. None: stacks/Pulumi.<stack>.yaml."""
+    chart_mirror: Path | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> Rehearsal:
+        """The rehearsal of a parsed `simulate preview|up|destroy` command line (destroy takes no chart mirror)."""
+        return request_of(cls, args)
+
+
+def run_pulumi(rehearsal: Rehearsal) -> int:
     """`simulate preview|up|destroy`: the stack file's program in a work copy, against the simulated fleet."""
     from pulumi import automation as auto
 
@@ -48,24 +67,26 @@ def run_pulumi(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu.engine import engine_state_dir
     from eks_hybrid_gpu.localpaths import local_state_dir
 
-    stack_file = Path(args.stack_file) if args.stack_file else projectdir.stack_file(args.stack)
-    name = stack_name_of(stack_file) if args.stack_file else args.stack
+    stack_file = Path(rehearsal.stack_file) if rehearsal.stack_file else projectdir.stack_file(rehearsal.stack)
+    name = stack_name_of(stack_file) if rehearsal.stack_file else rehearsal.stack
     if not stack_file.is_file():
-        option = f"--stack-file {args.stack_file}" if args.stack_file else f"--stack {args.stack}"
+        option = f"--stack-file {rehearsal.stack_file}" if rehearsal.stack_file else f"--stack {rehearsal.stack}"
         known = sorted(stack_name_of(p) for p in (projectdir.current() / "stacks").glob("Pulumi.*.yaml"))
         print(
-            f"simulate {args.action}: {option}: {stack_file} is not a file; name a stack of stacks/ "
+            f"simulate {rehearsal.action}: {option}: {stack_file} is not a file; name a stack of stacks/ "
             f"({', '.join(known)}) or an existing --stack-file",
             file=sys.stderr,
         )
         return 1
     charts: dict[str, Any] | None = None
-    if args.action != "destroy":  # destroy runs no program: it renders no chart
+    if rehearsal.action != "destroy":  # destroy runs no program: it renders no chart
         try:
             document = yaml.safe_load(stack_file.read_text()) or {}
-            choice = chartmirror.choose_for_document(document if isinstance(document, dict) else {}, args.chart_mirror)
+            choice = chartmirror.choose_for_document(
+                document if isinstance(document, dict) else {}, rehearsal.chart_mirror
+            )
         except (OSError, yaml.YAMLError, chartmirror.ChartMirrorError) as error:
-            print(f"simulate {args.action}: {error}", file=sys.stderr)
+            print(f"simulate {rehearsal.action}: {error}", file=sys.stderr)
             return ACCESS_EXIT_CODE
         for notice in choice.notices:
             print(notice, file=sys.stderr)
@@ -73,21 +94,21 @@ def run_pulumi(args: argparse.Namespace) -> int:
     try:
         cluster = localcluster.attach(local_state_dir())
     except localcluster.LocalClusterError as error:
-        print(f"simulate {args.action}: {error}; start it with `eks-hybrid-gpu simulate start`", file=sys.stderr)
+        print(f"simulate {rehearsal.action}: {error}; start it with `eks-hybrid-gpu simulate start`", file=sys.stderr)
         return ACCESS_EXIT_CODE
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig)
     work_dir = rehearsal_work_dir(stack_file, name, engine_state_dir())
     stack = engine.stack(env, name, work_dir=work_dir, charts=charts)
     try:
-        if args.action == "preview":
+        if rehearsal.action == "preview":
             stack.preview(on_output=print, color="never", policy_packs=engine.policy_packs())
-        elif args.action == "up":
+        elif rehearsal.action == "up":
             stack.up(on_output=print, color="never", policy_packs=engine.policy_packs())
         else:
             stack.destroy(on_output=print, color="never")
     except auto.CommandError:
         print(
-            f"simulate {args.action}: pulumi {args.action} of stack {name} failed; its output above says why",
+            f"simulate {rehearsal.action}: pulumi {rehearsal.action} of stack {name} failed; its output above says why",
             file=sys.stderr,
         )
         return 1

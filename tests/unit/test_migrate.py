@@ -6,7 +6,6 @@ engine): the remove phase deletes the old owner's pods and publication, the inst
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import re
@@ -84,9 +83,9 @@ def cluster() -> FakeKube:
     return kube
 
 
-def _args(project: Path, *extra: str, to: str = "dra") -> argparse.Namespace:
+def _args(project: Path, *extra: str, to: str = "dra") -> migrate.MigrateRequest:
     argv = ["migrate", "--stack", "t", "--cohort", "plugin", "--to", to, "--project", str(project), *extra]
-    return parser("migrate").parse_args(argv)
+    return migrate.MigrateRequest.from_args(parser("migrate").parse_args(argv))
 
 
 class FakeUp:
@@ -339,7 +338,7 @@ def test_a_renamed_cohort_is_migrated_from_the_ledgers_name(project: Path, capsy
     kube = cluster()
     stack = migrate.read_stack_file("t", project)
     argv = ["migrate", "--stack", "t", "--cohort", "gpus", "--to", "device-plugin", "--project", str(project)]
-    args = parser("migrate").parse_args([*argv, "--dry-run"])
+    args = migrate.MigrateRequest.from_args(parser("migrate").parse_args([*argv, "--dry-run"]))
 
     assert migrate.migrate(kube, stack, args, FakeUp(kube)) == 0  # type: ignore[arg-type]
     out = capsys.readouterr().out

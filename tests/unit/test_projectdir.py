@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from eks_hybrid_gpu import cli, projectdir
-from eks_hybrid_gpu.migrate import planning
+from eks_hybrid_gpu.migrate import MigrateRequest
 from policy.gpu_allocation.vocab.labels import PROJECT
 
 pytestmark = pytest.mark.unit
@@ -128,7 +128,7 @@ def test_the_cli_takes_project_anywhere_for_the_length_of_the_command(
 def test_a_migrate_rerun_line_keeps_the_project(tmp_path: Path) -> None:
     args = cli.parser("migrate").parse_args(["migrate", "--stack", "s", "--cohort", "c", "--to", "dra"])
     args.project = tmp_path
-    assert planning.rerun_command(args) == (
+    assert MigrateRequest.from_args(args).rerun() == (
         f"eks-hybrid-gpu migrate --stack s --cohort c --to dra --project {tmp_path}"
     )
 

@@ -6,7 +6,6 @@ line naming the ConfigMap and what to do, and changes nothing.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -58,8 +57,8 @@ def _preflight(kube: FakeKube) -> None:
 
 
 def _movehost(kube: FakeKube) -> None:
-    args = argparse.Namespace(node="gpu-1", to="plugin", ledger=f"{NS}/gpu-allocation-ledger", dry_run=True)
-    movehost.move(kube, args)  # type: ignore[arg-type]
+    request = movehost.MoveRequest(node="gpu-1", to="plugin", ledger=f"{NS}/gpu-allocation-ledger", dry_run=True)
+    movehost.move(kube, request)  # type: ignore[arg-type]
 
 
 def _readers(project: Path) -> dict[str, Any]:

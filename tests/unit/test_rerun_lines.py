@@ -20,14 +20,17 @@ def _parse(module: object, argv: list[str]) -> argparse.Namespace:
 def test_move_host_rerun_keeps_every_flag_that_names_the_cluster() -> None:
     flags = ["--to", "dra", "--drain", "--kubeconfig", "/k", "--context", "prod-east"]
     args = _parse(movehost, ["n1", *flags, "--ledger", "team/ledger", "--timeout", "30"])
-    assert movehost._rerun(args) == (
+    assert movehost.MoveRequest.from_args(args).rerun() == (
         "eks-hybrid-gpu move-host n1 --to dra --drain --kubeconfig /k --context prod-east --ledger team/ledger "
         "--timeout 30.0"
     )
 
 
 def test_move_host_rerun_leaves_defaults_out() -> None:
-    assert movehost._rerun(_parse(movehost, ["n1", "--to", "dra"])) == "eks-hybrid-gpu move-host n1 --to dra"
+    assert (
+        movehost.MoveRequest.from_args(_parse(movehost, ["n1", "--to", "dra"])).rerun()
+        == "eks-hybrid-gpu move-host n1 --to dra"
+    )
 
 
 def test_migrate_rerun_keeps_every_flag_that_names_the_cluster_and_the_charts() -> None:
@@ -47,8 +50,8 @@ def test_migrate_rerun_keeps_every_flag_that_names_the_cluster_and_the_charts() 
             "--timeout=30",
         ],
     )
-    assert migrate.planning.rerun_command(args) == (
+    assert migrate.MigrateRequest.from_args(args).rerun() == (
         "eks-hybrid-gpu migrate --stack s --cohort c --to dra --chart-mirror /m --context prod-east --timeout 30.0"
     )
     plain = _parse(migrate, ["--stack", "s", "--cohort", "c", "--to", "dra"])
-    assert migrate.planning.rerun_command(plain) == "eks-hybrid-gpu migrate --stack s --cohort c --to dra"
+    assert migrate.MigrateRequest.from_args(plain).rerun() == "eks-hybrid-gpu migrate --stack s --cohort c --to dra"
