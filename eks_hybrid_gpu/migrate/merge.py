@@ -37,7 +37,8 @@ def merge(kube: Kube, stack: StackFile, ledger: Ledger | None, request: MigrateR
         )
         raise MigrateRefused(msg)
     selector = source.node_selector
-    # A host mid-move into the target has lost its old label: it is still this merge's.
+    # A host mid-move into the target has lost its old label: it is still this merge's. It is known only by its
+    # annotation, which no selector reaches, so every Node is listed here (Nodes only: nothing that runs on them).
     hosts = sorted(
         str(n["metadata"]["name"])
         for n in kube.items(NODES)

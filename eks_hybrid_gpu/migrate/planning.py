@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, cast
 
@@ -43,11 +43,28 @@ class StackFile:
     project_dir: Path
     raw: dict[str, Any]
     config: StackConfig
+    phases: list[tuple[dict[str, Any], StackConfig]] = field(default_factory=list, compare=False, repr=False)
+    """The raw values a migration phase gives the file and their checked config: each parsed once per run."""
 
     @property
     def relative(self) -> str:
         """`stacks/Pulumi.S.yaml`, for messages."""
         return f"stacks/{self.path.name}"
+
+    def checked(self, raw: dict[str, Any]) -> StackConfig:
+        """The checked config of `raw` (this file's values as a phase changes them); StackConfigError if invalid.
+
+        Values equal to the file's are the file's config; others are parsed the first time a phase needs them (the
+        planning and each phase's `pulumi up` ask for the same phase). The values a phase changes are strings from
+        the typed records, so equal values parse to the same config.
+        """
+        if raw == self.raw:
+            return self.config
+        known = next((config for values, config in self.phases if values == raw), None)
+        if known is None:
+            known = load_stack_config(raw, self.project_dir, stack_file=self.relative)
+            self.phases.append((raw, known))
+        return known
 
 
 def read_stack_file(name: str, project_dir: Path) -> StackFile:
@@ -82,7 +99,7 @@ def config_at(stack: StackFile, migration: Migration) -> StackConfig:
     try:
         if problems:
             raise StackConfigError(problems, stack.relative)
-        return load_stack_config(changed, stack.project_dir, stack_file=stack.relative)
+        return stack.checked(changed)
     except StackConfigError as error:
         msg = f"with cohort {migration.cohort} owned by {migration.installs or migration.from_owner}: {error}"
         raise MigrateRefused(msg) from None

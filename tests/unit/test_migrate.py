@@ -422,3 +422,24 @@ def test_the_migration_holds_its_cohort_and_nodes_while_it_runs_and_gives_them_b
     held = {"gpu-allocation-cohort.plugin", "gpu-allocation-node.gpu-1", "gpu-allocation-node.gpu-2"}
     assert seen == [held, held]
     assert not [p for p in kube.objects if "/leases/" in p]
+
+
+def test_the_stack_config_is_parsed_once_per_phase(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The file once, each phase's config once, however often the planning and the `pulumi up` runner ask for it."""
+    parsed: list[object] = []
+    load = migrate.planning.load_stack_config
+
+    def counting(raw: Any, *args: Any, **kwargs: Any) -> StackConfig:
+        parsed.append(raw)
+        return load(raw, *args, **kwargs)
+
+    monkeypatch.setattr(migrate.planning, "load_stack_config", counting)
+    kube = cluster()
+    stack = migrate.read_stack_file("t", project)
+    planned = migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project))  # type: ignore[arg-type]
+    assert planned is not None
+    assert len(parsed) == 3  # the file; the cordon phase (the ledger's selector written out); the install phase
+    install = migrate.planning.config_at(stack, planned.at("install"))
+    assert migrate.planning.config_at(stack, migrate.runner._target(stack, "plugin", "dra")) is install
+    assert migrate.planning.config_at(stack, planned) is migrate.planning.config_at(stack, planned)
+    assert len(parsed) == 3
