@@ -22,7 +22,7 @@ from pulumi_policy import (
 from ..vocab import labels as vocab
 from ..vocab.labels import DEVICE_PLUGIN, DRA, PROJECT
 from ..vocab.owners import DEVICE_PLUGIN_KIND, owner_kind, owner_of_app_label
-from ..vocab.selectors import Requirement, alternative_admits, conjunction_satisfiable
+from ..vocab.selectors import Requirement, alternative_admits
 from .charts import NFD_NAME
 from .fail_closed import fail_closed, reads_pods_and_helm
 from .findings import LABELS_NOTE, PREVIEW_AGAIN
@@ -76,7 +76,11 @@ def _rendered_owner(resource: Resource) -> Any:
 def _show_term(requirements: tuple[Requirement, ...]) -> str:
     """One required term as the manifest writes it (what the scheduler read of it)."""
     expressions = [
-        {"key": key, "operator": operator, **({"values": list(values)} if values or operator in {"In", "NotIn"} else {})}
+        {
+            "key": key,
+            "operator": operator,
+            **({"values": list(values)} if values or operator in {"In", "NotIn"} else {}),
+        }
         for key, operator, values in requirements
     ]
     return compact_json({"matchExpressions": expressions})
@@ -99,19 +103,22 @@ def _aims_at(alternative: tuple[Requirement, ...], label: str, forbidden: Sequen
     return False
 
 
-def _alternative_pinning(alternative: tuple[Requirement, ...], label: str, required: str, forbidden: Sequence[str]) -> str:
+def _alternative_pinning(
+    alternative: tuple[Requirement, ...], label: str, required: str, forbidden: Sequence[str]
+) -> str:
     """Classify one alternative (nodeSelector AND one required term): pinned, auto or unpinned.
 
-    Pinned: every node it admits carries ``label=required``, or it excludes every forbidden value with ``NotIn``
-    (AWS's own Auto Mode exclusion). An alternative no node can meet admits nothing, so it cannot reach Auto Mode.
+    Pinned: it requires ``label`` ``In`` the required value only, or excludes every forbidden value with ``NotIn``
+    (AWS's own Auto Mode exclusion). Auto: it admits a forbidden compute type and explicitly asks for it or for
+    Karpenter capacity (:func:`_aims_at`).
     """
-    if not conjunction_satisfiable(alternative):
-        return "pinned"
-    if not conjunction_satisfiable((*alternative, (label, "NotIn", (required,)))):
-        return "pinned"
-    excludes = any(key == label and operator == "NotIn" for key, operator, _ in alternative)
-    if forbidden and excludes and not alternative_admits(alternative, label, forbidden):
-        return "pinned"
+    for key, operator, values in alternative:
+        if key != label:
+            continue
+        if operator == "In" and values and all(v == required for v in values):
+            return "pinned"
+        if operator == "NotIn" and forbidden and set(forbidden) <= set(values):
+            return "pinned"
     return "auto" if _aims_at(alternative, label, forbidden) else "unpinned"
 
 
@@ -141,21 +148,19 @@ def pinning(
     selector_text = (
         f"nodeSelector {label}={show(selected)}" if selected is not None else f"nodeSelector without {label}"
     )
+    if selected in forbidden:
+        return "auto", f"nodeSelector {label}={show(selected)}"
     alternatives = placement.alternatives()
     verdicts = [_alternative_pinning(a, label, required, forbidden) for a in alternatives]
     if all(v == "pinned" for v in verdicts):
         return "pinned", ""
-    if selected in forbidden:
-        return "auto", f"nodeSelector {label}={show(selected)}"
     if placement.terms is None:
         return verdicts[0], f"{selector_text} and no required nodeAffinity on {label}"
     loose = next(i for i, v in enumerate(verdicts) if v == "auto") if "auto" in verdicts else verdicts.index("unpinned")
     verdict = "auto" if "auto" in verdicts else "unpinned"
     base = len(placement.selector)
     shown = _show_term(alternatives[loose][base:])
-    reach = (
-        "that reaches EKS Auto Mode" if verdicts[loose] == "auto" else f"that does not require {label}={required}"
-    )
+    reach = "that reaches EKS Auto Mode" if verdicts[loose] == "auto" else f"that does not require {label}={required}"
     return verdict, f"{selector_text} and required nodeAffinity term {loose} {shown} {reach}"
 
 
