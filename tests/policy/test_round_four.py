@@ -21,11 +21,13 @@ from typing import Any
 
 import pytest
 
+from policy.gpu_allocation.rules.ownership import OPERATOR_DEVICE_PLUGIN_DISABLED
 from policy.gpu_allocation.rules.shapes import POD_SPEC_PATHS
 from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
 from policy.gpu_allocation.rules.targeting import NO_AUTO_MODE_TARGETING
 from tests.support.policy_harness import Harness, type_of
 
+from .test_consumer_readings import operator_render, operator_values
 from .test_foreign_stacks import DIGEST, device_plugin, dra, foreign, selector, smoke_job
 from .test_time_slicing_selection import EXCLUSIVE, SHARED
 
@@ -295,3 +297,42 @@ def test_with_config_default_rendered_empty_the_entry_named_default_decides_the_
     assert "'ai-workloads/hybrid-gpu-plugin-smoke': container 'gpu-check' requests nvidia.com/gpu" in message
     assert "advertise nvidia.com/gpu.shared instead" in message
     assert "Ask for nvidia.com/gpu.shared" in message
+
+
+# --------------------------------------------------------------------------- the Operator's sandbox workloads
+
+
+def operator_cluster_policy(**sandbox: Any) -> list[dict[str, Any]]:
+    """The Operator chart rendered in ClusterPolicy mode, its device plugin off, with these sandboxWorkloads values."""
+    values = operator_values("cluster-policy", devicePlugin__enabled=False, gfd__enabled=False)
+    values["sandboxWorkloads"] = {"enabled": True, **sandbox}
+    return operator_render(values)
+
+
+@pytest.mark.parametrize(("workload", "refused"), [("vm-passthrough", True), ("container", False)])
+def test_sandbox_workloads_defaulting_to_vm_passthrough_beside_a_standalone_plugin_are_refused(
+    harness: Harness, workload: str, refused: bool
+) -> None:
+    rendered = operator_cluster_policy(defaultWorkload=workload)
+    policy = next(m for m in rendered if m["kind"] == "ClusterPolicy")
+    assert policy["spec"]["devicePlugin"]["enabled"] is False
+    assert policy["spec"]["sandboxWorkloads"]["defaultWorkload"] == workload
+    on_render = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, foreign([*rendered, *device_plugin()]))
+    values = operator_values("cluster-policy", devicePlugin__enabled=False, gfd__enabled=False)
+    values["sandboxWorkloads"] = {"enabled": True, "defaultWorkload": workload}
+    release = harness.helm_release("gpu-operator", "gpu-operator", "v26.7.0", values)
+    on_release = harness.stack(OPERATOR_DEVICE_PLUGIN_DISABLED, [release, *foreign(device_plugin())])
+    if not refused:
+        harness.passes(on_render)
+        harness.passes(on_release)
+        return
+    message = on_render.one()
+    assert "ClusterPolicy 'cluster-policy': spec.sandboxWorkloads enables sandbox workloads" in message
+    assert "defaultWorkload 'vm-passthrough'" in message
+    assert "vfio-pci" in message
+    assert "set spec.sandboxWorkloads.enabled: false" in message
+    says_next_command(message)
+    message = on_release.one()
+    assert "Release 'gpu-operator': values sandboxWorkloads enables sandbox workloads" in message
+    assert "set sandboxWorkloads.enabled: false" in message
+    says_next_command(message)
