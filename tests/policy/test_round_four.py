@@ -20,8 +20,13 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 
-from policy.gpu_allocation.rules.ownership import OPERATOR_DEVICE_PLUGIN_DISABLED
+from policy.gpu_allocation.rules.ownership import (
+    OPERATOR_CR_EXCLUSIVE,
+    OPERATOR_DEVICE_PLUGIN_DISABLED,
+    SINGLE_ALLOCATION_OWNER,
+)
 from policy.gpu_allocation.rules.shapes import POD_SPEC_PATHS
 from policy.gpu_allocation.rules.sharing import MIG_STRATEGY_CONSISTENT, SHARED_GPU_RESOURCE_NAME
 from policy.gpu_allocation.rules.targeting import NO_AUTO_MODE_TARGETING
@@ -336,3 +341,63 @@ def test_sandbox_workloads_defaulting_to_vm_passthrough_beside_a_standalone_plug
     assert "Release 'gpu-operator': values sandboxWorkloads enables sandbox workloads" in message
     assert "set sandboxWorkloads.enabled: false" in message
     says_next_command(message)
+
+
+# --------------------------------------------------------------------------- extraObjects of a Release
+
+
+def gpu_cluster_release(harness: Harness, extra: list[Any]) -> Any:
+    values = operator_values("gpu-cluster")
+    values["extraObjects"] = extra
+    return harness.helm_release("gpu-operator", "gpu-operator", "v26.7.0", values)
+
+
+def cluster_policy_object() -> dict[str, Any]:
+    """The ClusterPolicy the Operator chart itself renders, pasted into extraObjects."""
+    rendered = operator_render(operator_values("cluster-policy"))
+    policy = next(m for m in rendered if m["kind"] == "ClusterPolicy")
+    return {
+        "apiVersion": policy["apiVersion"],
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "cluster-policy"},
+        "spec": policy["spec"],
+    }
+
+
+@pytest.mark.parametrize("as_text", [False, True], ids=["map", "string"])
+def test_a_cluster_policy_in_a_gpu_cluster_releases_extra_objects_is_refused(harness: Harness, as_text: bool) -> None:
+    policy = cluster_policy_object()
+    values = operator_values("gpu-cluster")
+    values["extraObjects"] = [policy]
+    rendered = operator_render(values)
+    assert sorted(m["kind"] for m in rendered if m["kind"] in {"ClusterPolicy", "GPUCluster"}) == [
+        "ClusterPolicy",
+        "GPUCluster",
+    ]  # the chart renders both
+    entry = yaml.safe_dump(policy) if as_text else policy
+    message = harness.stack(OPERATOR_CR_EXCLUSIVE, [gpu_cluster_release(harness, [entry])]).one()
+    assert "values extraObjects[0] of kubernetes:helm.sh/v3:Release 'gpu-operator'" in message
+    assert "ClusterPolicy and GPUCluster" in message or "are both in this stack" in message
+    assert "remove that entry from extraObjects" in message
+    says_next_command(message)
+    config_map = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "notes"}, "data": {"a": "b"}}
+    harness.passes(harness.stack(OPERATOR_CR_EXCLUSIVE, [gpu_cluster_release(harness, [config_map])]))
+
+
+def test_an_allocator_in_extra_objects_is_a_second_owner(harness: Harness) -> None:
+    static = Harness.docs("nvidia-device-plugin-static.yml")[0]
+    static["spec"]["template"]["spec"]["nodeSelector"] = selector("dra")
+    release = harness.helm_release("gpu-operator", "gpu-operator", "v26.7.0", {**operator_values("gpu-cluster")})
+    release.props["values"]["extraObjects"] = [static]
+    message = harness.stack(SINGLE_ALLOCATION_OWNER, [release, *foreign(dra())]).one()
+    assert "values extraObjects[0] of kubernetes:helm.sh/v3:Release 'gpu-operator'" in message
+    static["spec"]["template"]["spec"]["nodeSelector"] = selector("device-plugin")
+    release.props["values"]["extraObjects"] = [static]
+    harness.passes(harness.stack(SINGLE_ALLOCATION_OWNER, [release, *foreign(dra())]))
+
+
+def test_a_templated_extra_object_cannot_be_judged(harness: Harness) -> None:
+    text = "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata:\n  name: {{ .Release.Name }}\n"
+    message = harness.stack(OPERATOR_CR_EXCLUSIVE, [gpu_cluster_release(harness, [text])]).one()
+    assert "values extraObjects[0]" in message
+    assert "fail closed" in message

@@ -279,6 +279,13 @@ def operator_cr_exclusive_validator(args: StackValidationArgs, report_violation:
             "leftover CR (resource-policy: keep) blocks the other mode until deleted. "
             f"Set {PROJECT}:operator.mode to one mode and delete the other CR."
         )
+        origins = sorted(r.origin for r in crs if r.origin is not None)
+        if origins:
+            # The Operator chart renders extraObjects verbatim (templates/extra-objects.yaml): the CR is created too.
+            message += (
+                f" The chart renders {', '.join(origins)} as an object of its own: remove that entry from "
+                f"extraObjects; {PREVIEW_AGAIN}."
+            )
         report_violation(message, first_urn["gpu-cluster"])
     if len(operators) > 1:
         message = (
