@@ -63,6 +63,9 @@ def report_findings(findings: Iterable[Finding], report: Any, *, with_urn: bool 
         report(message, finding.urn if with_urn else None)
 
 
+PREVIEW_AGAIN: Final = "then run `pulumi preview --policy-pack policy` again"
+"""The next command, said after the fix by the round-four messages: the preview that shows the fix took."""
+
 LABELS_NOTE: Final = (
     "Labels are scheduling inputs, not a security boundary: also verify that no "
     "other plugin or Operator publishes the same physical GPUs."

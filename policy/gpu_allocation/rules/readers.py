@@ -45,6 +45,8 @@ CHART_DEFAULTS: Final[Mapping[str, Mapping[str, Any]]] = {
         "nfd.enabled": True,
         "gfd.enabled": True,
         "operator.upgradeCRD": True,
+        "sandboxWorkloads.enabled": False,
+        "sandboxWorkloads.defaultWorkload": "container",
     },
     DEVICE_PLUGIN: {"gfd.enabled": False},
     DRA: {"webhook.enabled": False, "resources.gpus.enabled": True, "resources.computeDomains.enabled": True},

@@ -44,6 +44,8 @@ class Resource:
     parent_urn: str | None = None
     problems: dict[str, Finding] = field(default_factory=dict, compare=False, repr=False)
     """Fields this object carries that a check could not read, by field: reported, never ignored (fail closed)."""
+    origin: str | None = None
+    """Where an object the stack does not hold as a resource comes from (``values extraObjects[0] of <Release>``)."""
 
     @classmethod
     def from_args(cls, args: ResourceValidationArgs) -> Resource:
@@ -145,7 +147,8 @@ class Resource:
     @property
     def describe(self) -> str:
         """Name the object for a message: type token and name."""
-        return f"{self.resource_type} '{self.k8s_name or self.name}'"
+        own = f"{self.resource_type} '{self.k8s_name or self.name}'"
+        return own if self.origin is None else f"{own} (from {self.origin})"
 
     @property
     def parent_type(self) -> str | None:

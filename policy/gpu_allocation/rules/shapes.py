@@ -110,13 +110,28 @@ def requests_gpu(pod: dict[str, Any]) -> bool:
     return any(name.startswith("nvidia.com/") for c in containers(pod) for name in c.resource_names())
 
 
-def pod_placement(pod: dict[str, Any]) -> Placement | None:
-    """Where a pod can run (nodeSelector + required node affinity), or None while either is unknown."""
-    selector = string_map(pod_node_selector(pod))
-    terms = required_node_terms(pod.get("affinity"))
+def node_selection(node_selector: Any, affinity: Any) -> Placement | None:
+    """The one reader of where a pod may land: its nodeSelector and required node affinity, as the scheduler reads them.
+
+    kube-scheduler's NodeAffinity filter (``pkg/scheduler/framework/plugins/nodeaffinity``, through
+    ``k8s.io/component-helpers/scheduling/corev1/nodeaffinity``): a node must match every nodeSelector entry *and*
+    one of the required ``nodeSelectorTerms`` (terms ORed, the ``matchExpressions`` of a term ANDed, with ``In``,
+    ``NotIn``, ``Exists``, ``DoesNotExist``, ``Gt``, ``Lt``). The preferred terms do not filter. None while a part is
+    unknown during preview or not of its type (a type problem is recorded by :meth:`.resource.Resource.read_pod`).
+    Every rule that asks where a pod (or an allocator a chart's values place) may land reads it here.
+    """
+    if node_selector is UNKNOWN:
+        return None
+    selector = string_map(as_dict(node_selector)) if node_selector is not None else {}
+    terms = required_node_terms(affinity)
     if selector is None or terms is UNKNOWN or contains_unknown(terms):
         return None
     return Placement.of(selector, terms)
+
+
+def pod_placement(pod: dict[str, Any]) -> Placement | None:
+    """Where a pod can run (:func:`node_selection` of its spec), or None while either part is unknown."""
+    return node_selection(pod.get("nodeSelector"), pod.get("affinity"))
 
 
 def pod_claims(pod: dict[str, Any]) -> list[Any]:

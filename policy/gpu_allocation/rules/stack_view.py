@@ -12,11 +12,14 @@ from typing import Any, Final
 
 from pulumi_policy import PolicyResource, ReportViolation, StackValidationArgs
 
-from .charts import HELM_TYPES
+from ..vocab.labels import GPU_OPERATOR
+from ..vocab.parsing import load_yaml
+from .charts import HELM_TYPES, RELEASE_TYPE
 from .findings import Finding, report_findings
 from .installations import Installation
 from .ledger import Ledger, parse_ledger
 from .operator_crs import cr_mode
+from .props import UNKNOWN, as_dict, contains_unknown
 from .resource import Resource
 from .shapes import POD_SPEC_PATHS
 
@@ -41,6 +44,7 @@ class StackView:
             Resource.from_stack(r, read=kinds is None or r.resource_type in HELM_TYPES or _kind(r) in kinds)
             for r in args.resources
         ]
+        resources += [r for release in list(resources) for r in extra_objects(release, kinds)]
         return cls(resources, {r.urn: r for r in resources})
 
     def ancestors(self, resource: Resource) -> Iterator[Resource]:
@@ -181,6 +185,57 @@ def not_applicable_unless_unreadable(
         report_findings(unreadable, report)
         return
     args.not_applicable(reason)
+
+
+def extra_objects(release: Resource, kinds: frozenset[str] | None = None) -> list[Resource]:
+    """The objects a GPU Operator Release renders from its ``extraObjects`` values, as objects of the stack.
+
+    The Operator chart renders every entry of ``extraObjects`` as a manifest of its own (gpu-operator
+    ``templates/extra-objects.yaml``: ``tpl (toYaml .)`` of a map, ``tpl`` of a string), so a ClusterPolicy or an
+    allocator DaemonSet put there is created beside what the values say. A Release hides what it renders from the
+    analyzer, but these values are visible: each entry becomes a :class:`Resource` without a parent (its own install,
+    its own CR), named by where it comes from. A string holding a template (``{{``), or one that does not parse, cannot
+    be read: recorded on the Release (fail closed).
+    """
+    if release.resource_type != RELEASE_TYPE or release.chart_owner != GPU_OPERATOR:
+        return []
+    values = release.values
+    items = values.get("extraObjects") if isinstance(values, dict) else None
+    if items is None or items is UNKNOWN:
+        return []
+    if not isinstance(items, list):
+        release.cannot_read("values extraObjects", "is not a list")
+        return []
+    found: list[Resource] = []
+    for index, item in enumerate(items):
+        where = f"values extraObjects[{index}]"
+        if isinstance(item, str):
+            if "{{" in item:
+                release.cannot_read(where, "is a template the chart renders with tpl, which this policy does not run")
+                continue
+            item, error = load_yaml(item)
+            if error is not None:
+                release.cannot_read(where, error)
+                continue
+        if item is UNKNOWN or contains_unknown(item):
+            continue
+        api_version, kind = as_dict(item).get("apiVersion"), as_dict(item).get("kind")
+        if not isinstance(api_version, str) or not isinstance(kind, str):
+            release.cannot_read(where, "is no Kubernetes object (apiVersion and kind)")
+            continue
+        if kinds is not None and kind not in kinds:
+            continue
+        group_version = api_version if "/" in api_version else f"core/{api_version}"
+        found.append(
+            Resource(
+                resource_type=f"kubernetes:{group_version}:{kind}",
+                name=f"{release.name}-extraObjects-{index}",
+                urn=f"{release.urn}/extraObjects[{index}]",
+                props=as_dict(item),
+                origin=f"{where} of {release.describe}",
+            )
+        )
+    return found
 
 
 def _kind(resource: PolicyResource) -> str:

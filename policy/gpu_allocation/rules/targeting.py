@@ -22,9 +22,10 @@ from pulumi_policy import (
 from ..vocab import labels as vocab
 from ..vocab.labels import DEVICE_PLUGIN, DRA, PROJECT
 from ..vocab.owners import DEVICE_PLUGIN_KIND, owner_kind, owner_of_app_label
+from ..vocab.selectors import Requirement, alternative_admits
 from .charts import NFD_NAME
 from .fail_closed import fail_closed, reads_pods_and_helm
-from .findings import LABELS_NOTE
+from .findings import LABELS_NOTE, PREVIEW_AGAIN
 from .props import (
     UNKNOWN,
     as_dict,
@@ -37,7 +38,7 @@ from .props import (
     string_list,
 )
 from .resource import Resource
-from .shapes import APP_NAME_LABEL, POD_SPEC_PATHS, required_node_terms
+from .shapes import APP_NAME_LABEL, POD_SPEC_PATHS, containers, node_selection, pod_claims, required_node_terms
 
 GPU_DISCOVERY_LABELS: Final = (
     "feature.node.kubernetes.io/pci-10de.present",
@@ -72,24 +73,53 @@ def _rendered_owner(resource: Resource) -> Any:
 # --------------------------------------------------------------------------- pinning
 
 
-def _term_pinning(term: Any, label: str, required: str, forbidden: Sequence[str]) -> str:
-    """Classify one nodeSelectorTerm: pinned, auto, unknown or unpinned."""
-    if contains_unknown(term):
-        return "unknown"
-    verdict = "unpinned"
-    for expression in as_list(as_dict(term).get("matchExpressions")):
-        expression = as_dict(expression)
-        if expression.get("key") != label:
+def _show_term(requirements: tuple[Requirement, ...]) -> str:
+    """One required term as the manifest writes it (what the scheduler read of it)."""
+    expressions = [
+        {
+            "key": key,
+            "operator": operator,
+            **({"values": list(values)} if values or operator in {"In", "NotIn"} else {}),
+        }
+        for key, operator, values in requirements
+    ]
+    return compact_json({"matchExpressions": expressions})
+
+
+def _aims_at(alternative: tuple[Requirement, ...], label: str, forbidden: Sequence[str]) -> bool:
+    """The alternative explicitly asks for a forbidden compute type, or for Karpenter capacity that may be Auto Mode.
+
+    Auto Mode nodes carry ``eks.amazonaws.com/compute-type: auto`` and a ``karpenter.sh/nodepool`` label (its built-in
+    NodePools); a term that requires either (``In``; ``Exists`` for the NodePool) and still admits a forbidden compute
+    type lands there.
+    """
+    if not forbidden or not alternative_admits(alternative, label, forbidden):
+        return False
+    for key, operator, values in alternative:
+        if key == label and operator == "In" and set(values) & set(forbidden):
+            return True
+        if key == vocab.KARPENTER_NODEPOOL_LABEL and operator in {"In", "Exists"}:
+            return True
+    return False
+
+
+def _alternative_pinning(
+    alternative: tuple[Requirement, ...], label: str, required: str, forbidden: Sequence[str]
+) -> str:
+    """Classify one alternative (nodeSelector AND one required term): pinned, auto or unpinned.
+
+    Pinned: it requires ``label`` ``In`` the required value only, or excludes every forbidden value with ``NotIn``
+    (AWS's own Auto Mode exclusion). Auto: it admits a forbidden compute type and explicitly asks for it or for
+    Karpenter capacity (:func:`_aims_at`).
+    """
+    for key, operator, values in alternative:
+        if key != label:
             continue
-        operator = expression.get("operator")
-        values = [v for v in as_list(expression.get("values")) if isinstance(v, str)]
         if operator == "In" and values and all(v == required for v in values):
             return "pinned"
         if operator == "NotIn" and forbidden and set(forbidden) <= set(values):
             return "pinned"
-        if operator == "In" and set(values) & set(forbidden):
-            verdict = "auto"
-    return verdict
+    return "auto" if _aims_at(alternative, label, forbidden) else "unpinned"
 
 
 def pinning(
@@ -99,43 +129,39 @@ def pinning(
     required: str = vocab.HYBRID,
     forbidden: Sequence[str] = (vocab.AUTO_MODE,),
 ) -> tuple[str, str]:
-    """Decide whether a placement is pinned to ``label=required``.
+    """Decide whether a placement is pinned to ``label=required``, reading it as the scheduler does.
 
-    Returns ``(verdict, detail)``; verdict is ``pinned``, ``unknown`` (preview),
-    ``auto`` (explicitly reaches Auto Mode) or ``unpinned``. A nodeSelector with the
-    required value pins; otherwise every required nodeAffinity term must require the
-    value (``In``) or exclude every forbidden value (``NotIn``). The charts' OR'ed
-    GPU-discovery terms do not pin compute-type on their own.
+    Returns ``(verdict, detail)``; verdict is ``pinned``, ``unknown`` (preview), ``auto`` (some alternative
+    explicitly reaches Auto Mode: a forbidden compute type, or a ``karpenter.sh/nodepool`` requirement that admits
+    one) or ``unpinned``. The placement is :func:`.shapes.node_selection`'s: the nodeSelector AND one of the required
+    nodeAffinity terms (ORed), so every alternative must be pinned. The charts' OR'ed GPU-discovery terms do not pin
+    compute-type on their own.
     """
     if node_selector is UNKNOWN:
         return "unknown", "nodeSelector"
-    selected = as_dict(node_selector).get(label)
-    if selected is UNKNOWN:
-        return "unknown", f"nodeSelector {label}"
+    placement = node_selection(node_selector, affinity)
+    if placement is None:
+        return "unknown", "nodeSelector or affinity"
+    selected = placement.node_selector.get(label)
     if selected == required:
         return "pinned", ""
-    if selected in forbidden:
-        return "auto", f"nodeSelector {label}={show(selected)}"
-    terms = required_node_terms(affinity)
-    if terms is UNKNOWN:
-        return "unknown", "affinity"
     selector_text = (
         f"nodeSelector {label}={show(selected)}" if selected is not None else f"nodeSelector without {label}"
     )
-    if not terms:
-        return "unpinned", f"{selector_text} and no required nodeAffinity on {label}"
-    verdicts = [_term_pinning(t, label, required, forbidden) for t in terms]
-    if "unknown" in verdicts:
-        return "unknown", "affinity"
+    if selected in forbidden:
+        return "auto", f"nodeSelector {label}={show(selected)}"
+    alternatives = placement.alternatives()
+    verdicts = [_alternative_pinning(a, label, required, forbidden) for a in alternatives]
     if all(v == "pinned" for v in verdicts):
         return "pinned", ""
-    loose = [i for i, v in enumerate(verdicts) if v != "pinned"]
+    if placement.terms is None:
+        return verdicts[0], f"{selector_text} and no required nodeAffinity on {label}"
+    loose = next(i for i, v in enumerate(verdicts) if v == "auto") if "auto" in verdicts else verdicts.index("unpinned")
     verdict = "auto" if "auto" in verdicts else "unpinned"
-    shown = compact_json(as_dict(terms[loose[0]]))
-    detail = (
-        f"{selector_text} and required nodeAffinity term {loose[0]} {shown} that does not require {label}={required}"
-    )
-    return verdict, detail
+    base = len(placement.selector)
+    shown = _show_term(alternatives[loose][base:])
+    reach = "that reaches EKS Auto Mode" if verdicts[loose] == "auto" else f"that does not require {label}={required}"
+    return verdict, f"{selector_text} and required nodeAffinity term {loose} {shown} {reach}"
 
 
 def _targeting_message(subject: str, verdict: str, detail: str, path: str, label: str, required: str) -> str:
@@ -185,6 +211,9 @@ def no_auto_mode_targeting_validator(args: ResourceValidationArgs, report_violat
         args.not_applicable("labels or pod spec unknown during preview")
         return
     if owner_label is None and not resource.is_smoke_job:
+        if _claims(pod):
+            _judge_claim_placement(resource, pod, label, required, forbidden, report_violation)
+            return
         args.not_applicable("not an allocation-owner workload or smoke Job")
         return
     if resource.is_nfd:
@@ -201,11 +230,49 @@ def no_auto_mode_targeting_validator(args: ResourceValidationArgs, report_violat
         report_violation(message, None)
 
 
+def _claims(pod: dict[str, Any]) -> list[str]:
+    """The DRA claims a pod asks for: its ``resourceClaims`` names, else the claims its containers list."""
+    named = [str(as_dict(c).get("name")) for c in pod_claims(pod) if isinstance(c, dict)]
+    listed = [str(as_dict(c).get("name")) for c in containers(pod) for c in c.claims if isinstance(c, dict)]
+    return sorted(set(named or listed))
+
+
+def _judge_claim_placement(
+    resource: Resource,
+    pod: dict[str, Any],
+    label: str,
+    required: str,
+    forbidden: Sequence[str],
+    report_violation: ReportViolation,
+) -> None:
+    """A workload of any kind whose DRA claim may be scheduled where no DRA driver runs: EKS Auto Mode.
+
+    The seed: "The NVIDIA DRA driver is not supported with EKS Auto Mode, which already manages its GPU device
+    plugin". Where the pod may land is the scheduler's reading (:func:`.shapes.node_selection`); a claim pod is
+    refused when some alternative aims at Auto Mode (``compute-type`` ``auto``, or Karpenter's NodePool label),
+    not merely for leaving compute-type open: the scheduler only binds it where a driver published devices.
+    """
+    verdict, detail = pinning(pod.get("nodeSelector"), pod.get("affinity"), label, required, forbidden)
+    if verdict != "auto":
+        return
+    base = ".".join(POD_SPEC_PATHS[resource.kind])
+    fields = f"{base}.nodeSelector / {base}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+    message = (
+        f"{resource.describe} claims a GPU through DRA ({', '.join(_claims(pod))}) but its node selection "
+        f"({fields}) reaches EKS Auto Mode: {detail}. The NVIDIA DRA driver is not supported on Auto Mode (AWS "
+        "manages its own device plugin there), so the claim is never allocated on those nodes, or a second "
+        "allocator gets installed to serve it. Remove the Auto Mode term and pin the pod to the DRA cohort "
+        f"({label}: {required} and the DRA cohort label, e.g. {vocab.DEFAULT_COHORT_LABEL_KEY}: dra) in "
+        f"{resource.manifest_path}; {PREVIEW_AGAIN}. {LABELS_NOTE}"
+    )
+    report_violation(message, None)
+
+
 NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(
     name="no-auto-mode-targeting",
     description=(
         "Allocation-owner workloads and smoke Jobs are pinned to "
-        "eks.amazonaws.com/compute-type=hybrid and never reach EKS Auto Mode nodes."
+        "eks.amazonaws.com/compute-type=hybrid, and no workload's DRA claim is aimed at EKS Auto Mode nodes."
     ),
     validate=fail_closed(reads_pods_and_helm)(no_auto_mode_targeting_validator),
     enforcement_level=EnforcementLevel.MANDATORY,

@@ -365,3 +365,40 @@ def fragment_problem(text: str) -> str | None:
     except CelFragmentError as error:
         return str(error)
     return None
+
+
+# --------------------------------------------------------------------------- reading a MIG profile out of a selector
+
+_QUOTED: Final = r"""(?:"[^"\\]*"|'[^'\\]*')"""
+_PROFILE_ATTRIBUTE: Final = (
+    r"device\s*\.\s*attributes\s*\[\s*(?:\"" + re.escape(DRIVER_DOMAIN) + r"\"|'" + re.escape(DRIVER_DOMAIN) + r"')"
+    r"\s*\]\s*\.\s*profile\b"
+)
+_PROFILE_EQUALS: Final = re.compile(
+    rf"{_PROFILE_ATTRIBUTE}\s*==\s*(?P<right>{_QUOTED})|(?P<left>{_QUOTED})\s*==\s*{_PROFILE_ATTRIBUTE}", re.ASCII
+)
+_PROFILE_WORD: Final = re.compile(r"\bprofile\b", re.ASCII)
+_MIG_TYPE: Final = re.compile(
+    r"device\s*\.\s*attributes\s*\[\s*(?:\"" + re.escape(DRIVER_DOMAIN) + r"\"|'" + re.escape(DRIVER_DOMAIN) + r"')"
+    r"\s*\]\s*\.\s*type\s*==\s*(?:\"mig\"|'mig')",
+    re.ASCII,
+)
+
+
+def selects_mig(expression: str) -> bool:
+    """The selector requires the driver's ``type`` attribute to be ``mig`` (a MIG instance, ``mig.go``)."""
+    return _MIG_TYPE.search(expression) is not None
+
+
+def profile_literals(expression: str) -> tuple[frozenset[str], bool] | None:
+    """The MIG profiles a CEL selector names literally, read as written: None when it does not mention ``profile``.
+
+    Returns ``(profiles, readable)``: every ``device.attributes["gpu.nvidia.com"].profile == "<profile>"`` (either
+    quote, either side) gives one profile; ``readable`` is false when ``profile`` appears in any other form (``!=``,
+    ``in``, a method, a variable), which this reader does not evaluate, so the caller cannot judge (fail closed).
+    """
+    mentions = len(_PROFILE_WORD.findall(expression))
+    if mentions == 0:
+        return None
+    found = [(m.group("right") or m.group("left"))[1:-1] for m in _PROFILE_EQUALS.finditer(expression)]
+    return frozenset(found), len(found) == mentions

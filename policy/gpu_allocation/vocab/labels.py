@@ -47,6 +47,10 @@ MIGRATION_KEY: Final = "migration.json"
 COMPUTE_TYPE_LABEL: Final = "eks.amazonaws.com/compute-type"
 HYBRID: Final = "hybrid"
 AUTO_MODE: Final = "auto"
+KARPENTER_NODEPOOL_LABEL: Final = "karpenter.sh/nodepool"
+"""Set by Karpenter on every node it launches, EKS Auto Mode's included (its built-in `general-purpose` and `system`
+NodePools); a hybrid node never carries it, so a pod that requires it (`In`, `Exists`) asks for Karpenter capacity
+(AWS user guide, Auto Mode "create-node-pool" and "associate workload")."""
 DEFAULT_COHORT_LABEL_KEY: Final = "workload.example.com/gpu-allocation"
 MPS_CAPABLE_LABEL: Final = "nvidia.com/mps.capable"
 OPERANDS_OPT_OUT_LABEL: Final = "nvidia.com/gpu.deploy.operands"

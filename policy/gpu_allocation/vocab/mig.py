@@ -33,9 +33,20 @@ def mig_resource_name(profile: str) -> str:
     return RESOURCE_PREFIX + profile.replace("+", ".")
 
 
+SHARED_SUFFIX: Final = ".shared"
+"""What the device plugin appends to every resource a time-slicing or MPS config lists when ``renameByDefault`` is
+true (k8s-device-plugin v0.20.0, README "Shared Access to GPUs" and ``api/config/v1/replicas.go``), MIG
+resources under the mixed strategy included: ``nvidia.com/mig-1g.18gb.shared`` is a replica of a ``1g.18gb``
+instance."""
+
+
 def normalize_profile(resource_name: str) -> str:
-    """The profile a mixed-strategy resource name advertises: ``nvidia.com/mig-1g.5gb.me`` -> ``1g.5gb+me``."""
+    """The profile a mixed-strategy resource name advertises: ``nvidia.com/mig-1g.5gb.me`` -> ``1g.5gb+me``.
+
+    A time-sliced replica's ``.shared`` suffix names no profile: ``nvidia.com/mig-1g.18gb.shared`` -> ``1g.18gb``.
+    """
     profile = resource_name[len(RESOURCE_PREFIX) :]
+    profile = profile.removesuffix(SHARED_SUFFIX)
     if profile.endswith(".me"):
         profile = profile[: -len(".me")] + "+me"
     return profile

@@ -176,3 +176,26 @@ def label_values(placement: Placement, key: str) -> frozenset[str | None] | None
         else:
             return None
     return frozenset(found)
+
+
+def alternative_admits(requirements: Sequence[Requirement], key: str, values: Sequence[str]) -> bool:
+    """Tell whether a node meeting this AND can carry ``key`` with one of ``values`` (the scheduler's reading)."""
+    return conjunction_satisfiable((*requirements, (key, "In", tuple(values))))
+
+
+def confined_to(placement: Placement, selector: Mapping[str, str]) -> bool:
+    """Tell whether every node the placement admits carries the whole equality selector (an empty one confines nothing).
+
+    The scheduler's NodeAffinity filter admits a node that meets the nodeSelector and one required term; the
+    placement is confined when no satisfiable term leaves room for a node missing one of the selector's labels.
+    """
+    if not selector:
+        return False
+    alternatives = [a for a in placement.alternatives() if conjunction_satisfiable(a)]
+    if not alternatives:
+        return False
+    return all(
+        not conjunction_satisfiable((*alternative, (key, "NotIn", (value,))))
+        for alternative in alternatives
+        for key, value in selector.items()
+    )

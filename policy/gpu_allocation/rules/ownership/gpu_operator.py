@@ -6,7 +6,7 @@ an Operator-managed deployment". ClusterPolicy operands ignore cohort nodeSelect
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -19,9 +19,10 @@ from pulumi_policy import (
 
 from ...vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
-from ..findings import LABELS_NOTE, report_findings
+from ..findings import LABELS_NOTE, PREVIEW_AGAIN, report_findings
 from ..operator_crs import cr_flag, cr_mode
 from ..props import UNKNOWN, as_dict, dig, show
+from ..readers import helm_rendered_bool
 from ..resource import Resource
 from ..stack_view import StackView
 from .scope import judge_gpu_stack, reads_ownership
@@ -80,14 +81,95 @@ def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> N
         report(message, resource.urn)
 
 
+SANDBOX_WORKLOADS: Final = frozenset({"vm-passthrough", "vm-vgpu"})
+"""``sandboxWorkloads.defaultWorkload`` values that take a node's GPUs away from containers."""
+
+
+def _sandbox_default(enabled: Any, workload: Any) -> bool:
+    return enabled is True and isinstance(workload, str) and workload in SANDBOX_WORKLOADS
+
+
+def _check_operator_sandbox(view: StackView, report: ReportViolation) -> None:
+    """A ClusterPolicy whose sandbox workloads default to a VM takes every GPU it manages from a standalone owner.
+
+    The chart prints ``sandboxWorkloads.enabled`` and ``.defaultWorkload`` into the ClusterPolicy
+    (gpu-operator ``templates/clusterpolicy.yaml``, defaults false / ``container``); with sandbox workloads enabled the
+    Operator gives every GPU node without an ``nvidia.com/gpu.workload.config`` label the default workload
+    (``controllers/state_manager.go``, ``getWorkloadConfig``) and, for ``vm-passthrough``, deploys its vfio-manager,
+    which binds the GPUs to ``vfio-pci``, and its sandbox device plugin, which publishes them again, whatever
+    ``devicePlugin.enabled`` says (GPU Operator docs, "GPU Operator with KubeVirt"). ClusterPolicy operands ignore
+    cohort nodeSelectors, so a standalone plugin's or DRA driver's cohort loses its GPUs.
+    """
+    owners = [i.resource.describe for i in view.by_owner(DEVICE_PLUGIN)] + [
+        i.resource.describe for i in view.by_owner(DRA) if i.publishes_gpus is not False
+    ]
+    owners += [
+        r.describe
+        for r in view.resources
+        if r.is_allocator
+        and r.identity is not None
+        and r.identity[0] in {DEVICE_PLUGIN, DRA}
+        and view.installation_urn(r) is None
+    ]
+    if not owners:
+        return
+    found: list[tuple[str, str, Any, str]] = []
+    for operator in view.by_owner(GPU_OPERATOR):
+        if operator.mode not in {"cluster-policy", "both"}:
+            continue
+        if operator.inputs_visible:
+            enabled = helm_rendered_bool(operator.values, GPU_OPERATOR, "sandboxWorkloads.enabled")
+            workload = dig(operator.values, "sandboxWorkloads", "defaultWorkload") or "container"
+            if _sandbox_default(enabled, workload):
+                fix = (
+                    f"set sandboxWorkloads.enabled: false (or sandboxWorkloads.defaultWorkload: container) in the "
+                    f"values of {operator.describe}"
+                )
+                found.append((operator.describe, "values sandboxWorkloads", workload, fix))
+            continue
+    for resource in view.resources:
+        if cr_mode(resource) != "cluster-policy":
+            continue
+        install = view.installation_of(resource)
+        if install is not None and install.inputs_visible:
+            continue  # judged through its Release values above
+        sandbox = as_dict(dig(resource.props, "spec", "sandboxWorkloads"))
+        workload = sandbox.get("defaultWorkload") or "container"
+        if _sandbox_default(sandbox.get("enabled"), workload):
+            fix = (
+                f"set spec.sandboxWorkloads.enabled: false (or spec.sandboxWorkloads.defaultWorkload: container) in "
+                f"{resource.describe}"
+            )
+            found.append((resource.describe, "spec.sandboxWorkloads", workload, fix))
+    urns = {r.describe: r.urn for r in view.resources}
+    for subject, field, workload, fix in found:
+        message = (
+            f"{subject}: {field} enables sandbox workloads with defaultWorkload {show(workload)}, so the GPU Operator "
+            "binds every GPU of the nodes it manages to vfio-pci (vfio-manager) and publishes them again through its "
+            "sandbox device plugin, devicePlugin.enabled=false notwithstanding, while "
+            f"{', '.join(sorted(owners))} also allocates GPUs; ClusterPolicy operands ignore cohort nodeSelectors, so "
+            f"that cohort's GPUs are taken from it. To fix it, {fix}, or label only the VM hosts "
+            f"nvidia.com/gpu.workload.config=vm-passthrough; {PREVIEW_AGAIN}. {LABELS_NOTE}"
+        )
+        report(message, urns.get(subject))
+
+
 def operator_device_plugin_disabled_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse a ClusterPolicy Operator that deploys its own device plugin next to a standalone one."""
-    judge_gpu_stack(args, report_violation, _check_operator_device_plugin)
+
+    def check(view: StackView, report: ReportViolation) -> None:
+        _check_operator_device_plugin(view, report)
+        _check_operator_sandbox(view, report)
+
+    judge_gpu_stack(args, report_violation, check)
 
 
 OPERATOR_DEVICE_PLUGIN_DISABLED = StackValidationPolicy(
     name="operator-device-plugin-disabled",
-    description="A ClusterPolicy GPU Operator next to a standalone device plugin does not deploy its own plugin.",
+    description=(
+        "A ClusterPolicy GPU Operator next to a standalone device plugin does not deploy its own plugin, and next to "
+        "any standalone owner does not default its GPUs to sandbox (VM) workloads."
+    ),
     validate=operator_device_plugin_disabled_validator,
     enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,
@@ -197,6 +279,13 @@ def operator_cr_exclusive_validator(args: StackValidationArgs, report_violation:
             "leftover CR (resource-policy: keep) blocks the other mode until deleted. "
             f"Set {PROJECT}:operator.mode to one mode and delete the other CR."
         )
+        origins = sorted(r.origin for r in crs if r.origin is not None)
+        if origins:
+            # The Operator chart renders extraObjects verbatim (templates/extra-objects.yaml): the CR is created too.
+            message += (
+                f" The chart renders {', '.join(origins)} as an object of its own: remove that entry from "
+                f"extraObjects; {PREVIEW_AGAIN}."
+            )
         report_violation(message, first_urn["gpu-cluster"])
     if len(operators) > 1:
         message = (

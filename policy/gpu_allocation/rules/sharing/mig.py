@@ -18,14 +18,19 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from ...vocab.cel import profile_literals, selects_mig
+from ...vocab.dra_attributes import DRIVER_DOMAIN
 from ...vocab.gpu_models import GPU_PRODUCT_LABEL, MIG_PROFILES, normalize_gpu_model
-from ...vocab.labels import GPU_OPERATOR, PROJECT
+from ...vocab.labels import DRA, GPU_OPERATOR, PROJECT
 from ...vocab.mig import RESOURCE_PREFIX, normalize_profile, tabulated_profiles
-from ..findings import report_findings
+from ...vocab.selectors import confined_to
+from ..dra_requests import CLAIM_KINDS, MIG_CLASS, ClaimIndex, DeviceRequest, claim_requests
+from ..findings import CANNOT_JUDGE, PREVIEW_AGAIN, report_findings
 from ..ledger import Ledger
 from ..operator_crs import cr_flag, cr_mode
 from ..props import UNKNOWN, config_mapping, dig, one_of, show, string_map
-from ..shapes import selector_confines
+from ..resource import Resource
+from ..shapes import pod_placement, selector_confines
 from ..stack_view import INSTALL_KINDS, StackView, not_applicable_unless_unreadable
 from .cohorts import PluginCohort, ledger_sharing, plugin_cohorts, reads_sharing, workload_requests
 
@@ -110,9 +115,124 @@ def _check_plugin_strategies(cohorts: list[PluginCohort], report: ReportViolatio
             )
 
 
+def _dra_cohort_models(view: StackView, ledger: Ledger | None, resource: Resource, pod: dict[str, Any]) -> list[Any]:
+    """The GPU-model names that may apply to a DRA workload: its cohorts' (config ``gpuModels`` keys, ledger)."""
+    placement = pod_placement(pod)
+    names = [resource.cohort] if resource.cohort else []
+    for install in view.by_owner(DRA):
+        selector = install.selector
+        if placement is not None and isinstance(selector, dict) and confined_to(placement, selector):
+            names += install.cohorts
+    if ledger is not None and ledger.known and placement is not None:
+        for name, entry in ledger.cohorts.items():
+            selector = string_map(entry.get("nodeSelector"))
+            if entry.get("owner") in {DRA, GPU_OPERATOR} and selector and confined_to(placement, selector):
+                names.append(name)
+    return names
+
+
+def _check_dra_mig(
+    view: StackView,
+    ledger: Ledger | None,
+    models: dict[str, str],
+    default_model: Any,
+    report: ReportViolation,
+) -> bool:
+    """A DRA claim on a MIG DeviceClass asks for a profile the cohort's GPU model has (read literally from its CEL).
+
+    The DRA driver publishes each MIG instance as a device of ``type`` ``mig`` with a ``profile`` attribute
+    (``CommonAttributesMig`` in dra-driver-nvidia-gpu ``cmd/gpu-kubelet-plugin/mig.go``); the scheduler's structured
+    allocator gives a request only a device every selector accepts, so a profile the GPU model does not have is never
+    allocated. A profile the selectors name in any other form than ``profile == "<literal>"`` cannot be judged here:
+    refused (fail closed). True when some workload's claim asks for a MIG device.
+    """
+    index = ClaimIndex.of(view.resources)
+    if not index.claims:
+        return False
+    judged = False
+    for resource, pod in view.workloads():
+        claims = list(index.pod_claims(resource, pod))
+        if not claims:
+            continue
+        cohorts = _dra_cohort_models(view, ledger, resource, pod)
+        selector = string_map(pod.get("nodeSelector")) or {}
+        sources = [
+            *(models.get(n) for n in cohorts),
+            selector.get(GPU_PRODUCT_LABEL),
+            *(ledger_sharing(ledger, [n])[1] for n in cohorts),
+            default_model,
+        ]
+        model = next((m for m in map(normalize_gpu_model, sources) if m is not None), None)
+        valid = MIG_PROFILES[model] if model is not None else dict.fromkeys(tabulated_profiles())
+        known = f"the {model} profiles" if model is not None else "the profiles of any tabulated GPU"
+        for entry, claim in claims:
+            for options in claim_requests(claim, index.classes):
+                judged = _judge_mig_request(resource, entry, options, valid, known, report) or judged
+    return judged
+
+
+def _judge_mig_request(
+    workload: Resource,
+    entry: str,
+    options: list[DeviceRequest],
+    valid: Any,
+    known: str,
+    report: ReportViolation,
+) -> bool:
+    """One request (all its firstAvailable options): refused when no option can be met, cannot-judge when unread.
+
+    True when some option asks for a MIG device (the request was this rule's to judge).
+    """
+    verdicts: list[tuple[str, DeviceRequest, Any]] = []
+    for option in options:
+        mig = option.device_class == MIG_CLASS or any(selects_mig(e.text) for e in option.expressions)
+        if not mig:
+            verdicts.append(("not-mig", option, None))
+            continue
+        unread = None
+        profiles: set[str] = set()
+        for expression in option.expressions:
+            read = profile_literals(expression.text)
+            if read is None:
+                continue
+            if not read[1]:
+                unread = expression
+            profiles |= read[0]
+        if unread is not None:
+            verdicts.append(("unread", option, unread))
+        elif profiles and not profiles & set(valid):
+            verdicts.append(("bad", option, sorted(profiles)))
+        else:
+            verdicts.append(("ok", option, None))
+    mig_asked = any(v != "not-mig" for v, _, _ in verdicts)
+    if any(v in {"ok", "not-mig"} for v, _, _ in verdicts):
+        return mig_asked
+    subject = f"{workload.describe}: claim '{entry}'"
+    for verdict, option, detail in verdicts:
+        device_class = show(option.device_class)
+        request = f"request '{option.name}' of {option.claim.describe} ({option.field}, DeviceClass {device_class})"
+        if verdict == "unread":
+            report(
+                f"{subject}: {request} asks for a MIG device whose profile {detail.subject} {detail.field} does not "
+                f'state as device.attributes["{DRIVER_DOMAIN}"].profile == "<profile>" ({show(detail.text)}), '
+                f"{CANNOT_JUDGE}. Name the profile literally in {detail.field} of {detail.subject}; {PREVIEW_AGAIN}.",
+                option.claim.urn,
+            )
+        else:
+            report(
+                f"{subject}: {request} selects MIG profile {', '.join(repr(p) for p in detail)} through its CEL "
+                f"selectors, which is not among {known} ({', '.join(sorted(valid))}): the DRA driver publishes no such "
+                "MIG device there, so the claim is never allocated and the pod stays Pending. Select a profile of "
+                f"the cohort's GPU in the selector of {option.claim.describe} {option.field}.selectors (or set the "
+                f"cohort's gpuModel in this policy's gpuModels config if the model is wrong); {PREVIEW_AGAIN}.",
+                option.claim.urn,
+            )
+    return True
+
+
 def mig_strategy_consistent_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Check MIG requests against the plugin strategy and the GPU's profile table."""
-    view = StackView.from_args(args, INSTALL_KINDS)
+    view = StackView.from_args(args, INSTALL_KINDS | CLAIM_KINDS)
     config = args.get_config()
     models = config_mapping(config, "gpuModels")
     default_model = config.get("defaultGpuModel")
@@ -120,7 +240,8 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
     cohorts = plugin_cohorts(view, ledger)
     operator_cohorts = _operator_cohorts(view, ledger)
     requests = [r for r in workload_requests(view) if r[3].startswith(RESOURCE_PREFIX)]
-    if not cohorts and not requests:
+    claims = _check_dra_mig(view, ledger, models, default_model, report_violation)
+    if not cohorts and not requests and not claims:
         not_applicable_unless_unreadable(
             args, view, "no device plugin and no nvidia.com/mig-* request", report_violation, reads_sharing
         )
