@@ -242,9 +242,16 @@ def rendered_allocator(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def daemonset_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    found = [o for o in objects if o["kind"] == "DaemonSet"]
+    """The device plugin's DaemonSet (the chart also renders its MPS control daemon, for `nvidia.com/mps.capable`
+    nodes only)."""
+    found = [
+        o
+        for o in objects
+        if o["kind"] == "DaemonSet"
+        and any(c.get("command") == ["nvidia-device-plugin"] for c in o["spec"]["template"]["spec"]["containers"])
+    ]
     if len(found) != 1:
-        raise StepFailed(f"the render has {len(found)} DaemonSets; the device-plugin cohort renders one")
+        raise StepFailed(f"the render has {len(found)} device-plugin DaemonSets; the cohort renders one")
     return found[0]
 
 
@@ -258,15 +265,15 @@ def node_labels(daemonset: dict[str, Any]) -> dict[str, str]:
     return labels
 
 
-def with_built_image(daemonset: dict[str, Any], image: str, detail: dict[str, Any]) -> dict[str, Any]:
+def with_built_image(daemonset: dict[str, Any], image: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The DaemonSet with the image built here in every container; and what was replaced, by container."""
     changed = copy.deepcopy(daemonset)
     pod = changed["spec"]["template"]["spec"]
     replaced = {}
     for container in [*(pod.get("initContainers") or []), *pod["containers"]]:
         replaced[container["name"]] = {"rendered": container["image"], "ran": image}
         container["image"] = image
-    detail["imageReplaced"] = replaced
-    return changed
+    return changed, replaced
 
 
 def pods_of(run: Run, namespace: str, selector: str) -> list[dict[str, Any]]:
@@ -278,12 +285,17 @@ def plugin_daemonset(
     run: Run, node_name: str, objects: list[dict[str, Any]], image: str, detail: dict[str, Any]
 ) -> dict[str, Any]:
     """The rendered objects (but the Job) created; the DaemonSet's pod runs and the node publishes the GPU."""
-    daemonset = with_built_image(daemonset_of(objects), image, detail)
+    daemonset, detail["imageReplaced"] = with_built_image(daemonset_of(objects), image)
+    # Every rendered DaemonSet is created (the MPS control daemon's selects mps-capable nodes only: none here).
+    name = daemonset["metadata"]["name"]
+    companions = [
+        with_built_image(o, image)[0] for o in objects if o["kind"] == "DaemonSet" and o["metadata"]["name"] != name
+    ]
     others = [o for o in objects if o["kind"] not in ("DaemonSet", "Job")]
     detail["created"] = create(run, others, ORDER)
     detail["notApplied"] = sorted({o["kind"] for o in objects if o["kind"] not in PATHS})
     began = time.monotonic()
-    detail["created"] += create(run, [daemonset], ("DaemonSet",))
+    detail["created"] += create(run, [daemonset, *companions], ("DaemonSet",))
     namespace = daemonset["metadata"]["namespace"]
     match = daemonset["spec"]["selector"]["matchLabels"]
     selector = ",".join(f"{k}%3D{v}" for k, v in match.items())
@@ -316,6 +328,8 @@ def plugin_daemonset(
     run.report["published"] = {"default": now}
     detail["published"] = now
     detail["sockets"] = sorted(p.name for p in PLUGIN_SOCKETS.glob("*"))
+    # Kept now: the pod's log goes with the pod when the time-slicing phase deletes the DaemonSet.
+    detail["pluginLog"] = _container_log(namespace, pod["metadata"]["name"])[-25:]
     return daemonset
 
 
@@ -370,6 +384,7 @@ def smoke(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any], key: 
     run.report.setdefault("probes", {})[key] = probe
     detail["containerLog"] = lines[-5:]
     detail["injected"] = _injected(spec) if spec else None
+    detail["runtimeDevices"] = runtime_devices()
     if pod["status"]["phase"] != "Succeeded" or not probe or probe.get("status") != "pass":
         raise StepFailed(f"the probe did not pass: phase {pod['status']['phase']}, probe {json.dumps(probe)[:400]}")
     run.api("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", {"propagationPolicy": "Background"})
@@ -386,6 +401,15 @@ def _container_log(namespace: str, pod: str) -> list[str]:
     logs = sorted(Path("/var/log/pods").glob(f"{namespace}_{pod}_*/*/*.log"))
     lines = [line for log in logs for line in log.read_text(errors="replace").splitlines()]
     return [re.sub(r"^\S+ (stdout|stderr) \w ", "", line) for line in lines]
+
+
+def runtime_devices() -> list[str]:
+    """The CDI devices nvidia-container-runtime injected, container by container, from its debug log: the
+    plugin's `NVIDIA_VISIBLE_DEVICES` turned into CDI names (the runtime then sets the variable to `void`)."""
+    log = LOGS / "nvidia-container-runtime.log"
+    lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+    found = [re.search(r"Creating CDI modifier for devices: \[([^\]]*)\]", line) for line in lines]
+    return [m.group(1) for m in found if m]
 
 
 def _probe_spec() -> Path | None:

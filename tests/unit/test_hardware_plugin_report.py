@@ -1,0 +1,186 @@
+"""The device-plugin hardware runs' reports (tests/fixtures/hardware/<card>-device-plugin-report.json, written by
+scripts/hardware/plugin_run.py on a lent GPU machine): NVIDIA's device plugin, run from the chart's DaemonSet as the
+program renders it, published the GPU to a real kubelet, and the program's smoke Job's probe passed on it.
+
+These tests fail if a committed report says the owner did not run from its DaemonSet, a probe did not pass, the
+sampler ever saw two GPU allocators on the node, or the simulated kubelet (eks_hybrid_gpu.simulate.devicemanager)
+would publish for the same rendered pod and host anything other than what the real kubelet published.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from eks_hybrid_gpu.simulate.devicemanager import publication, status_patch
+from eks_hybrid_gpu.simulate.model import GPU_MODELS, SimNode
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hardware"
+REPORTS = sorted(FIXTURES.glob("*-device-plugin-report.json"))
+DAEMONSET_STEP = "the program's objects applied; the device plugin DaemonSet's pod publishes the GPU"
+SMOKE_STEP = "smoke Job gets nvidia.com/gpu; the nvidia handler injects the GPU; the probe runs"
+KUBELET_STEP = "kubelet registers the node with the labels the program's DaemonSet selects"
+REMOVAL_STEP = "the DaemonSet removed: its pod goes, the kubelet's allocatable falls to 0"
+
+pytestmark = pytest.mark.unit
+
+
+def test_a_device_plugin_run_is_committed() -> None:
+    assert REPORTS, f"no *-device-plugin-report.json under {FIXTURES}"
+
+
+@pytest.fixture(params=REPORTS, ids=[p.name for p in REPORTS])
+def report(request: pytest.FixtureRequest) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(Path(request.param).read_text())
+    return loaded
+
+
+def _step(report: dict[str, Any], name: str) -> dict[str, Any]:
+    found = [step for step in report["steps"] if step["name"] == name]
+    assert len(found) == 1, f"step {name!r} is not in the report once"
+    return found[0]
+
+
+def _name(fixture: Path) -> str:
+    return fixture.name.split("-", 1)[0]
+
+
+def test_the_fixture_is_named_after_the_card_that_ran(report: dict[str, Any]) -> None:
+    card = report["card"]
+    names = [p for p in REPORTS if json.loads(p.read_text())["card"] == card]
+    assert all(_name(p) in card.lower() for p in names)
+
+
+def test_every_step_passed(report: dict[str, Any]) -> None:
+    assert report["result"] == "pass"
+    assert report["steps"][0]["name"] == "host"
+    failed = [(step["name"], step.get("error")) for step in report["steps"] if not step["ok"]]
+    assert failed == []
+
+
+def test_the_device_plugin_ran_from_the_programs_daemonset(report: dict[str, Any]) -> None:
+    detail = _step(report, DAEMONSET_STEP)["detail"]
+    pod = detail["pod"]
+    assert pod["ownerKind"] == "DaemonSet"
+    assert pod["owner"] == ["device-plugin", "allocator"]
+    assert pod["runtimeClassName"] == "nvidia"
+    # Only the image differs from the render: the chart's v0.20.0 is not reachable, the v0.19.0 built here ran.
+    for replaced in detail["imageReplaced"].values():
+        assert replaced["rendered"].startswith("nvcr.io/nvidia/k8s-device-plugin:")
+        assert replaced["ran"].startswith("localhost/nvidia/k8s-device-plugin:v0.19.0")
+    assert pod["images"] == [r["ran"] for r in detail["imageReplaced"].values()]
+    assert "nvidia-gpu.sock" in detail["sockets"]
+    assert detail["published"]["allocatable"]["nvidia.com/gpu"] == "1"
+
+
+def test_the_probes_passed_inside_containers_given_the_gpu_by_the_plugin(report: dict[str, Any]) -> None:
+    assert "default" in report["probes"]
+    for probe in report["probes"].values():
+        assert probe["status"] == "pass"
+        assert probe["failures"] == []
+        assert probe["device"]["name"] == report["card"]
+        assert probe["kernel"]["ok"] is True
+        assert probe["kernel"]["mismatches"] == 0
+        assert probe["bandwidth"]["resultVerified"] is True
+        assert probe["bandwidth"]["ratioToPublished"] >= probe["minBandwidthRatio"]
+        # nvidia-container-runtime (CDI mode) replaces the plugin's NVIDIA_VISIBLE_DEVICES with `void` once it has
+        # injected the devices it named: the container holds no device list of its own.
+        assert probe["device"]["visibleDevices"] == "void"
+    smoke = _step(report, SMOKE_STEP)["detail"]
+    assert smoke["requests"] == {"nvidia.com/gpu": "1"}
+    assert "/dev/nvidia0" in smoke["injected"]["devices"]
+    assert "NVIDIA_VISIBLE_DEVICES=void" in smoke["injected"]["env"]
+    assert smoke["pod"]["phase"] == "Succeeded"
+    assert smoke["pod"]["runtimeClassName"] == "nvidia"
+
+
+def test_the_sampler_never_saw_two_allocators_on_the_node(report: dict[str, Any]) -> None:
+    sampler = report["sampler"]
+    assert sampler["samples"] >= 50
+    assert sampler["meanIntervalMs"] < 500
+    assert sampler["maxAllocatorOwnersOnNode"] <= 1
+    assert sampler["maxAllocatorPodsOnNode"] <= 1
+    assert sampler["maxAllocatorsOnNodeWithHostProcesses"] <= 1
+    assert any(change["allocatorPods"] for change in sampler["changes"])
+
+
+def _runtime_devices(report_path: Path, report: dict[str, Any]) -> list[str]:
+    """The CDI devices the `nvidia` handler injected, in order: from the report (runs that record them) or from the
+    runtime's debug-log lines kept beside it (`<card>-device-plugin-runtime-cdi-devices.log`)."""
+    recorded = _step(report, SMOKE_STEP)["detail"].get("runtimeDevices")
+    if recorded is not None:
+        return list(recorded)
+    log = report_path.with_name(report_path.name.replace("-report.json", "-runtime-cdi-devices.log"))
+    return re.findall(r"Creating CDI modifier for devices: \[([^\]]*)\]", log.read_text())
+
+
+@pytest.mark.parametrize("report_path", REPORTS, ids=[p.name for p in REPORTS])
+def test_the_plugin_got_every_gpu_and_each_smoke_pod_the_one_it_was_allocated(report_path: Path) -> None:
+    report = json.loads(report_path.read_text())
+    devices = _runtime_devices(report_path, report)
+    uuid = report["probes"]["default"]["device"]["uuid"]
+    # The plugin's own pod: the chart's NVIDIA_VISIBLE_DEVICES=all. Each smoke pod: the UUID the plugin's Allocate
+    # put in NVIDIA_VISIBLE_DEVICES (deviceListStrategy envvar), the GPU the probe then measured.
+    assert devices[0] == "nvidia.com/gpu=all"
+    assert devices[1:] == [f"nvidia.com/gpu={uuid}"] * len(report["probes"])
+
+
+def _simulated_host(report: dict[str, Any]) -> SimNode:
+    model = next(key for key, gpu in GPU_MODELS.items() if gpu.product_name == report["card"])
+    node = _step(report, "host")["detail"]["node"]
+    return SimNode.model_validate({"name": node, "gpus": [{"model": model, "count": 1}]})
+
+
+def _ready_pod(rendered: dict[str, Any]) -> dict[str, Any]:
+    template = rendered["podTemplate"]
+    return {
+        "metadata": {"namespace": rendered["namespace"], "labels": template["metadata"].get("labels") or {}},
+        "spec": template["spec"],
+        "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+def _configmaps(rendered: dict[str, Any]) -> dict[str, Any]:
+    return {f"{rendered['namespace']}/{c['name']}": {"data": c["data"]} for c in rendered["configMaps"]}
+
+
+def _simulated(host: SimNode, labels: dict[str, str], before: dict[str, Any], pods: list[Any], cms: Any) -> Any:
+    node = {"status": before}
+    patch = status_patch(node, publication(host, labels, pods, cms))
+    return before if patch is None else patch["status"]
+
+
+def test_the_simulated_gpu_model_is_the_card_nvidia_smi_reported(report: dict[str, Any]) -> None:
+    name, memory = (field.strip() for field in _step(report, "host")["detail"]["nvidiaSmi"].split(",")[:2])
+    model = next(gpu for gpu in GPU_MODELS.values() if gpu.product_name == name)
+    assert memory == f"{model.memory_mib} MiB"
+
+
+def test_the_simulated_kubelet_publishes_what_the_real_kubelet_published(report: dict[str, Any]) -> None:
+    host = _simulated_host(report)
+    labels = _step(report, KUBELET_STEP)["detail"]["labels"]
+    before = _step(report, KUBELET_STEP)["detail"]["publishedBeforePlugin"]
+    assert before == {"capacity": {}, "allocatable": {}}
+    default = report["rendered"]["default"]
+    simulated = _simulated(host, labels, before, [_ready_pod(default)], _configmaps(default))
+    assert simulated == report["published"]["default"]
+
+
+def test_the_simulation_follows_the_real_plugin_through_removal_and_time_slicing(report: dict[str, Any]) -> None:
+    if "timeSlicing" not in report["published"]:
+        pytest.skip("this run did not reach the time-slicing config")
+    host = _simulated_host(report)
+    labels = _step(report, KUBELET_STEP)["detail"]["labels"]
+    # The DaemonSet's pod gone: the real kubelet kept the resource in capacity with allocatable 0, as simulated.
+    removed = _step(report, REMOVAL_STEP)["detail"]["afterRemoval"]
+    assert _simulated(host, labels, report["published"]["default"], [], {}) == removed
+    # The plugin under the program's time-slicing config: what the rendered pod and ConfigMap make the simulation
+    # publish is what the real plugin, given that ConfigMap's file, published.
+    sliced = report["rendered"]["timeSlicing"]
+    simulated = _simulated(host, labels, removed, [_ready_pod(sliced)], _configmaps(sliced))
+    assert simulated == report["published"]["timeSlicing"]
+    assert report["probes"]["timeSlicing"]["status"] == "pass"
