@@ -368,13 +368,16 @@ def rendered(review: Path) -> list[dict[str, Any]]:
     return [o for o in objects if isinstance(o, dict)]
 
 
-def dra_plugin(run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[str, Any]) -> None:
+def dra_plugin(
+    run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[str, Any], *, node_name: str = NODE
+) -> None:
+    """The DRA kubelet plugin as a host process under the chart's env; waits for its ResourceSlice of `node_name`."""
     assert run.cluster is not None
     daemonset = next(o for o in objects if o["kind"] == "DaemonSet" and "kubelet-plugin" in o["metadata"]["name"])
     pod = daemonset["spec"]["template"]["spec"]
     container = next(c for c in pod["containers"] if c["name"] == "gpus")
     downward = {
-        "spec.nodeName": NODE,
+        "spec.nodeName": node_name,
         "metadata.namespace": daemonset["metadata"]["namespace"],
         "spec.serviceAccountName": pod.get("serviceAccountName", "default"),
     }
@@ -402,8 +405,8 @@ def dra_plugin(run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[s
 
     def published() -> Any:
         code, slices = run.api("GET", "/apis/resource.k8s.io/v1/resourceslices")
-        mine = [s for s in (slices or {}).get("items", []) if s["spec"].get("nodeName") == NODE]
-        return mine or f"{code}: no slice of {NODE} yet"
+        mine = [s for s in (slices or {}).get("items", []) if s["spec"].get("nodeName") == node_name]
+        return mine or f"{code}: no slice of {node_name} yet"
 
     slices = wait("the driver's ResourceSlice", published, 90)
     run.report["resourceSlice"] = slices[0]

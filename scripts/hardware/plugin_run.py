@@ -35,10 +35,13 @@ import copy
 import json
 import re
 import shutil
+import ssl
 import sys
 import tarfile
 import threading
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +126,8 @@ class Sampler(threading.Thread):
         self.max_allocator_pods = 0
         self.max_allocators_with_host = 0
         self.changes: list[dict[str, Any]] = []
-        self.host_plugin = False
+        self.host_allocators: set[str] = set()
+        """Allocators running as host processes now (the time-slicing plugin, the DRA plugin): not pods."""
         self.started = time.monotonic()
 
     def sample(self) -> dict[str, Any]:
@@ -141,7 +145,7 @@ class Sampler(threading.Thread):
         mine = [s for s in (slices or {}).get("items", []) if s.get("spec", {}).get("nodeName") == self.node_name]
         return {
             "allocatorPods": sorted(allocators),
-            "hostPlugin": self.host_plugin,
+            "hostAllocators": sorted(self.host_allocators),
             "allocatable": published(node or {})["allocatable"],
             "resourceSlices": len(mine),
         }
@@ -159,7 +163,7 @@ class Sampler(threading.Thread):
             owners = {a.split(":", 1)[0] for a in now["allocatorPods"]}
             self.max_allocator_owners = max(self.max_allocator_owners, len(owners))
             self.max_allocator_pods = max(self.max_allocator_pods, len(now["allocatorPods"]))
-            with_host = len(now["allocatorPods"]) + now["hostPlugin"]
+            with_host = len(now["allocatorPods"]) + len(now["hostAllocators"])
             self.max_allocators_with_host = max(self.max_allocators_with_host, with_host)
             if now != last:
                 self.changes.append({"t": round(time.monotonic() - self.started, 2), **now})
@@ -484,7 +488,7 @@ def host_plugin_time_slicing(
     plugin = binary_from_image(images / "device-plugin.oci.tar", "usr/bin/nvidia-device-plugin")
     detail["binary"] = f"{plugin} (from the DaemonSet's image)"
     began = time.monotonic()
-    sampler.host_plugin = True
+    sampler.host_allocators.add("device-plugin")
     run.start("nvidia-device-plugin-host", [str(plugin)], env=env)
 
     import yaml  # as base.rendered: the GPU machine's python3 has PyYAML
@@ -504,6 +508,124 @@ def host_plugin_time_slicing(
     run.report.setdefault("published", {})["timeSlicing"] = now
 
 
+HOLDER = "gpu-holder"
+"""The long-running pod that holds the GPU through the device plugin when the move starts (not the program's)."""
+
+
+def patch(run: Run, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """A JSON merge patch (Run.api sends application/json, which the API server refuses for PATCH)."""
+    assert run.cluster is not None
+    request = urllib.request.Request(  # noqa: S310 (loopback API server)
+        run.cluster.server + path,
+        method="PATCH",
+        data=json.dumps(body).encode(),
+        headers={"Authorization": f"Bearer {run.cluster.token}", "Content-Type": "application/merge-patch+json"},
+    )
+    context = ssl._create_unverified_context()  # noqa: S323 (its own self-signed loopback server)
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as answer:  # noqa: S310
+            return answer.status, json.loads(answer.read() or b"null")
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read() or b"null")
+
+
+def holder_pod(run: Run, node_name: str, job: dict[str, Any], resource: str, detail: dict[str, Any]) -> dict[str, Any]:
+    """A pod like the smoke Job's (same image, selector, runtime class, security) that sleeps holding `resource`."""
+    template = copy.deepcopy(job["spec"]["template"]["spec"])
+    container = template["containers"][0]
+    # PID 1 ignores SIGTERM unless it handles it: without the handler the eviction would wait out the grace period.
+    sleeper = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(0)); time.sleep(3600)"
+    container["command"] = ["python3", "-c", sleeper]
+    container.pop("volumeMounts", None)
+    template.pop("volumes", None)
+    for key in ("requests", "limits"):
+        container["resources"][key] = {
+            **{k: v for k, v in container["resources"][key].items() if not k.startswith("nvidia.com/")},
+            resource: "1",
+        }
+    template["restartPolicy"] = "Always"
+    namespace = job["metadata"]["namespace"]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": HOLDER, "namespace": namespace}, "spec": template}
+    code, answer = run.api("POST", f"/api/v1/namespaces/{namespace}/pods", pod)
+    if code not in (200, 201):
+        raise StepFailed(f"create the holder pod: {code} {str(answer)[:300]}")
+    began = time.monotonic()
+
+    def running() -> Any:
+        _, now = run.api("GET", f"/api/v1/namespaces/{namespace}/pods/{HOLDER}")
+        phase = (now or {}).get("status", {}).get("phase")
+        return now if phase == "Running" else f"holder: {phase}"
+
+    now = wait("the holder pod Running on the GPU", running, 60)
+    detail["holder"] = {"requests": {resource: "1"}, "node": now["spec"].get("nodeName")}
+    detail["holderRunningSeconds"] = round(time.monotonic() - began, 2)
+    detail["runtimeDevices"] = runtime_devices()[-1:]
+    return now
+
+
+def move_to_dra(
+    run: Run,
+    hw: Path,
+    node_name: str,
+    holder_namespace: str,
+    moved: list[dict[str, Any]],
+    sampler: Sampler,
+    phases: dict[str, float],
+) -> None:
+    """The phases of `migrate --to dra --drain` on this node, done by this script: cordon, evict the GPU's holder
+    (Eviction API), remove the device plugin, wait until nothing is published, install the DRA driver (host
+    process, the moved stack's render), wait for its slice, uncordon."""
+
+    def phase(name: str, began: float) -> None:
+        phases[name] = round(time.monotonic() - began, 2)
+
+    began = time.monotonic()
+    code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": True}})
+    if code != 200:
+        raise StepFailed(f"cordon {node_name}: {code}")
+    phase("cordon", began)
+    began = time.monotonic()
+    eviction = {
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": HOLDER, "namespace": holder_namespace},
+    }
+    code, answer = run.api("POST", f"/api/v1/namespaces/{holder_namespace}/pods/{HOLDER}/eviction", eviction)
+    if code not in (200, 201):
+        raise StepFailed(f"evict the holder: {code} {str(answer)[:300]}")
+
+    def evicted() -> Any:
+        code, _ = run.api("GET", f"/api/v1/namespaces/{holder_namespace}/pods/{HOLDER}")
+        return code == 404 or f"holder still there ({code})"
+
+    wait("the holder evicted and gone", evicted, 60)
+    phase("drain", began)
+    began = time.monotonic()
+    host = next(p for p in run.processes if "nvidia-device-plugin" in " ".join(map(str, p.args)))
+    host.terminate()
+    host.wait(timeout=30)
+    sampler.host_allocators.discard("device-plugin")
+    phase("remove", began)
+    began = time.monotonic()
+
+    def unpublished() -> Any:
+        _, node = run.api("GET", f"/api/v1/nodes/{node_name}")
+        now = published(node or {})
+        return now if all(v == "0" for v in now["allocatable"].values()) else f"node: {now}"
+
+    run.report.setdefault("published", {})["afterMove"] = wait("nothing published by the plugin", unpublished, 60)
+    phase("wait-unpublished", began)
+    began = time.monotonic()
+    sampler.host_allocators.add("dra")
+    base.dra_plugin(run, hw, moved, run.report.setdefault("dra", {}), node_name=node_name)
+    phase("install+wait-published", began)
+    began = time.monotonic()
+    code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": False}})
+    if code != 200:
+        raise StepFailed(f"uncordon {node_name}: {code}")
+    phase("uncordon", began)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toolchain", type=Path, required=True, help="the unpacked toolchain cache folder")
@@ -511,6 +633,7 @@ def main() -> int:
     parser.add_argument("--images", type=Path, required=True)
     parser.add_argument("--review", type=Path, required=True, help="the device-plugin stack's review folder")
     parser.add_argument("--time-slicing", type=Path, help="the time-slicing stack's review folder")
+    parser.add_argument("--move-to-dra", type=Path, help="the moved stack's review folder (with --time-slicing)")
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--logs", type=Path, required=True)
     args = parser.parse_args()
@@ -558,6 +681,24 @@ def main() -> int:
             with run.step("time-slicing: smoke Job gets the shared GPU; the probe runs") as d:
                 create(run, [o for o in sliced if o["kind"] == "ConfigMap"], ("ConfigMap",))
                 smoke(run, sliced, d, "timeSlicing")
+        if args.move_to_dra and args.time_slicing:
+            moved = base.rendered(args.move_to_dra)
+            job = next(o for o in sliced if o["kind"] == "Job")
+            with run.step("a pod holds the time-sliced GPU through the device plugin") as d:
+                holder_pod(run, node_name, job, "nvidia.com/gpu.shared", d)
+            with run.step("owner change to DRA: cordon, drain, remove, unpublished, install, published, uncordon") as d:
+                phases: dict[str, float] = {}
+                d["phases"] = phases
+                move_to_dra(run, args.hw, node_name, job["metadata"]["namespace"], moved, sampler, phases)
+                _, node = run.api("GET", f"/api/v1/nodes/{node_name}")
+                d["published"] = published(node or {})
+                d["resourceSlices"] = sampler.sample()["resourceSlices"]
+            with run.step(
+                "the moved cohort's objects applied; the DRA smoke Job's claim allocated; the probe runs"
+            ) as d:
+                job = base.apply_objects(run, moved, d)
+                base.smoke(run, args.hw, job, d)
+                run.report["probes"]["dra"] = run.report.pop("probe")
     except Exception:
         code = 1
     finally:

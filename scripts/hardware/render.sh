@@ -9,14 +9,14 @@
 # Usage: scripts/hardware/render.sh [device-plugin|dra] [all|stages|review]   (default device-plugin all)
 #   stages: the images and the binary stages only; review: the renders and the images stage only (the two can run
 #   side by side: xz and the engine each keep a core busy)
-#   device-plugin: stacks hardware-device-plugin and hardware-time-slicing; stages 1-3 (+ stage dra for a move)
+#   device-plugin: stacks hardware-device-plugin, hardware-time-slicing and hardware-moved-to-dra; stages 1-3, dra
 #   dra:           stack hardware (the dra cohort); stages 1-3 and dra
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 run=${1:-device-plugin}
 part=${2:-all}
 case "$run" in
-  device-plugin) stacks=(hardware-device-plugin hardware-time-slicing) ;;
+  device-plugin) stacks=(hardware-device-plugin hardware-time-slicing hardware-moved-to-dra) ;;
   dra) stacks=(hardware) ;;
   *) echo "usage: $0 [device-plugin|dra]" >&2; exit 2 ;;
 esac

@@ -16,21 +16,25 @@ from typing import Any
 
 import pytest
 
+from eks_hybrid_gpu import simulate
 from eks_hybrid_gpu.simulate.devicemanager import publication, status_patch
 from eks_hybrid_gpu.simulate.model import GPU_MODELS, SimNode
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hardware"
-REPORTS = sorted(FIXTURES.glob("*-device-plugin-report.json"))
+REPORTS = sorted(FIXTURES.glob("*-device-plugin*-report.json"))
 DAEMONSET_STEP = "the program's objects applied; the device plugin DaemonSet's pod publishes the GPU"
 SMOKE_STEP = "smoke Job gets nvidia.com/gpu; the nvidia handler injects the GPU; the probe runs"
+TIME_SLICING_SMOKE_STEP = "time-slicing: smoke Job gets the shared GPU; the probe runs"
 KUBELET_STEP = "kubelet registers the node with the labels the program's DaemonSet selects"
+MOVE_STEP = "owner change to DRA: cordon, drain, remove, unpublished, install, published, uncordon"
+DRA_SMOKE_STEP = "the moved cohort's objects applied; the DRA smoke Job's claim allocated; the probe runs"
 REMOVAL_STEP = "the DaemonSet removed: its pod goes, the kubelet's allocatable falls to 0"
 
 pytestmark = pytest.mark.unit
 
 
 def test_a_device_plugin_run_is_committed() -> None:
-    assert REPORTS, f"no *-device-plugin-report.json under {FIXTURES}"
+    assert REPORTS, f"no *-device-plugin*-report.json under {FIXTURES}"
 
 
 @pytest.fixture(params=REPORTS, ids=[p.name for p in REPORTS])
@@ -111,7 +115,8 @@ def test_the_sampler_never_saw_two_allocators_on_the_node(report: dict[str, Any]
 def _runtime_devices(report_path: Path, report: dict[str, Any]) -> list[str]:
     """The CDI devices the `nvidia` handler injected, in order: from the report (runs that record them) or from the
     runtime's debug-log lines kept beside it (`<card>-device-plugin-runtime-cdi-devices.log`)."""
-    recorded = _step(report, SMOKE_STEP)["detail"].get("runtimeDevices")
+    smokes = [s for s in report["steps"] if s["name"] in (SMOKE_STEP, TIME_SLICING_SMOKE_STEP)]
+    recorded = smokes[-1]["detail"].get("runtimeDevices")
     if recorded is not None:
         return list(recorded)
     log = report_path.with_name(report_path.name.replace("-report.json", "-runtime-cdi-devices.log"))
@@ -126,7 +131,8 @@ def test_the_plugin_got_every_gpu_and_each_smoke_pod_the_one_it_was_allocated(re
     # The plugin's own pod: the chart's NVIDIA_VISIBLE_DEVICES=all. Each smoke pod: the UUID the plugin's Allocate
     # put in NVIDIA_VISIBLE_DEVICES (deviceListStrategy envvar), the GPU the probe then measured.
     assert devices[0] == "nvidia.com/gpu=all"
-    assert devices[1:] == [f"nvidia.com/gpu={uuid}"] * len(report["probes"])
+    plugin_probes = [key for key in report["probes"] if key != "dra"]
+    assert devices[1:] == [f"nvidia.com/gpu={uuid}"] * len(plugin_probes)
 
 
 def _simulated_host(report: dict[str, Any]) -> SimNode:
@@ -184,3 +190,69 @@ def test_the_simulation_follows_the_real_plugin_through_removal_and_time_slicing
     simulated = _simulated(host, labels, removed, [_ready_pod(sliced)], _configmaps(sliced))
     assert simulated == report["published"]["timeSlicing"]
     assert report["probes"]["timeSlicing"]["status"] == "pass"
+
+
+def _moved(report: dict[str, Any]) -> dict[str, Any]:
+    if not any(step["name"] == MOVE_STEP for step in report["steps"]):
+        pytest.skip("this run made no owner change")
+    return _step(report, MOVE_STEP)["detail"]
+
+
+def test_the_owner_change_released_the_plugins_gpu_before_dra_published_it(report: dict[str, Any]) -> None:
+    moved = _moved(report)
+    assert list(moved["phases"]) == [
+        "cordon",
+        "drain",
+        "remove",
+        "wait-unpublished",
+        "install+wait-published",
+        "uncordon",
+    ]
+    # The kubelet kept the plugin's resources in capacity with nothing allocatable; the DRA driver's slice came after.
+    after = report["published"]["afterMove"]
+    assert set(after["allocatable"].values()) == {"0"}
+    assert after["capacity"] == report["published"]["timeSlicing"]["capacity"]
+    assert moved["resourceSlices"] == 1
+    holder = _step(report, "a pod holds the time-sliced GPU through the device plugin")["detail"]
+    assert holder["holder"] == {
+        "requests": {"nvidia.com/gpu.shared": "1"},
+        "node": report["resourceSlice"]["spec"]["nodeName"],
+    }
+    # The sampler saw the plugin go before the driver came: never both.
+    hosts = [change["hostAllocators"] for change in report["sampler"]["changes"] if "hostAllocators" in change]
+    assert ["device-plugin"] in hosts
+    assert ["dra"] in hosts
+    assert all(len(now) <= 1 for now in hosts)
+
+
+def test_after_the_change_the_dra_claim_was_allocated_the_published_gpu_and_the_probe_passed(
+    report: dict[str, Any],
+) -> None:
+    _moved(report)
+    detail = _step(report, DRA_SMOKE_STEP)["detail"]
+    (allocation,) = detail["allocation"]
+    published = report["resourceSlice"]["spec"]
+    assert allocation["driver"] == published["driver"] == "gpu.nvidia.com"
+    assert allocation["pool"] == published["pool"]["name"] == published["nodeName"]
+    assert allocation["device"] in [device["name"] for device in published["devices"]]
+    (prepared,) = detail["driverPrepared"]
+    assert "newly prepared devices" in prepared
+    probe = report["probes"]["dra"]
+    assert probe["status"] == "pass"
+    assert probe["device"]["uuid"] == report["probes"]["default"]["device"]["uuid"]
+
+
+def test_the_simulated_slice_of_the_card_is_what_the_dra_driver_published(report: dict[str, Any]) -> None:
+    _moved(report)
+    host = _simulated_host(report)
+    simulated = simulate.resource_slice(host, "uid")
+    assert simulated is not None
+    (real,) = report["resourceSlice"]["spec"]["devices"]
+    (device,) = simulated["spec"]["devices"]
+    assert sorted(device["attributes"]) == sorted(real["attributes"])
+    assert {k: sorted(v) for k, v in device["attributes"].items()} == {
+        k: sorted(v) for k, v in real["attributes"].items()
+    }
+    for name in ("productName", "architecture", "cudaComputeCapability", "type", "brand", "addressingMode"):
+        assert device["attributes"][name] == real["attributes"][name], name
+    assert device["capacity"] == real["capacity"]
