@@ -17,10 +17,15 @@ Runs there as root, after `scripts/hardware/render.sh device-plugin` here and th
 6. the DaemonSet's pod starts through the `nvidia` handler and registers with the kubelet: node capacity and
    allocatable recorded; then the smoke Job (probe mode) is created, the kubelet allocates `nvidia.com/gpu`, the
    handler injects the GPU, `cuda_probe.py` runs;
-7. with `--time-slicing REVIEW`: the DaemonSet is deleted, the plugin runs as a host process with the program's
-   time-slicing config file (the chart's config-manager needs a ServiceAccount token and a Service route to the
-   API server, which this control plane does not give pods), the published resources are recorded, and that
-   stack's smoke Job runs the probe on `nvidia.com/gpu.shared`.
+7. with `--time-slicing REVIEW`: the DaemonSet is deleted and the time-slicing render's DaemonSet created: its
+   config-manager (init container and sidecar) reads the node through the API server, so the run first gives
+   pods what a cluster gives them and this control plane does not: the `kubernetes` Service's ClusterIP on `lo`
+   forwarded to the API server (kube-proxy's part), `kube-root-ca.crt` in each namespace (the root-CA publisher's)
+   and the ServiceAccount token volume in the DaemonSet's pods (the ServiceAccount admission plugin's, which
+   `localcluster` turns off); that stack's smoke Job then runs the probe on `nvidia.com/gpu.shared`. With
+   `--time-slicing-host` the plugin runs as a host process with the config file instead (the first two runs);
+8. with `--move-to-dra REVIEW` (and `--move-back`): `migrate`'s phases done by this script, to the DRA driver
+   (host process) and its probe, and back to the plugin's DaemonSet and its probe.
 
 A sampler thread reads the node's pods and published devices every ~100 ms for the whole run and keeps the most
 GPU allocators it ever saw on the node at once. One JSON report (each step's result and time, published devices,
@@ -32,10 +37,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import fcntl
 import json
 import re
 import shutil
+import socket
 import ssl
+import struct
 import sys
 import tarfile
 import threading
@@ -285,16 +293,117 @@ def pods_of(run: Run, namespace: str, selector: str) -> list[dict[str, Any]]:
     return list((pods or {}).get("items", []))
 
 
+API_VOLUME = "kube-api-access-hw"
+TOKEN_MOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"  # noqa: S105 (a folder, no secret)
+
+
+def with_api_access(daemonset: dict[str, Any]) -> dict[str, Any]:
+    """The DaemonSet with the volume the ServiceAccount admission plugin adds to each of its pods on a real cluster
+    (a projected token, the `kube-root-ca.crt` ConfigMap and the namespace), mounted in every container; the local
+    control plane runs without that plugin. Pods that opt out (`automountServiceAccountToken: false`) are left."""
+    changed = copy.deepcopy(daemonset)
+    pod = changed["spec"]["template"]["spec"]
+    if pod.get("automountServiceAccountToken") is False:
+        return changed
+    sources = [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+    ]
+    pod.setdefault("volumes", []).append({"name": API_VOLUME, "projected": {"sources": sources}})
+    for container in [*(pod.get("initContainers") or []), *pod["containers"]]:
+        mount = {"name": API_VOLUME, "mountPath": TOKEN_MOUNT, "readOnly": True}
+        container.setdefault("volumeMounts", []).append(mount)
+    return changed
+
+
+class ServiceForwarder(threading.Thread):
+    """kube-proxy's part for the one Service the pods here use, `default/kubernetes`: its ClusterIP (added to `lo`)
+    port 443, forwarded to the API server's loopback port. No kube-proxy or iptables runs on the GPU machine."""
+
+    def __init__(self, address: str, port: int, target: int) -> None:
+        super().__init__(daemon=True)
+        self.server = socket.create_server((address, port))
+        self.target = target
+        self.connections = 0
+
+    @staticmethod
+    def _pipe(source: socket.socket, sink: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def run(self) -> None:
+        while True:
+            client, _ = self.server.accept()
+            upstream = socket.create_connection(("127.0.0.1", self.target))
+            self.connections += 1
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+
+
+def add_loopback_address(address: str, label: str = "lo:hw") -> None:
+    """`ip addr add ADDRESS/32 dev lo` without iproute2, which the GPU machine lacks: the alias ioctls."""
+    siocsifaddr, siocsifnetmask = 0x8916, 0x891C
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for request, value in ((siocsifaddr, address), (siocsifnetmask, "255.255.255.255")):
+            raw = socket.inet_aton(value)
+            ifreq = struct.pack("16sH2s4s8s", label.encode(), socket.AF_INET, b"\0\0", raw, b"\0" * 8)
+            fcntl.ioctl(s.fileno(), request, ifreq)
+
+
+def pod_api_access(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any]) -> ServiceForwarder:
+    """What a cluster gives pods to reach the API server, which the chart's config-manager needs (in-cluster config):
+    the `kubernetes` Service's ClusterIP routed to the API server, and `kube-root-ca.crt` in each namespace."""
+    assert run.cluster is not None
+    _, service = run.api("GET", "/api/v1/namespaces/default/services/kubernetes")
+    address, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
+    add_loopback_address(address)
+    forwarder = ServiceForwarder(address, port, int(run.cluster.server.rsplit(":", 1)[1]))
+    forwarder.start()
+    ca = (STATE / "apiserver-certs" / "apiserver.crt").read_text()
+    create(run, objects, ("Namespace",))
+    namespaces = sorted({o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"})
+    for namespace in namespaces:
+        configmap = {"metadata": {"name": "kube-root-ca.crt", "namespace": namespace}, "data": {"ca.crt": ca}}
+        code, answer = run.api("POST", f"/api/v1/namespaces/{namespace}/configmaps", configmap)
+        if code not in (200, 201, 409):
+            raise StepFailed(f"kube-root-ca.crt in {namespace}: {code} {str(answer)[:200]}")
+    # The path a pod takes, checked from the host: the Service's address, TLS verified against that CA and name.
+    context = ssl.create_default_context(cadata=ca)
+    with urllib.request.urlopen(f"https://{address}:{port}/version", context=context, timeout=10) as answer:
+        detail["versionThroughService"] = json.loads(answer.read())["gitVersion"]
+    detail["service"] = f"{address}:{port}"
+    detail["rootCaIn"] = namespaces
+    return forwarder
+
+
 def plugin_daemonset(
-    run: Run, node_name: str, objects: list[dict[str, Any]], image: str, detail: dict[str, Any]
+    run: Run,
+    node_name: str,
+    objects: list[dict[str, Any]],
+    image: str,
+    detail: dict[str, Any],
+    *,
+    key: str = "default",
+    resource: str = "nvidia.com/gpu",
+    api_access: bool = False,
 ) -> dict[str, Any]:
-    """The rendered objects (but the Job) created; the DaemonSet's pod runs and the node publishes the GPU."""
+    """The rendered objects (but the Job) created; the DaemonSet's pod runs and the node publishes `resource`.
+
+    With `api_access`, every DaemonSet pod gets the ServiceAccount token volume (see `with_api_access`)."""
     daemonset, detail["imageReplaced"] = with_built_image(daemonset_of(objects), image)
     # Every rendered DaemonSet is created (the MPS control daemon's selects mps-capable nodes only: none here).
     name = daemonset["metadata"]["name"]
     companions = [
         with_built_image(o, image)[0] for o in objects if o["kind"] == "DaemonSet" and o["metadata"]["name"] != name
     ]
+    if api_access:
+        daemonset = with_api_access(daemonset)
+        companions = [with_api_access(o) for o in companions]
+        detail["added"] = f"{API_VOLUME}: the ServiceAccount admission plugin's token volume (not run here)"
     others = [o for o in objects if o["kind"] not in ("DaemonSet", "Job")]
     detail["created"] = create(run, others, ORDER)
     detail["notApplied"] = sorted({o["kind"] for o in objects if o["kind"] not in PATHS})
@@ -312,7 +421,11 @@ def plugin_daemonset(
         states = [p["status"].get("containerStatuses") or p["status"].get("conditions") for p in pods]
         return f"{len(pods)} pod(s): {json.dumps(states)[:300]}"
 
-    pod = wait("the device plugin DaemonSet's pod Running", running, 120)
+    try:
+        pod = wait("the device plugin DaemonSet's pod Running", running, 120)
+    finally:
+        for p in pods_of(run, namespace, selector):
+            detail["podLog"] = _container_log(namespace, p["metadata"]["name"])[-30:]
     detail["podRunningSeconds"] = round(time.monotonic() - began, 2)
     detail["pod"] = {
         "name": pod["metadata"]["name"],
@@ -325,15 +438,18 @@ def plugin_daemonset(
     def gpu_published() -> Any:
         _, node = run.api("GET", f"/api/v1/nodes/{node_name}")
         now = published(node or {})
-        return now if now["allocatable"].get("nvidia.com/gpu", "0") not in ("", "0") else f"node: {now}"
+        return now if now["allocatable"].get(resource, "0") not in ("", "0") else f"node: {now}"
 
-    now = wait("the node to publish nvidia.com/gpu", gpu_published, 90)
+    try:
+        now = wait(f"the node to publish {resource}", gpu_published, 90)
+    finally:
+        detail["podLog"] = _container_log(namespace, pod["metadata"]["name"])[-30:]
     detail["publishedSeconds"] = round(time.monotonic() - began, 2)
-    run.report["published"] = {"default": now}
+    run.report.setdefault("published", {})[key] = now
     detail["published"] = now
     detail["sockets"] = sorted(p.name for p in PLUGIN_SOCKETS.glob("*"))
     # Kept now: the pod's log goes with the pod when the time-slicing phase deletes the DaemonSet.
-    detail["pluginLog"] = _container_log(namespace, pod["metadata"]["name"])[-25:]
+    detail["pluginLog"] = detail.pop("podLog")[-25:]
     return daemonset
 
 
@@ -571,6 +687,7 @@ def move_to_dra(
     moved: list[dict[str, Any]],
     sampler: Sampler,
     phases: dict[str, float],
+    plugin: dict[str, Any] | None = None,
 ) -> None:
     """The phases of `migrate --to dra --drain` on this node, done by this script: cordon, evict the GPU's holder
     (Eviction API), remove the device plugin, wait until nothing is published, install the DRA driver (host
@@ -601,10 +718,18 @@ def move_to_dra(
     wait("the holder evicted and gone", evicted, 60)
     phase("drain", began)
     began = time.monotonic()
-    host = next(p for p in run.processes if "nvidia-device-plugin" in " ".join(map(str, p.args)))
-    host.terminate()
-    host.wait(timeout=30)
-    sampler.host_allocators.discard("device-plugin")
+    if plugin is not None:  # the chart's DaemonSet, as `pulumi up` without the owner deletes it
+        namespace, name = plugin["metadata"]["namespace"], plugin["metadata"]["name"]
+        run.api(
+            "DELETE", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}", {"propagationPolicy": "Background"}
+        )
+        selector = ",".join(f"{k}%3D{v}" for k, v in plugin["spec"]["selector"]["matchLabels"].items())
+        wait("the plugin pod gone", lambda: not pods_of(run, namespace, selector) or "still there", 60)
+    else:
+        host = next(p for p in run.processes if "nvidia-device-plugin" in " ".join(map(str, p.args)))
+        host.terminate()
+        host.wait(timeout=30)
+        sampler.host_allocators.discard("device-plugin")
     phase("remove", began)
     began = time.monotonic()
 
@@ -626,6 +751,70 @@ def move_to_dra(
     phase("uncordon", began)
 
 
+def move_back(
+    run: Run,
+    node_name: str,
+    dra_job: dict[str, Any],
+    objects: list[dict[str, Any]],
+    image: str,
+    sampler: Sampler,
+    phases: dict[str, float],
+    detail: dict[str, Any],
+    *,
+    api_access: bool,
+) -> None:
+    """The phases of `migrate --to device-plugin --drain`: cordon, the DRA smoke Job (and its claim) deleted, the DRA
+    driver stopped, its slice gone (the kubelet wipes an unregistered driver's slices), the plugin's DaemonSet
+    (the default render) created and publishing, uncordon."""
+
+    def phase(name: str, began: float) -> None:
+        phases[name] = round(time.monotonic() - began, 2)
+
+    began = time.monotonic()
+    code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": True}})
+    if code != 200:
+        raise StepFailed(f"cordon {node_name}: {code}")
+    phase("cordon", began)
+    began = time.monotonic()
+    namespace, name = dra_job["metadata"]["namespace"], dra_job["metadata"]["name"]
+    run.api("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", {"propagationPolicy": "Background"})
+
+    def consumers_gone() -> Any:
+        code, _ = run.api("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")
+        left = pods_of(run, namespace, f"job-name%3D{name}")
+        _, claims = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+        held = len((claims or {}).get("items", []))
+        return (code == 404 and not left and not held) or f"Job {code}, {len(left)} pod(s), {held} claim(s)"
+
+    wait("the DRA consumers gone", consumers_gone, 60)
+    phase("drain", began)
+    began = time.monotonic()
+    driver = next(p for p in run.processes if "gpu-kubelet-plugin" in " ".join(map(str, p.args)))
+    driver.terminate()
+    driver.wait(timeout=30)
+    sampler.host_allocators.discard("dra")
+    phase("remove", began)
+    began = time.monotonic()
+
+    def no_slice() -> Any:
+        _, slices = run.api("GET", "/apis/resource.k8s.io/v1/resourceslices")
+        mine = [s for s in (slices or {}).get("items", []) if s.get("spec", {}).get("nodeName") == node_name]
+        return not mine or f"{len(mine)} slice(s) of {node_name} left"
+
+    wait("the DRA driver's slice wiped", no_slice, 120)
+    phase("wait-unpublished", began)
+    began = time.monotonic()
+    install: dict[str, Any] = {}
+    detail["install"] = install
+    plugin_daemonset(run, node_name, objects, image, install, key="back", api_access=api_access)
+    phase("install+wait-published", began)
+    began = time.monotonic()
+    code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": False}})
+    if code != 200:
+        raise StepFailed(f"uncordon {node_name}: {code}")
+    phase("uncordon", began)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toolchain", type=Path, required=True, help="the unpacked toolchain cache folder")
@@ -634,6 +823,12 @@ def main() -> int:
     parser.add_argument("--review", type=Path, required=True, help="the device-plugin stack's review folder")
     parser.add_argument("--time-slicing", type=Path, help="the time-slicing stack's review folder")
     parser.add_argument("--move-to-dra", type=Path, help="the moved stack's review folder (with --time-slicing)")
+    parser.add_argument("--move-back", action="store_true", help="after the move to DRA, move back to the plugin")
+    parser.add_argument(
+        "--time-slicing-host",
+        action="store_true",
+        help="run the time-slicing plugin as a host process (the first runs), not as the chart's DaemonSet",
+    )
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--logs", type=Path, required=True)
     args = parser.parse_args()
@@ -641,6 +836,8 @@ def main() -> int:
     run.report["run"] = "device-plugin cohort"
     objects = base.rendered(args.review)
     run.report["rendered"] = {"default": rendered_allocator(objects)}
+    sliced = base.rendered(args.time_slicing) if args.time_slicing else []
+    api_access = bool(sliced) and not args.time_slicing_host
     image = (args.images / "device-plugin-image.txt").read_text().strip()
     sampler: Sampler | None = None
     code = 0
@@ -667,21 +864,39 @@ def main() -> int:
             base.kubelet(run, args.hw, d, node_name=node_name, labels=node_labels(daemonset_of(objects)))
             _, node = run.api("GET", f"/api/v1/nodes/{node_name}")
             d["publishedBeforePlugin"] = published(node or {})
+        if api_access:
+            with run.step("pods reach the API server: the kubernetes Service routed, kube-root-ca.crt published") as d:
+                pod_api_access(run, [*objects, *sliced], d)
         with run.step("the program's objects applied; the device plugin DaemonSet's pod publishes the GPU") as d:
-            daemonset = plugin_daemonset(run, node_name, objects, image, d)
+            daemonset = plugin_daemonset(run, node_name, objects, image, d, api_access=api_access)
         with run.step("smoke Job gets nvidia.com/gpu; the nvidia handler injects the GPU; the probe runs") as d:
             smoke(run, objects, d, "default")
-        if args.time_slicing:
-            sliced = base.rendered(args.time_slicing)
+        sliced_daemonset: dict[str, Any] | None = None
+        if sliced:
             run.report["rendered"]["timeSlicing"] = rendered_allocator(sliced)
             with run.step("the DaemonSet removed: its pod goes, the kubelet's allocatable falls to 0") as d:
                 delete_daemonset(run, node_name, daemonset, d)
-            with run.step("time-slicing: the plugin (host process) with the program's config publishes") as d:
-                host_plugin_time_slicing(run, args.images, node_name, sliced, sampler, d)
+            if args.time_slicing_host:
+                with run.step("time-slicing: the plugin (host process) with the program's config publishes") as d:
+                    host_plugin_time_slicing(run, args.images, node_name, sliced, sampler, d)
+            else:
+                with run.step(
+                    "time-slicing: the program's DaemonSet (config-manager, plugin) publishes the shared GPU"
+                ) as d:
+                    sliced_daemonset = plugin_daemonset(
+                        run,
+                        node_name,
+                        sliced,
+                        image,
+                        d,
+                        key="timeSlicing",
+                        resource="nvidia.com/gpu.shared",
+                        api_access=True,
+                    )
             with run.step("time-slicing: smoke Job gets the shared GPU; the probe runs") as d:
                 create(run, [o for o in sliced if o["kind"] == "ConfigMap"], ("ConfigMap",))
                 smoke(run, sliced, d, "timeSlicing")
-        if args.move_to_dra and args.time_slicing:
+        if args.move_to_dra and sliced:
             moved = base.rendered(args.move_to_dra)
             job = next(o for o in sliced if o["kind"] == "Job")
             with run.step("a pod holds the time-sliced GPU through the device plugin") as d:
@@ -689,7 +904,9 @@ def main() -> int:
             with run.step("owner change to DRA: cordon, drain, remove, unpublished, install, published, uncordon") as d:
                 phases: dict[str, float] = {}
                 d["phases"] = phases
-                move_to_dra(run, args.hw, node_name, job["metadata"]["namespace"], moved, sampler, phases)
+                move_to_dra(
+                    run, args.hw, node_name, job["metadata"]["namespace"], moved, sampler, phases, sliced_daemonset
+                )
                 _, node = run.api("GET", f"/api/v1/nodes/{node_name}")
                 d["published"] = published(node or {})
                 d["resourceSlices"] = sampler.sample()["resourceSlices"]
@@ -699,6 +916,15 @@ def main() -> int:
                 job = base.apply_objects(run, moved, d)
                 base.smoke(run, args.hw, job, d)
                 run.report["probes"]["dra"] = run.report.pop("probe")
+            if args.move_back:
+                with run.step(
+                    "owner change back to the plugin: cordon, drain, remove, unpublished, install, uncordon"
+                ) as d:
+                    phases = {}
+                    d["phases"] = phases
+                    move_back(run, node_name, job, objects, image, sampler, phases, d, api_access=api_access)
+                with run.step("back on the plugin: the smoke Job gets nvidia.com/gpu; the probe runs") as d:
+                    smoke(run, objects, d, "back")
     except Exception:
         code = 1
     finally:

@@ -28,6 +28,11 @@ TIME_SLICING_SMOKE_STEP = "time-slicing: smoke Job gets the shared GPU; the prob
 KUBELET_STEP = "kubelet registers the node with the labels the program's DaemonSet selects"
 MOVE_STEP = "owner change to DRA: cordon, drain, remove, unpublished, install, published, uncordon"
 DRA_SMOKE_STEP = "the moved cohort's objects applied; the DRA smoke Job's claim allocated; the probe runs"
+SLICED_DAEMONSET_STEP = "time-slicing: the program's DaemonSet (config-manager, plugin) publishes the shared GPU"
+BACK_STEP = "owner change back to the plugin: cordon, drain, remove, unpublished, install, uncordon"
+BACK_SMOKE_STEP = "back on the plugin: the smoke Job gets nvidia.com/gpu; the probe runs"
+PLUGIN_SMOKE_STEPS = (SMOKE_STEP, TIME_SLICING_SMOKE_STEP, BACK_SMOKE_STEP)
+PHASES = ["cordon", "drain", "remove", "wait-unpublished", "install+wait-published", "uncordon"]
 REMOVAL_STEP = "the DaemonSet removed: its pod goes, the kubelet's allocatable falls to 0"
 
 pytestmark = pytest.mark.unit
@@ -112,13 +117,8 @@ def test_the_sampler_never_saw_two_allocators_on_the_node(report: dict[str, Any]
     assert any(change["allocatorPods"] for change in sampler["changes"])
 
 
-def _runtime_devices(report_path: Path, report: dict[str, Any]) -> list[str]:
-    """The CDI devices the `nvidia` handler injected, in order: from the report (runs that record them) or from the
-    runtime's debug-log lines kept beside it (`<card>-device-plugin-runtime-cdi-devices.log`)."""
-    smokes = [s for s in report["steps"] if s["name"] in (SMOKE_STEP, TIME_SLICING_SMOKE_STEP)]
-    recorded = smokes[-1]["detail"].get("runtimeDevices")
-    if recorded is not None:
-        return list(recorded)
+def _logged_runtime_devices(report_path: Path) -> list[str]:
+    """The first run kept the runtime's debug-log lines beside its report, not in it."""
     log = report_path.with_name(report_path.name.replace("-report.json", "-runtime-cdi-devices.log"))
     return re.findall(r"Creating CDI modifier for devices: \[([^\]]*)\]", log.read_text())
 
@@ -126,13 +126,20 @@ def _runtime_devices(report_path: Path, report: dict[str, Any]) -> list[str]:
 @pytest.mark.parametrize("report_path", REPORTS, ids=[p.name for p in REPORTS])
 def test_the_plugin_got_every_gpu_and_each_smoke_pod_the_one_it_was_allocated(report_path: Path) -> None:
     report = json.loads(report_path.read_text())
-    devices = _runtime_devices(report_path, report)
     uuid = report["probes"]["default"]["device"]["uuid"]
-    # The plugin's own pod: the chart's NVIDIA_VISIBLE_DEVICES=all. Each smoke pod: the UUID the plugin's Allocate
-    # put in NVIDIA_VISIBLE_DEVICES (deviceListStrategy envvar), the GPU the probe then measured.
-    assert devices[0] == "nvidia.com/gpu=all"
-    plugin_probes = [key for key in report["probes"] if key != "dra"]
-    assert devices[1:] == [f"nvidia.com/gpu={uuid}"] * len(plugin_probes)
+    mine, every = f"nvidia.com/gpu={uuid}", "nvidia.com/gpu=all"
+    smokes = [step for step in report["steps"] if step["name"] in PLUGIN_SMOKE_STEPS]
+    assert len(smokes) == len([key for key in report["probes"] if key != "dra"])
+    if "runtimeDevices" not in smokes[0]["detail"]:
+        # The plugin's own pod: the chart's NVIDIA_VISIBLE_DEVICES=all; each smoke pod: the UUID the plugin's
+        # Allocate put in NVIDIA_VISIBLE_DEVICES (deviceListStrategy envvar), the GPU the probe then measured.
+        assert _logged_runtime_devices(report_path) == [every, mine, mine]
+        return
+    for smoke in smokes:
+        devices = smoke["detail"]["runtimeDevices"]
+        assert devices[0] == every
+        assert devices[-1] == mine
+        assert set(devices) == {every, mine}
 
 
 def _simulated_host(report: dict[str, Any]) -> SimNode:
@@ -200,14 +207,7 @@ def _moved(report: dict[str, Any]) -> dict[str, Any]:
 
 def test_the_owner_change_released_the_plugins_gpu_before_dra_published_it(report: dict[str, Any]) -> None:
     moved = _moved(report)
-    assert list(moved["phases"]) == [
-        "cordon",
-        "drain",
-        "remove",
-        "wait-unpublished",
-        "install+wait-published",
-        "uncordon",
-    ]
+    assert list(moved["phases"]) == PHASES
     # The kubelet kept the plugin's resources in capacity with nothing allocatable; the DRA driver's slice came after.
     after = report["published"]["afterMove"]
     assert set(after["allocatable"].values()) == {"0"}
@@ -218,11 +218,18 @@ def test_the_owner_change_released_the_plugins_gpu_before_dra_published_it(repor
         "requests": {"nvidia.com/gpu.shared": "1"},
         "node": report["resourceSlice"]["spec"]["nodeName"],
     }
-    # The sampler saw the plugin go before the driver came: never both.
-    hosts = [change["hostAllocators"] for change in report["sampler"]["changes"] if "hostAllocators" in change]
-    assert ["device-plugin"] in hosts
-    assert ["dra"] in hosts
-    assert all(len(now) <= 1 for now in hosts)
+    # The sampler saw the plugin (its pod, or the host process of the first runs) go before the driver came.
+    owners = [_allocators(change) for change in report["sampler"]["changes"]]
+    first_dra = next(i for i, now in enumerate(owners) if "dra" in now)
+    assert any("device-plugin" in now for now in owners[:first_dra])
+    assert all(len(now) <= 1 for now in owners)
+
+
+def _allocators(change: dict[str, Any]) -> list[str]:
+    """The owners of the allocators one sample saw on the node: pods, and host processes (both key spellings)."""
+    pods = [name.split(":", 1)[0] for name in change["allocatorPods"]]
+    hosts = change.get("hostAllocators", ["device-plugin"] if change.get("hostPlugin") else [])
+    return pods + list(hosts)
 
 
 def test_after_the_change_the_dra_claim_was_allocated_the_published_gpu_and_the_probe_passed(
@@ -256,3 +263,52 @@ def test_the_simulated_slice_of_the_card_is_what_the_dra_driver_published(report
     for name in ("productName", "architecture", "cudaComputeCapability", "type", "brand", "addressingMode"):
         assert device["attributes"][name] == real["attributes"][name], name
     assert device["capacity"] == real["capacity"]
+
+
+def test_the_time_sliced_plugin_ran_from_the_daemonset_and_its_config_manager_chose_the_programs_config(
+    report: dict[str, Any],
+) -> None:
+    if not any(step["name"] == SLICED_DAEMONSET_STEP for step in report["steps"]):
+        pytest.skip("this run ran the time-slicing plugin as a host process")
+    detail = _step(report, SLICED_DAEMONSET_STEP)["detail"]
+    assert detail["pod"]["ownerKind"] == "DaemonSet"
+    assert detail["pod"]["owner"] == ["device-plugin", "allocator"]
+    assert set(detail["imageReplaced"]) == {
+        "nvidia-device-plugin-init",
+        "nvidia-device-plugin-sidecar",
+        "nvidia-device-plugin-ctr",
+    }
+    # The config-manager read the node through the API (no config label there) and chose the chart's default,
+    # the program's `time-slicing` entry, as the simulated kubelet assumes (devicemanager._selected_config).
+    assert any("Selecting default name: time-slicing" in line for line in detail["pluginLog"])
+    assert "nvidia-gpu.shared.sock" in detail["sockets"]
+    assert detail["published"] == report["published"]["timeSlicing"]
+
+
+def test_the_move_back_wiped_the_drivers_slice_before_the_plugin_published_again(report: dict[str, Any]) -> None:
+    if not any(step["name"] == BACK_STEP for step in report["steps"]):
+        pytest.skip("this run did not move back")
+    detail = _step(report, BACK_STEP)["detail"]
+    assert list(detail["phases"]) == PHASES
+    # The kubelet deletes an unregistered driver's slices after its 30 s wiping delay (pkg/kubelet/cm/dra).
+    assert detail["phases"]["wait-unpublished"] >= 30
+    assert detail["install"]["pod"]["ownerKind"] == "DaemonSet"
+    owners = [_allocators(change) for change in report["sampler"]["changes"]]
+    last_dra = max(i for i, now in enumerate(owners) if "dra" in now)
+    assert all("device-plugin" not in now for now in owners[: last_dra + 1] if "dra" in now)
+    assert report["sampler"]["changes"][-1]["resourceSlices"] == 0
+    assert report["probes"]["back"]["status"] == "pass"
+    assert report["probes"]["back"]["device"]["uuid"] == report["probes"]["default"]["device"]["uuid"]
+
+
+def test_the_simulation_follows_the_real_kubelet_through_both_owner_changes(report: dict[str, Any]) -> None:
+    _moved(report)
+    host = _simulated_host(report)
+    labels = _step(report, KUBELET_STEP)["detail"]["labels"]
+    published = report["published"]
+    # The plugin gone for DRA: its resources kept in capacity, nothing allocatable.
+    assert _simulated(host, labels, published["timeSlicing"], [], {}) == published["afterMove"]
+    if "back" in published:
+        default = report["rendered"]["default"]
+        simulated = _simulated(host, labels, published["afterMove"], [_ready_pod(default)], _configmaps(default))
+        assert simulated == published["back"]
