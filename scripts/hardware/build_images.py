@@ -1,23 +1,28 @@
 #!/usr/bin/env python3
-"""Builds the two container images the hardware run needs, as OCI archives that `ctr images import` takes.
+"""Builds the container images the hardware runs need, as OCI archives that `ctr images import` takes.
 
 The lent GPU machine reaches no registry, so nothing there can be pulled:
 - the pod sandbox (`localhost/eks-hybrid-gpu-pause:hardware`): the static pause built from `pause.c`;
 - the smoke Job's probe image (`localhost/eks-hybrid-gpu-probe@sha256:…`): this machine's Debian python3 with the
   standard library and the shared libraries it and `_ctypes` link, plus `ldconfig` (the CDI hook that links the
   driver's libraries into the container runs it). The probe itself comes from the program's ConfigMap, as in a
-  cluster. Nothing of the NVIDIA driver is in the image: CDI injects it.
+  cluster. Nothing of the NVIDIA driver is in the image: CDI injects it;
+- with `--device-plugin DIR`, NVIDIA's device plugin (`localhost/nvidia/k8s-device-plugin:<version>`): the
+  `nvidia-device-plugin` and `config-manager` built by scripts/hardware-toolchain.sh at /usr/bin, glibc's runtime
+  and ldconfig, and the environment of NVIDIA's own image (deployments/container/Dockerfile of the module:
+  NVIDIA_VISIBLE_DEVICES=all, NVIDIA_DRIVER_CAPABILITIES=compute,utility, NVIDIA_DISABLE_REQUIRE=true), so the
+  `nvidia` runtime handler injects NVML into it as into NVIDIA's image. The chart's image (v0.20.0) is not
+  built: its module version is not served.
 
 Layers are written deterministically (sorted, mtime 0, uid 0), so the same inputs give the same digest. Prints
 the probe image's reference, which the hardware stack pins (`smokeJobs.image`).
 
-Usage: python3 scripts/hardware/build_images.py --pause PATH --out DIR
+Usage: python3 scripts/hardware/build_images.py --pause PATH --out DIR [--device-plugin DIR --device-plugin-version V]
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
 import io
 import json
@@ -46,6 +51,14 @@ SKIPPED = {
 }
 PROBE_NAME = "localhost/eks-hybrid-gpu-probe"
 PAUSE_NAME = "localhost/eks-hybrid-gpu-pause:hardware"
+DEVICE_PLUGIN_NAME = "localhost/nvidia/k8s-device-plugin"
+"""Named like NVIDIA's image (`nvcr.io/nvidia/k8s-device-plugin`): what recognises the plugin by its image does."""
+DEVICE_PLUGIN_ENV = [
+    "NVIDIA_DISABLE_REQUIRE=true",
+    "NVIDIA_VISIBLE_DEVICES=all",
+    "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+]
+"""The environment of NVIDIA's device-plugin image (its Dockerfile's ENV lines)."""
 
 
 def _libraries(binaries: list[Path]) -> set[Path]:
@@ -59,7 +72,10 @@ def _libraries(binaries: list[Path]) -> set[Path]:
 
 
 def _layer(entries: dict[str, Path | bytes], links: dict[str, str]) -> bytes:
-    """A gzip'd tar of `entries` (path in image -> file or bytes) and symlinks, byte-for-byte reproducible."""
+    """A tar of `entries` (path in image -> file or bytes) and symlinks, byte-for-byte reproducible.
+
+    Uncompressed (an OCI `tar` layer, which containerd imports as it is): the archives travel inside an xz'd
+    stage (scripts/hardware/render.sh), and xz over gzip saves nothing; over the plain tar it saves a third."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
         folders = sorted({str(p) for name in [*entries, *links] for p in Path(name).parents if str(p) != "."})
@@ -78,7 +94,7 @@ def _layer(entries: dict[str, Path | bytes], links: dict[str, str]) -> bytes:
             info = tarfile.TarInfo(name)
             info.type, info.linkname = tarfile.SYMTYPE, target
             tar.addfile(info)
-    return gzip.compress(raw.getvalue(), compresslevel=6, mtime=0)
+    return raw.getvalue()
 
 
 def _blob(blobs: dict[str, bytes], data: bytes) -> dict[str, object]:
@@ -87,14 +103,16 @@ def _blob(blobs: dict[str, bytes], data: bytes) -> dict[str, object]:
     return {"digest": digest, "size": len(data)}
 
 
-def write_image(out: Path, name: str, layer: bytes, entrypoint: list[str], user: str) -> str:
+def write_image(
+    out: Path, name: str, layer: bytes, entrypoint: list[str], user: str, env: list[str] | None = None
+) -> str:
     """One OCI archive at `out`; returns the manifest digest."""
     blobs: dict[str, bytes] = {}
-    diff_id = "sha256:" + hashlib.sha256(gzip.decompress(layer)).hexdigest()
+    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
     config = {
         "architecture": "amd64",
         "os": "linux",
-        "config": {"Entrypoint": entrypoint, "User": user, "Env": ["PATH=/usr/bin:/bin:/usr/sbin:/sbin"]},
+        "config": {"Entrypoint": entrypoint, "User": user, "Env": ["PATH=/usr/bin:/bin:/usr/sbin:/sbin", *(env or [])]},
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
     }
     config_ref = _blob(blobs, json.dumps(config, sort_keys=True).encode())
@@ -103,7 +121,7 @@ def write_image(out: Path, name: str, layer: bytes, entrypoint: list[str], user:
         "schemaVersion": 2,
         "mediaType": "application/vnd.oci.image.manifest.v1+json",
         "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config_ref},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **layer_ref}],
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", **layer_ref}],
     }
     manifest_ref = _blob(blobs, json.dumps(manifest, sort_keys=True).encode())
     index = {
@@ -160,18 +178,41 @@ def probe_entries() -> tuple[dict[str, Path | bytes], dict[str, str]]:
     # librt.so.1, libm.so.6): all of libc6's runtime, as a Debian base image has it, not only what python3 links.
     for library in _glibc_runtime():
         entries[str(library.resolve()).lstrip("/")] = library.resolve()
-    entries["etc/ld.so.conf"] = b"include /etc/ld.so.conf.d/*.conf\n"
-    entries["etc/ld.so.conf.d/x86_64-linux-gnu.conf"] = (
-        b"/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu\n"
-    )
+    entries.update(_loader_config())
     entries["etc/passwd"] = b"root:x:0:0::/:/sbin/nologin\nprobe:x:65532:65532::/:/sbin/nologin\n"
     return entries, {"usr/bin/python3": "python3.11"}
+
+
+def _loader_config() -> dict[str, Path | bytes]:
+    """The loader's configuration, which the CDI hook's ldconfig extends with the driver's folder."""
+    return {
+        "etc/ld.so.conf": b"include /etc/ld.so.conf.d/*.conf\n",
+        "etc/ld.so.conf.d/x86_64-linux-gnu.conf": (
+            b"/usr/local/lib/x86_64-linux-gnu\n/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu\n"
+        ),
+    }
+
+
+def device_plugin_entries(binaries: Path) -> dict[str, Path | bytes]:
+    """The device plugin and its config-manager, the libraries they link, glibc's runtime and ldconfig."""
+    commands = [binaries / "nvidia-device-plugin", binaries / "config-manager"]
+    entries: dict[str, Path | bytes] = {f"usr/bin/{c.name}": c for c in commands}
+    entries["sbin/ldconfig"] = LDCONFIG
+    for library in {*_libraries(commands), *_glibc_runtime()}:
+        entries[str(library.resolve()).lstrip("/")] = library.resolve()
+        if library.resolve() != library:
+            entries[str(library).lstrip("/")] = library.resolve()
+    entries.update(_loader_config())
+    entries["tmp/.keep"] = b""
+    return entries
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pause", type=Path, required=True, help="the static pause binary")
     parser.add_argument("--out", type=Path, required=True, help="folder for pause.oci.tar and probe.oci.tar")
+    parser.add_argument("--device-plugin", type=Path, help="folder of nvidia-device-plugin and config-manager")
+    parser.add_argument("--device-plugin-version", default="v0.19.0", help="the version those were built at")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     write_image(args.out / "pause.oci.tar", PAUSE_NAME, _layer({"pause": args.pause}, {}), ["/pause"], "65535")
@@ -182,6 +223,12 @@ def main() -> int:
     reference = f"{PROBE_NAME}@{digest}"
     (args.out / "probe-image.txt").write_text(reference + "\n")
     print(reference)
+    if args.device_plugin:
+        name = f"{DEVICE_PLUGIN_NAME}:{args.device_plugin_version}"
+        layer = _layer(device_plugin_entries(args.device_plugin), {})
+        write_image(args.out / "device-plugin.oci.tar", name, layer, ["nvidia-device-plugin"], "0", DEVICE_PLUGIN_ENV)
+        (args.out / "device-plugin-image.txt").write_text(name + "\n")
+        print(name)
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The DRA path for real, on the lent GPU machine: real driver, real kubelet, the program's smoke Job probing the GPU.
 
-Runs there as root, after `scripts/hardware/render.sh` here and the unpacking of its two stages there:
+Runs there as root, after `scripts/hardware/render.sh dra` here and the unpacking of its stages there:
 1. the NVIDIA driver's libraries in the loader's cache (the lent machine keeps them in /usr/local/nvidia/lib64);
 2. runc checked on this kernel first (scripts/hardware/runc_check.py: which namespaces the kernel refuses, runc's
    own spec on the pause binary); then containerd (CDI on, its default in 2.x) running runc through a wrapper that
@@ -230,7 +230,18 @@ def runc_works(hw: Path, detail: dict[str, Any]) -> dict[str, Any]:
     return adjust
 
 
-def containerd(run: Run, hw: Path, images: Path, adjust: dict[str, Any], detail: dict[str, Any]) -> None:
+def containerd(
+    run: Run,
+    hw: Path,
+    images: Path,
+    adjust: dict[str, Any],
+    detail: dict[str, Any],
+    *,
+    archives: tuple[str, ...] = ("pause.oci.tar", "probe.oci.tar"),
+    extra_config: str = "",
+) -> None:
+    """containerd with runc (through the wrapper), the bridge CNI and the pause image; `extra_config` is TOML
+    appended to its default config (a runtime handler); `archives` are imported from `images`."""
     overlay = "overlay" in Path("/proc/filesystems").read_text()
     config = sh(str(hw / "containerd"), "config", "default")
     replacements = [
@@ -247,7 +258,7 @@ def containerd(run: Run, hw: Path, images: Path, adjust: dict[str, Any], detail:
         config, count = re.subn(pattern, replacement, config, count=1, flags=re.MULTILINE)
         if count != 1:
             raise StepFailed(f"containerd's default config has no match for {pattern!r}")
-    Path("/etc/containerd-hw.toml").write_text(config)
+    Path("/etc/containerd-hw.toml").write_text(config + extra_config)
     net = Path("/etc/cni/net.d")
     net.mkdir(parents=True, exist_ok=True)
     (net / "10-hw-bridge.conflist").write_text(
@@ -276,7 +287,7 @@ def containerd(run: Run, hw: Path, images: Path, adjust: dict[str, Any], detail:
     ctr = [str(hw / "ctr"), "--address", str(SOCKET), "--namespace", "k8s.io"]
     detail["version"] = sh(*ctr, "version").split("Server:")[-1].split()[:4]
     detail["snapshotter"] = "overlayfs" if overlay else "native"
-    for archive in ("pause.oci.tar", "probe.oci.tar"):
+    for archive in archives:
         sh(*ctr, "images", "import", "--snapshotter", detail["snapshotter"], str(images / archive))
     # The stack pins the probe by digest; name the imported image by that reference too, as a pull by digest would.
     reference = (images / "probe-image.txt").read_text().strip()
@@ -297,8 +308,12 @@ def control_plane(run: Run, toolchain: Path, detail: dict[str, Any]) -> None:
     detail["version"] = run.api("GET", "/version")[1].get("gitVersion")
 
 
-def kubelet(run: Run, hw: Path, detail: dict[str, Any]) -> None:
+def kubelet(
+    run: Run, hw: Path, detail: dict[str, Any], *, node_name: str = NODE, labels: dict[str, str] | None = None
+) -> None:
+    """A real kubelet on containerd's socket, registering `node_name` with `labels` (the dra cohort's by default)."""
     assert run.cluster is not None
+    labels = COHORT_LABELS if labels is None else labels
     config = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
@@ -317,7 +332,6 @@ def kubelet(run: Run, hw: Path, detail: dict[str, Any]) -> None:
     }
     path = Path("/etc/kubelet-hw.json")
     path.write_text(json.dumps(config))
-    labels = ",".join(f"{k}={v}" for k, v in COHORT_LABELS.items())
     run.start(
         "kubelet",
         [
@@ -325,26 +339,26 @@ def kubelet(run: Run, hw: Path, detail: dict[str, Any]) -> None:
             f"--config={path}",
             f"--kubeconfig={run.cluster.kubeconfig}",
             f"--root-dir={KUBELET_DIR}",
-            f"--hostname-override={NODE}",
+            f"--hostname-override={node_name}",
             "--node-ip=127.0.0.1",
-            f"--node-labels={labels}",
+            "--node-labels=" + ",".join(f"{k}={v}" for k, v in labels.items()),
             "--v=2",
         ],
         env={"PATH": f"{hw}:{os.environ['PATH']}"},
     )
 
     def ready() -> Any:
-        code, node = run.api("GET", f"/api/v1/nodes/{NODE}")
+        code, node = run.api("GET", f"/api/v1/nodes/{node_name}")
         if code != 200:
-            return f"node {NODE}: {code}"
+            return f"node {node_name}: {code}"
         conditions = {c["type"]: c for c in node.get("status", {}).get("conditions", [])}
         ready_condition = conditions.get("Ready", {})
         return node if ready_condition.get("status") == "True" else f"Ready: {ready_condition.get('message')}"
 
-    node = wait(f"node {NODE} Ready", ready, 120)
+    node = wait(f"node {node_name} Ready", ready, 120)
     detail["kubeletVersion"] = node["status"]["nodeInfo"]["kubeletVersion"]
     detail["containerRuntimeVersion"] = node["status"]["nodeInfo"]["containerRuntimeVersion"]
-    detail["labels"] = {k: v for k, v in node["metadata"]["labels"].items() if k in COHORT_LABELS}
+    detail["labels"] = {k: v for k, v in node["metadata"]["labels"].items() if k in labels}
 
 
 def rendered(review: Path) -> list[dict[str, Any]]:
@@ -354,13 +368,16 @@ def rendered(review: Path) -> list[dict[str, Any]]:
     return [o for o in objects if isinstance(o, dict)]
 
 
-def dra_plugin(run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[str, Any]) -> None:
+def dra_plugin(
+    run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[str, Any], *, node_name: str = NODE
+) -> None:
+    """The DRA kubelet plugin as a host process under the chart's env; waits for its ResourceSlice of `node_name`."""
     assert run.cluster is not None
     daemonset = next(o for o in objects if o["kind"] == "DaemonSet" and "kubelet-plugin" in o["metadata"]["name"])
     pod = daemonset["spec"]["template"]["spec"]
     container = next(c for c in pod["containers"] if c["name"] == "gpus")
     downward = {
-        "spec.nodeName": NODE,
+        "spec.nodeName": node_name,
         "metadata.namespace": daemonset["metadata"]["namespace"],
         "spec.serviceAccountName": pod.get("serviceAccountName", "default"),
     }
@@ -384,12 +401,12 @@ def dra_plugin(run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[s
     verbosity = env.get("LOG_VERBOSITY", "4")
     Path("/var/run/cdi").mkdir(parents=True, exist_ok=True)
     create_all(run, objects, ("Namespace",))  # the plugin's own namespace, before it starts
-    run.start("gpu-kubelet-plugin", [str(hw / "gpu-kubelet-plugin"), "-v", verbosity], env=env)
+    run.start("gpu-kubelet-plugin", [str(dra_binary(hw)), "-v", verbosity], env=env)
 
     def published() -> Any:
         code, slices = run.api("GET", "/apis/resource.k8s.io/v1/resourceslices")
-        mine = [s for s in (slices or {}).get("items", []) if s["spec"].get("nodeName") == NODE]
-        return mine or f"{code}: no slice of {NODE} yet"
+        mine = [s for s in (slices or {}).get("items", []) if s["spec"].get("nodeName") == node_name]
+        return mine or f"{code}: no slice of {node_name} yet"
 
     slices = wait("the driver's ResourceSlice", published, 90)
     run.report["resourceSlice"] = slices[0]
@@ -399,6 +416,14 @@ def dra_plugin(run: Run, hw: Path, objects: list[dict[str, Any]], detail: dict[s
         "attributes": sorted(device.get("attributes", {})),
         "memory": device.get("capacity", {}).get("memory", {}).get("value"),
     }
+
+
+def dra_binary(hw: Path) -> Path:
+    """The DRA kubelet plugin scripts/hardware-toolchain.sh built (one folder per driver version)."""
+    found = sorted(hw.glob("dra-v*/gpu-kubelet-plugin"))
+    if not found:
+        raise StepFailed(f"no gpu-kubelet-plugin under {hw}/dra-v*: unpack the dra stage of scripts/hardware/render.sh")
+    return found[-1]
 
 
 def create_all(run: Run, objects: list[dict[str, Any]], kinds: tuple[str, ...]) -> list[dict[str, Any]]:
@@ -511,8 +536,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--toolchain", type=Path, required=True, help="the unpacked toolchain cache folder")
     parser.add_argument("--hw", type=Path, required=True, help="the unpacked hardware-toolchain folder")
-    parser.add_argument("--images", type=Path, default=REPO / ".hw" / "images")
-    parser.add_argument("--review", type=Path, default=REPO / ".hw" / "review")
+    parser.add_argument("--images", type=Path, default=REPO / "out" / "hw" / "images")
+    parser.add_argument("--review", type=Path, default=REPO / "out" / "hw" / "review" / "hardware")
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--logs", type=Path, required=True)
     args = parser.parse_args()
