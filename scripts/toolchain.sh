@@ -172,7 +172,15 @@ kube_ldflags() {
 }
 
 # ---------------------------------------------------------------- kube-apiserver, controller-manager, scheduler
+# Every version of KUBE_VERSIONS, each in its own kube-<version> folder (the helpers above read KUBE_VERSION).
 ensure_kube() {
+  local version
+  for version in ${KUBE_VERSIONS//,/ }; do
+    (KUBE_VERSION=$version; KUBE_DIR="$TOOLCHAIN/kube-$version"; ensure_kube_version)
+  done
+}
+
+ensure_kube_version() {
   local bins=("$KUBE_DIR/bin/kube-apiserver" "$KUBE_DIR/bin/kube-controller-manager" "$KUBE_DIR/bin/kube-scheduler")
   if have_all "${bins[@]}"; then log "kubernetes $KUBE_VERSION: cached"; return; fi
   mkdir -p "$KUBE_DIR/bin"
@@ -186,7 +194,7 @@ ensure_kube() {
   else
     log "kubernetes $KUBE_VERSION: building from the Go module proxy (about 15-25 min on 2 cores)"
     go_build_env
-    kube_module kube-bins kube-apiserver kube-controller-manager kube-scheduler
+    kube_module "kube-bins-$KUBE_VERSION" kube-apiserver kube-controller-manager kube-scheduler
     local ld
     ld=$(kube_ldflags)
     local cmd
@@ -196,7 +204,7 @@ ensure_kube() {
       mv "$KUBE_DIR/bin/$cmd.partial" "$KUBE_DIR/bin/$cmd"
     done
   fi
-  log "kubernetes: $("$KUBE_DIR/bin/kube-apiserver" --version)"
+  log "kubernetes $KUBE_VERSION: $("$KUBE_DIR/bin/kube-apiserver" --version)"
 }
 
 # ---------------------------------------------------------------- etcd
