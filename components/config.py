@@ -7,6 +7,7 @@ Each top-level field is one Pulumi config key in the `eks-hybrid-gpu` namespace 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
@@ -14,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from cluster.findings import show
 from components import versions
-from policy.gpu_allocation.vocab import grammar
+from policy.gpu_allocation.vocab import grammar, kube_releases
 from policy.gpu_allocation.vocab.cel import CelAttributeError, CelFragmentError, check_fragment
 from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
@@ -40,6 +41,9 @@ class _Strict(BaseModel):
 
 # ---------------------------------------------------------------- cluster
 
+_GATE_NAME: Final = re.compile(r"[A-Z][A-Za-z0-9]{0,63}", re.ASCII)
+"""A Kubernetes feature gate's name, as `--feature-gates` takes it."""
+
 
 class ClusterConfig(_Strict):
     """Where the stack's Kubernetes API lives and what the program knows about it."""
@@ -57,6 +61,13 @@ class ClusterConfig(_Strict):
         default=None,
         alias="kubernetesVersion",
         description="Cluster version, e.g. 1.34.4. Read from EKS for source eks; declared otherwise.",
+    )
+    feature_gates: dict[str, bool] = Field(
+        default_factory=dict,
+        alias="featureGates",
+        description="DRA feature gates the cluster sets against its version's defaults, e.g. DRAExtendedResource: "
+        "true on 1.34/1.35 (docs/versions.md). The local default starts its control plane with them; the preflight "
+        "and `migrate` judge each cohort with them.",
     )
     auto_mode: bool = Field(
         default=False,
@@ -82,6 +93,23 @@ class ClusterConfig(_Strict):
             msg = f"{show(value)} is not a Kubernetes version; write it as 1.34.4"
             raise ValueError(msg)
         return value
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gate_names(cls, value: dict[str, bool]) -> dict[str, bool]:
+        for gate in value:
+            if not _GATE_NAME.fullmatch(gate):
+                msg = f"{show(gate)} is not a feature gate name; write it as --feature-gates does: DRAExtendedResource"
+                raise ValueError(msg)
+        return value
+
+    @property
+    def release_minor(self) -> kube_releases.Minor:
+        """The declared version's (major, minor); the newest supported when none is declared (read from EKS)."""
+        if self.kubernetes_version is None:
+            return kube_releases.EKS_MINORS[-1]
+        major, minor = self.kubernetes_version.removeprefix("v").split(".")[:2]
+        return int(major), int(minor)
 
     @field_validator("name")
     @classmethod

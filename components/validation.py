@@ -18,7 +18,7 @@ from components import versions
 from components.chart_archive import archive_problems
 from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing
 from components.refusals import StackConfigError, pydantic_problems, redact
-from policy.gpu_allocation.vocab import versioning
+from policy.gpu_allocation.vocab import kube_releases, versioning
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, GPU_OPERATOR, HYBRID
 from policy.gpu_allocation.vocab.owners import DRA_MIN_KUBERNETES, OWNER_KINDS, allocates_through_dra
@@ -253,6 +253,11 @@ def _dra_version_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[
 
 def _cluster_problems(config: StackConfig) -> Iterable[Problem]:
     cluster = config.cluster
+    for gate, why in kube_releases.refused_overrides(cluster.release_minor, cluster.feature_gates):
+        yield Problem(
+            f"cluster.featureGates.{gate}",
+            f"{why}: remove it (the version's default stands) or declare a kubernetesVersion where it can be set",
+        )
     if cluster.source == "eks" and (not cluster.name or not cluster.region):
         yield Problem("cluster", "source eks needs both name and region: set cluster.name and cluster.region")
     if cluster.source == "kubeconfig" and not cluster.kubeconfig:

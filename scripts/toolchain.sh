@@ -263,6 +263,10 @@ print_env() {
   # The provider is not put on PATH: it is registered into PULUMI_HOME with `pulumi plugin install --file`.
   printf 'export PATH=%q:%q:%q:%q:"$PATH"\n' "$PULUMI_DIR/bin" "$KUBE_DIR/bin" "$ETCD_DIR/bin" "$KWOK_DIR/bin"
   printf 'export EKS_HYBRID_GPU_PROVIDER_BIN=%q\n' "$PROVIDER_DIR/pulumi-resource-kubernetes"
+  # Every built Kubernetes version, for a local cluster of another version than the default on PATH.
+  local dirs="" version
+  for version in ${KUBE_VERSIONS//,/ }; do dirs+="${dirs:+,}$version=$TOOLCHAIN/kube-$version/bin"; done
+  printf 'export EKS_HYBRID_GPU_KUBE_DIRS=%q\n' "$dirs"
 }
 
 main() {

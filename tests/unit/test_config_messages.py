@@ -245,3 +245,45 @@ def test_a_number_too_long_to_print_is_refused(run: RunProgram) -> None:
         "settings: write it as key: value pairs"
     )
     assert recorder.registrations == []
+
+
+def _cluster(version: str, gates: dict[str, Any]) -> dict[str, Any]:
+    return _base_config(
+        cluster={"source": "local", "kubernetesVersion": version, "preflight": False, "featureGates": gates}
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "problem"),
+    [
+        pytest.param(
+            "1.37.2",
+            {"DRAExtendedResource": False},
+            f"{P}cluster.featureGates.DRAExtendedResource: is GA and locked to true in 1.37: remove it (the "
+            "version's default stands) or declare a kubernetesVersion where it can be set",
+            id="locked",
+        ),
+        pytest.param(
+            "1.34.4",
+            {"DRADerivedAttributes": True},
+            f"{P}cluster.featureGates.DRADerivedAttributes: is not a DRA gate this program knows",
+            id="unknown",
+        ),
+        pytest.param(
+            "1.34.4",
+            {"DRA\nExtendedResource": True},
+            f"{P}cluster.featureGates: 'DRA\\nExtendedResource' is not a feature gate name",
+            id="not-a-name",
+        ),
+    ],
+)
+def test_feature_gates_the_version_refuses_are_refused(version: str, gates: dict[str, Any], problem: str) -> None:
+    problems = _problems(_cluster(version, gates))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(problem), problems
+
+
+@pytest.mark.parametrize(("version", "gates"), [("1.34.4", {"DRAExtendedResource": True}), ("1.36.3", {})])
+def test_feature_gates_the_version_accepts_load(version: str, gates: dict[str, bool]) -> None:
+    config = load_stack_config(_cluster(version, gates), ROOT)
+    assert config.cluster.feature_gates == gates

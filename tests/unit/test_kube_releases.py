@@ -30,10 +30,10 @@ def test_a_stack_can_turn_the_alpha_gate_on_but_not_a_locked_one_off() -> None:
     assert release((1, 34), {DRA_EXTENDED_RESOURCE: True}).keeps_extended_resource_name is True
     assert release((1, 37), {DRA_EXTENDED_RESOURCE: False}).keeps_extended_resource_name is True
     assert refused_overrides((1, 37), {DRA_EXTENDED_RESOURCE: False}) == [
-        "DRAExtendedResource: is GA and locked to true in 1.37"
+        (DRA_EXTENDED_RESOURCE, "is GA and locked to true in 1.37")
     ]
     assert refused_overrides((1, 36), {DRA_EXTENDED_RESOURCE: False}) == []
-    assert refused_overrides((1, 34), {"DRADerivedAttributes": True})[0].startswith("DRADerivedAttributes: not a DRA")
+    assert refused_overrides((1, 34), {"DRADerivedAttributes": True})[0][1].startswith("is not a DRA gate")
 
 
 def test_old_kubelets_decide_the_cohort() -> None:

@@ -134,19 +134,18 @@ def release(minor: Minor, overrides: Mapping[str, bool] | None = None) -> Releas
     return Release(known, "resource.k8s.io/v1", gates)
 
 
-def refused_overrides(minor: Minor, overrides: Mapping[str, bool]) -> list[str]:
-    """The overrides a component of `minor` refuses to start with, each with why."""
+def refused_overrides(minor: Minor, overrides: Mapping[str, bool]) -> list[tuple[str, str]]:
+    """(gate, why) for each override a component of `minor` refuses to start with."""
     refused = []
+    name = f"{minor[0]}.{minor[1]}"
     for gate, wanted in sorted(overrides.items()):
         stage = stage_at(gate, min(minor, EKS_MINORS[-1]))
         if gate not in DRA_GATES:
-            refused.append(f"{gate}: not a DRA gate this program knows ({', '.join(sorted(DRA_GATES))})")
+            refused.append((gate, f"is not a DRA gate this program knows ({', '.join(sorted(DRA_GATES))})"))
         elif stage is None:
-            refused.append(f"{gate}: does not exist in Kubernetes {minor[0]}.{minor[1]}")
+            refused.append((gate, f"does not exist in Kubernetes {name}"))
         elif stage.locked and wanted != stage.default:
-            refused.append(
-                f"{gate}: is {stage.stage} and locked to {str(stage.default).lower()} in {minor[0]}.{minor[1]}"
-            )
+            refused.append((gate, f"is {stage.stage} and locked to {str(stage.default).lower()} in {name}"))
     return refused
 
 
