@@ -7,7 +7,6 @@ Each top-level field is one Pulumi config key in the `eks-hybrid-gpu` namespace 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Final, Literal
 
@@ -40,9 +39,6 @@ class _Strict(BaseModel):
 
 
 # ---------------------------------------------------------------- cluster
-
-_GATE_NAME: Final = re.compile(r"[A-Z][A-Za-z0-9]{0,63}", re.ASCII)
-"""A Kubernetes feature gate's name, as `--feature-gates` takes it."""
 
 
 class ClusterConfig(_Strict):
@@ -98,7 +94,7 @@ class ClusterConfig(_Strict):
     @classmethod
     def _gate_names(cls, value: dict[str, bool]) -> dict[str, bool]:
         for gate in value:
-            if not _GATE_NAME.fullmatch(gate):
+            if not grammar.FEATURE_GATE.fullmatch(gate):
                 msg = f"{show(gate)} is not a feature gate name; write it as --feature-gates does: DRAExtendedResource"
                 raise ValueError(msg)
         return value
@@ -426,6 +422,14 @@ class DraConfig(_Strict):
         default_factory=dict,
         alias="featureGates",
         description="DRA driver feature gates. Alpha gates are refused by the policy pack unless allow-listed.",
+    )
+    extended_resource_name: Literal["nvidia.com/gpu"] | None = Field(
+        default=None,
+        alias="extendedResourceName",
+        description="nvidia.com/gpu: keep the chart's gpu.nvidia.com DeviceClass mapping of that name (KEP-5004), so "
+        "pods asking nvidia.com/gpu are served through DRA claims on the DRA cohort, where the cluster's version and "
+        "the cohort's kubelets have DRAExtendedResource on (docs/versions.md). Unset: the mapping is removed and DRA "
+        "devices are reached through claims only.",
     )
     extra_selector: str | None = Field(
         default=None,
