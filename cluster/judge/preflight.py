@@ -1,17 +1,16 @@
 """Preflight against a live cluster: the GPU integration guide's `kubectl get nodes | jq -e` checks, as code.
 
-It reads the nodes each cohort selects and refuses to install when none match, when a device-plugin
-node is already MPS-capable (the exclusive-GPU path must not take over MPS ownership), when a selected
-node is an EKS Auto Mode node. It then refuses a cohort whose nodes something other than the cohort's owner
-already publishes (see
-`cluster.judge.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
+It reads the nodes each cohort selects and refuses to install when none match, when a device-plugin node is already
+MPS-capable (the exclusive-GPU path must not take over MPS ownership), when a selected node is an EKS Auto Mode node.
+It then refuses a cohort whose nodes something other than the cohort's owner already publishes
+(`cluster.judge.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
 physical devices before enabling either path"; and a cohort node whose GPUs a pod still holds through another
 mechanism than the owner's (`cluster.judge.consumers`): a host moved while busy. It refuses a cohort node whose own
 kubelet or container runtime (`status.nodeInfo`) does not meet the owner's floor, or cannot be read
 (`cluster.judge.node_facts`), and, where the DRA cohort keeps `nvidia.com/gpu` through its class (KEP-5004), a node
-whose kubelet or server has `DRAExtendedResource` off (`policy.gpu_allocation.vocab.kube_releases`). It refuses a plan that would start a cohort's allocator where another DaemonSet of
-it still runs (`cluster.judge.replacements`: a namespace move, a cohort rename). With a GPU Operator cohort it
-also refuses every GPU node outside that cohort that
+whose kubelet or server has `DRAExtendedResource` off (`policy.gpu_allocation.vocab.kube_releases`). It refuses a
+plan that would start a cohort's allocator where another DaemonSet of it still runs (`cluster.judge.replacements`: a
+namespace move, a cohort rename). With a GPU Operator cohort it also refuses every GPU node outside that cohort that
 lacks the operand opt-out (`cluster.judge.operator_boundary`).
 """
 
