@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
 from cluster.findings import show
 from components import versions
-from policy.gpu_allocation.vocab import grammar
+from policy.gpu_allocation.vocab import grammar, kube_releases
 from policy.gpu_allocation.vocab.cel import CelAttributeError, CelFragmentError, check_fragment
 from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
@@ -58,6 +58,13 @@ class ClusterConfig(_Strict):
         alias="kubernetesVersion",
         description="Cluster version, e.g. 1.34.4. Read from EKS for source eks; declared otherwise.",
     )
+    feature_gates: dict[str, bool] = Field(
+        default_factory=dict,
+        alias="featureGates",
+        description="DRA feature gates the cluster sets against its version's defaults, e.g. DRAExtendedResource: "
+        "true on 1.34/1.35 (docs/versions.md). The local default starts its control plane with them; the preflight "
+        "and `migrate` judge each cohort with them.",
+    )
     auto_mode: bool = Field(
         default=False,
         alias="autoMode",
@@ -82,6 +89,23 @@ class ClusterConfig(_Strict):
             msg = f"{show(value)} is not a Kubernetes version; write it as 1.34.4"
             raise ValueError(msg)
         return value
+
+    @field_validator("feature_gates")
+    @classmethod
+    def _gate_names(cls, value: dict[str, bool]) -> dict[str, bool]:
+        for gate in value:
+            if not grammar.FEATURE_GATE.fullmatch(gate):
+                msg = f"{show(gate)} is not a feature gate name; write it as --feature-gates does: DRAExtendedResource"
+                raise ValueError(msg)
+        return value
+
+    @property
+    def release_minor(self) -> kube_releases.Minor:
+        """The declared version's (major, minor); the newest supported when none is declared (read from EKS)."""
+        if self.kubernetes_version is None:
+            return kube_releases.EKS_MINORS[-1]
+        major, minor = self.kubernetes_version.removeprefix("v").split(".")[:2]
+        return int(major), int(minor)
 
     @field_validator("name")
     @classmethod
@@ -398,6 +422,14 @@ class DraConfig(_Strict):
         default_factory=dict,
         alias="featureGates",
         description="DRA driver feature gates. Alpha gates are refused by the policy pack unless allow-listed.",
+    )
+    extended_resource_name: Literal["nvidia.com/gpu"] | None = Field(
+        default=None,
+        alias="extendedResourceName",
+        description="nvidia.com/gpu: keep the chart's gpu.nvidia.com DeviceClass mapping of that name (KEP-5004), so "
+        "pods asking nvidia.com/gpu are served through DRA claims on the DRA cohort, where the cluster's version and "
+        "the cohort's kubelets have DRAExtendedResource on (docs/versions.md). Unset: the mapping is removed and DRA "
+        "devices are reached through claims only.",
     )
     extra_selector: str | None = Field(
         default=None,

@@ -43,13 +43,14 @@ def dra_driver_values(selector: Mapping[str, str], feature_gates: Mapping[str, b
 
 
 def without_extended_resource_name(args: pulumi.ResourceTransformArgs) -> pulumi.ResourceTransformResult | None:
-    """Drop `spec.extendedResourceName` from the chart's DeviceClasses.
+    """Drop `spec.extendedResourceName` from the chart's DeviceClasses, unless the stack keeps the name.
 
     On resource.k8s.io/v1 the chart's `gpu.nvidia.com` class declares `extendedResourceName:
-    nvidia.com/gpu` (KEP-5004). Where that alpha feature is on, pods asking for nvidia.com/gpu could be
-    served from DRA devices, so one GPU would be reachable through both mechanisms; where it is off
-    (Kubernetes 1.34, EKS), the API server drops the field and every preview shows a diff. Either way the
-    cohort boundary is better without it: DRA devices are reached through claims only.
+    nvidia.com/gpu` (KEP-5004). Where that feature is on (beta from 1.36), pods asking for nvidia.com/gpu are
+    served from DRA devices on nodes that do not publish the name through a device plugin; where it is off
+    (1.34, 1.35), the API server drops the field and every preview shows a diff. Unless `dra.extendedResourceName`
+    asks for the mapping (the move from the device plugin that keeps workloads unchanged), DRA devices are
+    reached through claims only.
     """
     if args.type_ != "kubernetes:resource.k8s.io/v1:DeviceClass":
         return None
@@ -76,6 +77,7 @@ class DraDriver(pulumi.ComponentResource):
         namespace: pulumi.Input[str],
         feature_gates: Mapping[str, bool],
         skip_await: bool,
+        keep_extended_resource_name: bool = False,
         project_dir: Path,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -92,7 +94,7 @@ class DraDriver(pulumi.ComponentResource):
             ownership=ownership,
             skip_await=skip_await,
             parent=self,
-            transforms=[without_extended_resource_name],
+            transforms=[] if keep_extended_resource_name else [without_extended_resource_name],
         )
         self.release_name = pulumi.Output.from_input(release)
         self.register_outputs({"release_name": self.release_name})

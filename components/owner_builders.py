@@ -67,6 +67,7 @@ def build_dra_driver(name: str, owned: CohortOwner, opts: pulumi.ResourceOptions
         chart=config.charts.of(DRA),
         namespace=owned.namespace,
         feature_gates=config.dra.feature_gates,
+        keep_extended_resource_name=config.dra.extended_resource_name is not None,
         skip_await=config.cluster.skip_await,
         project_dir=owned.project_dir,
         opts=opts,

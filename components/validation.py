@@ -18,7 +18,7 @@ from components import versions
 from components.chart_archive import archive_problems
 from components.config import ChartPin, CohortConfig, Mig, StackConfig, TimeSlicing
 from components.refusals import StackConfigError, pydantic_problems, redact
-from policy.gpu_allocation.vocab import versioning
+from policy.gpu_allocation.vocab import kube_releases, versioning
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, GPU_OPERATOR, HYBRID
 from policy.gpu_allocation.vocab.owners import DRA_MIN_KUBERNETES, OWNER_KINDS, allocates_through_dra
@@ -227,6 +227,7 @@ def _owner_problems(config: StackConfig, facts: ClusterFacts, at: CohortPath) ->
                 )
     if any(allocates_through_dra(cohort.owner, config.operator.mode) for cohort in config.cohorts):
         yield from _dra_version_problems(config, facts)
+    yield from _extended_resource_problems(config, facts)
 
 
 def _dra_version_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[Problem]:
@@ -251,8 +252,40 @@ def _dra_version_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[
         )
 
 
+def _extended_resource_problems(config: StackConfig, facts: ClusterFacts) -> Iterable[Problem]:
+    """Keeping `nvidia.com/gpu` through DRA needs KEP-5004 on at the cluster's version (or set on by the stack)."""
+    if config.dra.extended_resource_name is None:
+        return
+    if not any(cohort.owner == DRA for cohort in config.cohorts):
+        yield Problem(
+            "dra.extendedResourceName",
+            "is set, but no cohort has owner dra (the standalone driver's chart ships the mapping class; the GPU "
+            "Operator's maps no extended resource): remove it, or add a cohort with owner dra",
+        )
+        return
+    declared = facts.kubernetes_version or config.cluster.kubernetes_version
+    if declared is None:
+        return  # no version to judge by: the DRA version problem (or EKS's answer) comes first
+    major, minor = parse_control_plane_version(declared)[:2]
+    release = kube_releases.release((major, minor), config.cluster.feature_gates)
+    if not release.keeps_extended_resource_name:
+        yield Problem(
+            "dra.extendedResourceName",
+            f"keeps {config.dra.extended_resource_name} through DRA, but {kube_releases.DRA_EXTENDED_RESOURCE} is "
+            f"off in Kubernetes {release.name} (alpha, off by default until 1.36): pods asking "
+            f"{config.dra.extended_resource_name} would stay Pending on the DRA cohort. Upgrade the cluster to 1.36+, "
+            f"or turn the gate on in every control-plane component and kubelet and set "
+            f"cluster.featureGates.{kube_releases.DRA_EXTENDED_RESOURCE}: true, or remove dra.extendedResourceName",
+        )
+
+
 def _cluster_problems(config: StackConfig) -> Iterable[Problem]:
     cluster = config.cluster
+    for gate, why in kube_releases.refused_overrides(cluster.release_minor, cluster.feature_gates):
+        yield Problem(
+            f"cluster.featureGates.{gate}",
+            f"{why}: remove it (the version's default stands) or declare a kubernetesVersion where it can be set",
+        )
     if cluster.source == "eks" and (not cluster.name or not cluster.region):
         yield Problem("cluster", "source eks needs both name and region: set cluster.name and cluster.region")
     if cluster.source == "kubeconfig" and not cluster.kubeconfig:

@@ -21,6 +21,7 @@ import yaml
 from pulumi import automation as auto
 
 from eks_hybrid_gpu import projectdir
+from eks_hybrid_gpu.localpaths import KUBE_DIRS_ENV
 from policy.gpu_allocation.vocab.labels import PROJECT
 
 TOOLCHAIN_SCRIPT = projectdir.tool_file("scripts/toolchain.sh")
@@ -59,9 +60,13 @@ class Toolchain:
 
     path_entries: tuple[str, ...]
     provider_binary: Path
+    kube_dirs: str = ""
+    """`v1.34.4=DIR,v1.37.2=DIR`: every built Kubernetes version (the default one is on `path_entries`)."""
 
     def activate(self) -> None:
         """Put the tools first on this process's PATH (once), for the CLI and the subprocesses it starts."""
+        if self.kube_dirs:
+            os.environ[KUBE_DIRS_ENV] = self.kube_dirs
         if self.path_entries and os.environ.get("PATH", "").startswith(self.path_entries[0]):
             return
         os.environ["PATH"] = os.pathsep.join([*self.path_entries, os.environ.get("PATH", "")])
@@ -79,13 +84,15 @@ def ensure_toolchain() -> Toolchain:
         msg = f"scripts/toolchain.sh failed with exit code {result.returncode}; its progress output above says where"
         raise RuntimeError(msg)
     path_entries: tuple[str, ...] = ()
-    provider = ""
+    provider = kube_dirs = ""
     for line in result.stdout.splitlines():
         if line.startswith("export PATH="):
             path_entries = tuple(p.strip("'\"") for p in line.removeprefix("export PATH=").split(":")[:-1])
         elif line.startswith("export EKS_HYBRID_GPU_PROVIDER_BIN="):
             provider = line.split("=", 1)[1].strip("'\"")
-    return Toolchain(path_entries, Path(provider))
+        elif line.startswith(f"export {KUBE_DIRS_ENV}="):
+            kube_dirs = line.split("=", 1)[1].strip("'\"")
+    return Toolchain(path_entries, Path(provider), kube_dirs)
 
 
 @dataclass(frozen=True)

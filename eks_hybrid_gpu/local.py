@@ -22,7 +22,7 @@ from pulumi import automation as auto
 
 from cluster.client import kubeclient
 from cluster.records.ledger import ledger_namespace
-from components.config import StackConfig
+from components.config import ClusterConfig, StackConfig
 from eks_hybrid_gpu import chartmirror, cluster_access, engine, localcluster, placement, projectdir, simulate
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.engine import engine_state_dir
@@ -70,13 +70,24 @@ def created_objects(deployment: Mapping[str, Any] | None) -> list[str]:
     return sorted(objects)
 
 
-def start_cluster(cluster_dir: Path, toolchain: engine.Toolchain) -> localcluster.LocalCluster:
-    """The running local cluster with kwok, or a new one: control plane, workload controllers, scheduler, kwok."""
+def start_cluster(
+    cluster_dir: Path, toolchain: engine.Toolchain, config: ClusterConfig | None = None
+) -> localcluster.LocalCluster:
+    """The running local cluster with kwok, or a new one: control plane, workload controllers, scheduler, kwok.
+
+    A new one runs the stack's declared `kubernetesVersion` (by its minor) with its `featureGates`.
+    """
     toolchain.activate()
     try:
         cluster = localcluster.attach(cluster_dir)
     except localcluster.LocalClusterError:
-        return localcluster.start(cluster_dir, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
+        return localcluster.start(
+            cluster_dir,
+            controllers=localcluster.WORKLOAD_CONTROLLERS,
+            kwok=True,
+            kubernetes_version=config.kubernetes_version if config else None,
+            feature_gates=config.feature_gates if config else None,
+        )
     missing = set(localcluster.WORKLOAD_CONTROLLERS) - set(localcluster.controllers_of(cluster_dir))
     if missing or "kube-scheduler" not in localcluster.running(cluster_dir):
         msg = (
@@ -90,6 +101,13 @@ def start_cluster(cluster_dir: Path, toolchain: engine.Toolchain) -> localcluste
     elif "device-manager" not in localcluster.running(cluster_dir):
         localcluster.start_device_manager(cluster)
     return cluster
+
+
+def _same_minor(running: str, declared: str | None) -> bool:
+    """Whether the running server is of the declared minor (any, when none is declared)."""
+    if declared is None:
+        return True
+    return running.removeprefix("v").split(".")[:2] == declared.removeprefix("v").split(".")[:2]
 
 
 def simulate_nodes(kube: kubeclient.Kube, config: StackConfig, timeout: float = NODES_READY_TIMEOUT_SECONDS) -> None:
@@ -128,11 +146,20 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     cluster_dir = local_state_dir()
     toolchain = engine.ensure_toolchain()
     try:
-        cluster = start_cluster(cluster_dir, toolchain)
+        cluster = start_cluster(cluster_dir, toolchain, config.cluster)
     except localcluster.LocalClusterError as error:
         print(f"local up: {error}", file=sys.stderr)
         return 1
     kube = cluster_access.connect(str(cluster.kubeconfig))
+    running = str(kube.get("/version").get("gitVersion", ""))
+    _print(f"Kubernetes {running} (the stack declares {config.cluster.kubernetes_version or 'no version'})")
+    if not _same_minor(running, config.cluster.kubernetes_version):
+        print(
+            f"local up: the running local cluster is {running}, the stack declares "
+            f"{config.cluster.kubernetes_version}; run `eks-hybrid-gpu local down`, then `local up` again",
+            file=sys.stderr,
+        )
+        return 1
     simulate_nodes(kube, config)
     _print(
         "\nSimulated nodes (kwok and the simulated device manager play their kubelet; no GPU exists behind them;"

@@ -1,13 +1,14 @@
-"""A throw-away Kubernetes 1.34 control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager.
+"""A throw-away Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver, kube-controller-manager.
 
-It serves resource.k8s.io/v1 (DRA) like a real 1.34 cluster and runs the garbage-collector and namespace
-controllers, so Pulumi's foreground deletes and namespace deletes complete. By itself it has no nodes and
-no kubelet. With `kwok=True` (what `eks-hybrid-gpu local up` starts) it also runs kube-scheduler, the
-workload controllers of a real cluster (`WORKLOAD_CONTROLLERS`), kwok, which plays the kubelet of
-simulated nodes (they turn Ready and keep heartbeating, their pods go Running/Ready, and Job pods
-Succeeded), and the simulated device manager, which plays the kubelet's device part: each node publishes the
-GPUs its allocator pods publish. Everything listens on loopback only (kwok and the device manager serve
-nothing at all), lives in one state directory, and is stopped by pid.
+It runs one of the toolchain's versions (`scripts/toolchain-versions.env`: 1.34.4, the seed's floor, and 1.37.2),
+with that version's feature-gate defaults unless asked otherwise, serves resource.k8s.io/v1 (DRA) and runs the
+garbage-collector and namespace controllers, so Pulumi's foreground deletes and namespace deletes complete. By
+itself it has no nodes and no kubelet. With `kwok=True` (what `eks-hybrid-gpu local up` starts) it also runs
+kube-scheduler, the workload controllers of a real cluster (`WORKLOAD_CONTROLLERS`), kwok, which plays the kubelet
+of simulated nodes (they turn Ready and keep heartbeating, their pods go Running/Ready, and Job pods Succeeded), and
+the simulated device manager, which plays the kubelet's device part: each node publishes the GPUs its allocator
+pods publish. Everything listens on loopback only (kwok and the device manager serve nothing at all), lives in one
+state directory, and is stopped by pid.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from eks_hybrid_gpu import projectdir
+from eks_hybrid_gpu.localpaths import kube_dirs
 
 DEFAULT_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
 WORKLOAD_CONTROLLERS = (
@@ -88,7 +90,25 @@ def _free_port() -> int:
         return port
 
 
-def _binary(name: str) -> str:
+def kube_bin_dir(version: str) -> Path:
+    """The bin directory of the built Kubernetes whose minor is `version`'s (`1.37`, `1.37.2`, `v1.34.4`)."""
+    wanted = ".".join(version.removeprefix("v").split(".")[:2])
+    built = kube_dirs()
+    matches = sorted(v for v in built if ".".join(v.removeprefix("v").split(".")[:2]) == wanted)
+    if not matches:
+        have = ", ".join(sorted(built)) or "none"
+        msg = (
+            f"Kubernetes {version} is not built (built: {have}); add its version to KUBE_VERSIONS in "
+            "scripts/toolchain-versions.env and run scripts/toolchain.sh, or declare a built one in "
+            "cluster.kubernetesVersion"
+        )
+        raise LocalClusterError(msg)
+    return built[matches[-1]]
+
+
+def _binary(name: str, bin_dir: Path | None = None) -> str:
+    if bin_dir is not None and (bin_dir / name).is_file():
+        return str(bin_dir / name)
     found = shutil.which(name)
     if found is None:
         msg = f"{name} is not on PATH; run `scripts/toolchain.sh` and put its bin directories on PATH"
@@ -181,19 +201,25 @@ def start(
     scheduler: bool = False,
     kwok: bool = False,
     timeout: float = READY_TIMEOUT_SECONDS,
+    kubernetes_version: str | None = None,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> LocalCluster:
     """Start etcd, the API server and the controller manager (and the scheduler when asked); wait for /readyz.
 
-    `kwok=True` also starts kwok for the annotated simulated nodes (and implies the scheduler). On any failure
-    everything started so far is stopped and the state directory removed.
+    `kwok=True` also starts kwok for the annotated simulated nodes (and implies the scheduler). `kubernetes_version`
+    picks a built version by its minor (None: the one on PATH, the toolchain's default); `feature_gates` go to every
+    control-plane component, the rest stay at that version's defaults. On any failure everything started so far is
+    stopped and the state directory removed.
     """
     if state_dir.exists() and any(_alive(state_dir, n) for n in ("etcd", "kube-apiserver")):
         msg = f"a local cluster is already running from {state_dir}; run `eks-hybrid-gpu local down` first"
         raise LocalClusterError(msg)
+    bin_dir = kube_bin_dir(kubernetes_version) if kubernetes_version else None
     shutil.rmtree(state_dir, ignore_errors=True)
     state_dir.mkdir(parents=True, mode=0o700)
     try:
-        cluster = _start_all(state_dir, controllers, scheduler or kwok, timeout)
+        gates = ",".join(f"{gate}={str(on).lower()}" for gate, on in sorted((feature_gates or {}).items()))
+        cluster = _start_all(state_dir, controllers, scheduler or kwok, timeout, bin_dir, gates)
         if kwok:
             start_kwok(cluster)
         return cluster
@@ -202,8 +228,11 @@ def start(
         raise
 
 
-def _start_all(state: Path, controllers: tuple[str, ...], scheduler: bool, timeout: float) -> LocalCluster:
-    etcd, apiserver = _binary("etcd"), _binary("kube-apiserver")
+def _start_all(
+    state: Path, controllers: tuple[str, ...], scheduler: bool, timeout: float, bin_dir: Path | None, gates: str
+) -> LocalCluster:
+    etcd, apiserver = _binary("etcd"), _binary("kube-apiserver", bin_dir)
+    gate_flags = [f"--feature-gates={gates}"] if gates else []
     etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
     token = secrets.token_hex(16)
     (state / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
@@ -259,13 +288,14 @@ def _start_all(state: Path, controllers: tuple[str, ...], scheduler: bool, timeo
             f"--service-account-issuer={server}",
             f"--service-account-key-file={state / 'sa.key'}",
             f"--service-account-signing-key-file={state / 'sa.key'}",
+            *gate_flags,
         ],
     )
     cluster = LocalCluster(state, server, token)
     _write_kubeconfig(cluster)
     _wait_ready(cluster, timeout)
     _progress(f"API server ready at {server}")
-    manager = _binary("kube-controller-manager")
+    manager = _binary("kube-controller-manager", bin_dir)
     _progress(f"starting kube-controller-manager ({', '.join(controllers)})")
     _start(
         state,
@@ -280,6 +310,7 @@ def _start_all(state: Path, controllers: tuple[str, ...], scheduler: bool, timeo
             f"--cert-dir={state / 'kcm-certs'}",
             f"--service-account-private-key-file={state / 'sa.key'}",
             "--use-service-account-credentials=false",
+            *gate_flags,
         ],
     )
     if scheduler:
@@ -288,12 +319,13 @@ def _start_all(state: Path, controllers: tuple[str, ...], scheduler: bool, timeo
             state,
             "kube-scheduler",
             [
-                _binary("kube-scheduler"),
+                _binary("kube-scheduler", bin_dir),
                 f"--kubeconfig={cluster.kubeconfig}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
                 f"--secure-port={_free_port()}",
                 f"--cert-dir={state / 'scheduler-certs'}",
+                *gate_flags,
             ],
         )
     (state / "cluster.json").write_text(json.dumps({"server": server}))

@@ -17,6 +17,18 @@ CACHE_ENV: Final = "EKS_HYBRID_GPU_CACHE"
 """The cache root (default ~/.cache/eks-hybrid-gpu); the local cluster's state is its `local-cluster/`."""
 LOCAL_KUBECONFIG_ENV: Final = "EKS_HYBRID_GPU_KUBECONFIG"
 """The kubeconfig a local stack's program uses instead of the local cluster's own (the engine and tests set it)."""
+KUBE_DIRS_ENV: Final = "EKS_HYBRID_GPU_KUBE_DIRS"
+"""`v1.34.4=DIR,v1.37.2=DIR`: each built Kubernetes version's bin directory (`scripts/toolchain.sh --print-env`)."""
+
+
+def kube_dirs(environ: Mapping[str, str] = os.environ) -> dict[str, Path]:
+    """The built Kubernetes versions and their bin directories, as the toolchain's environment lists them."""
+    dirs = {}
+    for entry in environ.get(KUBE_DIRS_ENV, "").split(","):
+        version, _, directory = entry.partition("=")
+        if version and directory:
+            dirs[version] = Path(directory)
+    return dirs
 
 
 def local_state_dir(environ: Mapping[str, str] = os.environ) -> Path:

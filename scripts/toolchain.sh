@@ -172,7 +172,15 @@ kube_ldflags() {
 }
 
 # ---------------------------------------------------------------- kube-apiserver, controller-manager, scheduler
+# Every version of KUBE_VERSIONS, each in its own kube-<version> folder (the helpers above read KUBE_VERSION).
 ensure_kube() {
+  local version
+  for version in ${KUBE_VERSIONS//,/ }; do
+    (KUBE_VERSION=$version; KUBE_DIR="$TOOLCHAIN/kube-$version"; ensure_kube_version)
+  done
+}
+
+ensure_kube_version() {
   local bins=("$KUBE_DIR/bin/kube-apiserver" "$KUBE_DIR/bin/kube-controller-manager" "$KUBE_DIR/bin/kube-scheduler")
   if have_all "${bins[@]}"; then log "kubernetes $KUBE_VERSION: cached"; return; fi
   mkdir -p "$KUBE_DIR/bin"
@@ -186,7 +194,7 @@ ensure_kube() {
   else
     log "kubernetes $KUBE_VERSION: building from the Go module proxy (about 15-25 min on 2 cores)"
     go_build_env
-    kube_module kube-bins kube-apiserver kube-controller-manager kube-scheduler
+    kube_module "kube-bins-$KUBE_VERSION" kube-apiserver kube-controller-manager kube-scheduler
     local ld
     ld=$(kube_ldflags)
     local cmd
@@ -196,7 +204,7 @@ ensure_kube() {
       mv "$KUBE_DIR/bin/$cmd.partial" "$KUBE_DIR/bin/$cmd"
     done
   fi
-  log "kubernetes: $("$KUBE_DIR/bin/kube-apiserver" --version)"
+  log "kubernetes $KUBE_VERSION: $("$KUBE_DIR/bin/kube-apiserver" --version)"
 }
 
 # ---------------------------------------------------------------- etcd
@@ -255,6 +263,10 @@ print_env() {
   # The provider is not put on PATH: it is registered into PULUMI_HOME with `pulumi plugin install --file`.
   printf 'export PATH=%q:%q:%q:%q:"$PATH"\n' "$PULUMI_DIR/bin" "$KUBE_DIR/bin" "$ETCD_DIR/bin" "$KWOK_DIR/bin"
   printf 'export EKS_HYBRID_GPU_PROVIDER_BIN=%q\n' "$PROVIDER_DIR/pulumi-resource-kubernetes"
+  # Every built Kubernetes version, for a local cluster of another version than the default on PATH.
+  local dirs="" version
+  for version in ${KUBE_VERSIONS//,/ }; do dirs+="${dirs:+,}$version=$TOOLCHAIN/kube-$version/bin"; done
+  printf 'export EKS_HYBRID_GPU_KUBE_DIRS=%q\n' "$dirs"
 }
 
 main() {

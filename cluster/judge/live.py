@@ -59,6 +59,8 @@ class LiveCluster:
     """The ledger, the migration record and the Leases, when the namespace that holds them was given."""
     nodes_listed: int = 0
     """How many nodes the cluster has (the node list's length); `nodes` keeps the ones in scope."""
+    server_version: str | None = None
+    """The API server's `gitVersion` (`/version`); None when not read."""
 
 
 @contextmanager
@@ -93,8 +95,19 @@ def _runtime_classes(kube: Kube) -> tuple[list[dict[str, Any]] | None, str | Non
         return None, str(error).removeprefix("preflight: ")
 
 
+def _server_version(kube: Kube) -> str | None:
+    """The API server's `gitVersion`; None where `/version` does not answer one (judged only where it matters)."""
+    try:
+        with refused_as_live_read():
+            found = kube.get_or_none("/version", what="the server version")
+    except LiveReadError:
+        return None
+    version = (found or {}).get("gitVersion")
+    return version if isinstance(version, str) else None
+
+
 def live_cluster(lists: Lists, kube: Kube, records: Records | None) -> LiveCluster:
-    """The lists with the RuntimeClasses and records: the LiveCluster the preflight judges."""
+    """The lists with the RuntimeClasses, records and server version: the LiveCluster the preflight judges."""
     runtime_classes, runtime_error = _runtime_classes(kube)  # listed last: only a reused class needs them
     return LiveCluster(
         lists.nodes,
@@ -106,6 +119,7 @@ def live_cluster(lists: Lists, kube: Kube, records: Records | None) -> LiveClust
         runtime_error,
         records,
         lists.nodes_listed,
+        _server_version(kube),
     )
 
 

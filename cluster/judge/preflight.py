@@ -1,16 +1,16 @@
 """Preflight against a live cluster: the GPU integration guide's `kubectl get nodes | jq -e` checks, as code.
 
-It reads the nodes each cohort selects and refuses to install when none match, when a device-plugin
-node is already MPS-capable (the exclusive-GPU path must not take over MPS ownership), when a selected
-node is an EKS Auto Mode node. It then refuses a cohort whose nodes something other than the cohort's owner
-already publishes (see
-`cluster.judge.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
+It reads the nodes each cohort selects and refuses to install when none match, when a device-plugin node is already
+MPS-capable (the exclusive-GPU path must not take over MPS ownership), when a selected node is an EKS Auto Mode node.
+It then refuses a cohort whose nodes something other than the cohort's owner already publishes
+(`cluster.judge.publishers`): the guide's "verify that there is no other plugin/Operator publishing the same
 physical devices before enabling either path"; and a cohort node whose GPUs a pod still holds through another
 mechanism than the owner's (`cluster.judge.consumers`): a host moved while busy. It refuses a cohort node whose own
 kubelet or container runtime (`status.nodeInfo`) does not meet the owner's floor, or cannot be read
-(`cluster.judge.node_facts`). It refuses a plan that would start a cohort's allocator where another DaemonSet of
-it still runs (`cluster.judge.replacements`: a namespace move, a cohort rename). With a GPU Operator cohort it
-also refuses every GPU node outside that cohort that
+(`cluster.judge.node_facts`), and, where the DRA cohort keeps `nvidia.com/gpu` through its class (KEP-5004), a node
+whose kubelet or server has `DRAExtendedResource` off (`policy.gpu_allocation.vocab.kube_releases`). It refuses a
+plan that would start a cohort's allocator where another DaemonSet of it still runs (`cluster.judge.replacements`: a
+namespace move, a cohort rename). With a GPU Operator cohort it also refuses every GPU node outside that cohort that
 lacks the operand opt-out (`cluster.judge.operator_boundary`).
 """
 
@@ -23,13 +23,14 @@ from cluster.findings import Problem
 from cluster.judge import operator_boundary
 from cluster.judge.consumers import consumers_by_node, mechanism_of, other_mechanism
 from cluster.judge.live import LiveCluster
-from cluster.judge.node_facts import check_node, node_owner
+from cluster.judge.node_facts import check_node, node_owner, parse_reported_version, reported
 from cluster.judge.owner_change import check_ledger
 from cluster.judge.publishers import foreign, labels_of, observe
 from cluster.judge.replacements import check_replacements
 from cluster.judge.stack_view import StackView
 from cluster.records.migration import Migration, namespace_key
-from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, MPS_CAPABLE_LABEL
+from policy.gpu_allocation.vocab import kube_releases
+from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
 from policy.gpu_allocation.vocab.selectors import selects, selects_node
 
 Node = Mapping[str, Any]
@@ -157,6 +158,54 @@ def check_node_facts(config: StackView, nodes: Sequence[Node]) -> list[Problem]:
     return problems
 
 
+def _minor(version: object) -> kube_releases.Minor | None:
+    found = parse_reported_version(version)
+    return (found[0], found[1]) if found is not None else None
+
+
+def check_kept_name(config: StackView, live: LiveCluster) -> list[Problem]:
+    """Where the DRA cohort keeps `nvidia.com/gpu` (KEP-5004), the server and every cohort kubelet have the gate.
+
+    The gate must be on in the control plane and in the kubelet that prepares the claim, so each node is judged by
+    the older of the server (`/version`, else the declared version) and its own kubelet.
+    """
+    name = config.dra.extended_resource_name
+    if name is None:
+        return []
+    control = _minor(live.server_version) or _minor(config.cluster.kubernetes_version)
+    problems: list[Problem] = []
+    for i, cohort in enumerate(config.cohorts):
+        if cohort.owner != DRA:
+            continue
+        selector = cohort.selector(config.cohort_label_key)
+        for node in (n for n in live.nodes if selects_node(selector, n)):
+            kubelet = _minor(reported(node)[0])
+            if control is None or kubelet is None:
+                problems.append(
+                    Problem(
+                        "dra.extendedResourceName",
+                        f"keeps {name} through DRA on cohort {cohort.name}, but the preflight cannot tell whether "
+                        f"{kube_releases.DRA_EXTENDED_RESOURCE} is on at node {_name(node)} (server "
+                        f"{live.server_version or 'version unknown'}, kubelet {reported(node)[0] or 'unknown'}), and "
+                        "it does not pass what it cannot read: check the node's kubelet (`kubelet --version`)",
+                    )
+                )
+                continue
+            release = kube_releases.effective(control, [kubelet], config.cluster.feature_gates)
+            if not release.keeps_extended_resource_name:
+                problems.append(
+                    Problem(
+                        f"cohorts[{i}].nodeSelector",
+                        f"selects node {_name(node)}, whose kubelet {reported(node)[0]} (server "
+                        f"{live.server_version or config.cluster.kubernetes_version}) has "
+                        f"{kube_releases.DRA_EXTENDED_RESOURCE} off (Kubernetes {release.name}): pods asking {name} "
+                        "would stay Pending there. Upgrade the node's kubelet to 1.36+ (nodeadm upgrade), or take the "
+                        f"node out of cohort {cohort.name}, or remove dra.extendedResourceName",
+                    )
+                )
+    return problems
+
+
 def check_runtime_class(config: StackView, live: LiveCluster) -> list[Problem]:
     """Where the program reuses an existing RuntimeClass (hostsHaveNvidiaHandler false), it exists in the cluster.
 
@@ -222,6 +271,7 @@ def check(
         + changes
         + check_replacements(config, live, stack, skip=moved)
         + check_node_facts(config, live.nodes)
+        + check_kept_name(config, live)
         + check_runtime_class(config, live)
         + operator_boundary.check(config, live.nodes, live.slices)
     )

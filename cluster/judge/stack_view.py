@@ -8,7 +8,7 @@ and the commands hand it down), and a test can hand down any object of this shap
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from cluster.records.ledger import NamespacesView
@@ -56,6 +56,29 @@ class OperatorView(Protocol):
         ...
 
 
+class DraView(Protocol):
+    """The DRA settings the judgments read."""
+
+    @property
+    def extended_resource_name(self) -> str | None:
+        """`nvidia.com/gpu` when the DRA cohort keeps that name through its class (KEP-5004), else None."""
+        ...
+
+
+class ClusterView(Protocol):
+    """What the stack declares of its cluster."""
+
+    @property
+    def kubernetes_version(self) -> str | None:
+        """The declared control-plane version (EKS reports its own)."""
+        ...
+
+    @property
+    def feature_gates(self) -> Mapping[str, bool]:
+        """DRA gates set against the version's defaults."""
+        ...
+
+
 class StackView(Protocol):
     """A stack's cohorts and the settings the judgments of the live cluster read."""
 
@@ -72,6 +95,16 @@ class StackView(Protocol):
     @property
     def namespaces(self) -> NamespacesView:
         """Where each owner kind is installed."""
+        ...
+
+    @property
+    def dra(self) -> DraView:
+        """The DRA settings."""
+        ...
+
+    @property
+    def cluster(self) -> ClusterView:
+        """What the stack declares of its cluster."""
         ...
 
     @property

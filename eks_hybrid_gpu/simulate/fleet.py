@@ -5,12 +5,14 @@ from __future__ import annotations
 from components.config import Mig, StackConfig, TimeSlicing
 from eks_hybrid_gpu.simulate.model import (
     AUTO_NODE_NAME,
+    DEFAULT_KUBELET_VERSION,
     NFD_NVIDIA_PCI_LABEL,
     NODES_PER_COHORT,
     GpuGroup,
     SimNode,
     Simulation,
 )
+from policy.gpu_allocation.vocab import versioning
 from policy.gpu_allocation.vocab.labels import (
     AUTO_MODE,
     COMPUTE_TYPE_LABEL,
@@ -45,10 +47,21 @@ def _cohort_nodes(config: StackConfig, index: int) -> list[SimNode]:
                 "gpus": gpus,
                 "mpsCapable": False,
                 "labels": labels,
+                **_kubelet_of(config),
             }
         )
         for i in range(NODES_PER_COHORT)
     ]
+
+
+def _kubelet_of(config: StackConfig) -> dict[str, str]:
+    """A kubelet of the stack's declared version (nodeadm installs the cluster's own) with the default's EKS build."""
+    declared = config.cluster.kubernetes_version
+    found = versioning.parse(declared, partial=True) if declared else None
+    if found is None:
+        return {}
+    build = DEFAULT_KUBELET_VERSION.split("-", 1)[1]
+    return {"kubeletVersion": f"v{found.major}.{found.minor}.{found.patch}-{build}"}
 
 
 def fleet_for(config: StackConfig) -> Simulation:

@@ -1031,6 +1031,28 @@ def test_dra_chart_device_classes_lose_extended_resource_name(run: RunProgram) -
     assert strip(_transform_args(True, "kubernetes:apps/v1:DaemonSet", _daemonset_props())) is None
 
 
+def test_dra_chart_keeps_the_mapping_when_the_stack_keeps_the_gpu_name(run: RunProgram) -> None:
+    """dra.extendedResourceName: the chart's class keeps `nvidia.com/gpu` (KEP-5004); only the label transform runs."""
+    kept = _both_cohorts(dra={"extendedResourceName": "nvidia.com/gpu"})
+    kept["cluster"] = {**kept["cluster"], "kubernetesVersion": "1.37.2"}
+    device_class: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": {"name": "gpu.nvidia.com"},
+        "spec": {"selectors": [{"cel": {"expression": "x"}}], "extendedResourceName": "nvidia.com/gpu"},
+    }
+
+    def rendered(config: dict[str, Any]) -> dict[str, Any]:
+        props = device_class
+        for transform in run(config).transforms["gpu-dra-chart"]:
+            result = transform(_transform_args(True, "kubernetes:resource.k8s.io/v1:DeviceClass", props))
+            props = result.props if result is not None else props
+        return dict(props["spec"])
+
+    assert rendered(kept)["extendedResourceName"] == "nvidia.com/gpu"
+    assert "extendedResourceName" not in rendered(_both_cohorts())
+
+
 # ---------------------------------------------------------------- components constructed directly
 
 

@@ -13,6 +13,7 @@ from components.validation import load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
 from tests.support.configs import (
     DIGEST_IMAGE,
+    DRA_COHORT,
     PLUGIN_COHORT,
     Recorder,
     RunProgram,
@@ -245,3 +246,84 @@ def test_a_number_too_long_to_print_is_refused(run: RunProgram) -> None:
         "settings: write it as key: value pairs"
     )
     assert recorder.registrations == []
+
+
+def _cluster(version: str, gates: dict[str, Any]) -> dict[str, Any]:
+    return _base_config(
+        cluster={"source": "local", "kubernetesVersion": version, "preflight": False, "featureGates": gates}
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "gates", "problem"),
+    [
+        pytest.param(
+            "1.37.2",
+            {"DRAExtendedResource": False},
+            f"{P}cluster.featureGates.DRAExtendedResource: is GA and locked to true in 1.37: remove it (the "
+            "version's default stands) or declare a kubernetesVersion where it can be set",
+            id="locked",
+        ),
+        pytest.param(
+            "1.34.4",
+            {"DRADerivedAttributes": True},
+            f"{P}cluster.featureGates.DRADerivedAttributes: is not a DRA gate this program knows",
+            id="unknown",
+        ),
+        pytest.param(
+            "1.34.4",
+            {"DRA\nExtendedResource": True},
+            f"{P}cluster.featureGates: 'DRA\\nExtendedResource' is not a feature gate name",
+            id="not-a-name",
+        ),
+    ],
+)
+def test_feature_gates_the_version_refuses_are_refused(version: str, gates: dict[str, Any], problem: str) -> None:
+    problems = _problems(_cluster(version, gates))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(problem), problems
+
+
+@pytest.mark.parametrize(("version", "gates"), [("1.34.4", {"DRAExtendedResource": True}), ("1.36.3", {})])
+def test_feature_gates_the_version_accepts_load(version: str, gates: dict[str, bool]) -> None:
+    config = load_stack_config(_cluster(version, gates), ROOT)
+    assert config.cluster.feature_gates == gates
+
+
+def _keeping_the_name(version: str, gates: dict[str, bool], *cohorts: dict[str, Any]) -> dict[str, Any]:
+    return _base_config(
+        cluster={"source": "local", "kubernetesVersion": version, "preflight": False, "featureGates": gates},
+        cohorts=list(cohorts) or [cohort(DRA_COHORT)],
+        dra={"extendedResourceName": "nvidia.com/gpu"},
+    )
+
+
+def test_keeping_the_gpu_name_where_kep_5004_is_off_is_refused_naming_gate_version_and_fix() -> None:
+    problems = _problems(_keeping_the_name("1.35.4", {}))
+    assert problems == [
+        f"{P}dra.extendedResourceName: keeps nvidia.com/gpu through DRA, but DRAExtendedResource is off in "
+        "Kubernetes 1.35 (alpha, off by default until 1.36): pods asking nvidia.com/gpu would stay Pending on the "
+        "DRA cohort. Upgrade the cluster to 1.36+, or turn the gate on in every control-plane component and kubelet "
+        "and set cluster.featureGates.DRAExtendedResource: true, or remove dra.extendedResourceName"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "gates"), [("1.36.3", {}), ("1.37.2", {}), ("1.34.4", {"DRAExtendedResource": True})]
+)
+def test_keeping_the_gpu_name_loads_where_the_gate_is_on(version: str, gates: dict[str, bool]) -> None:
+    config = load_stack_config(_keeping_the_name(version, gates), ROOT)
+    assert config.dra.extended_resource_name == "nvidia.com/gpu"
+
+
+def test_keeping_the_gpu_name_without_a_dra_cohort_is_refused() -> None:
+    problems = _problems(_keeping_the_name("1.37.2", {}, cohort(PLUGIN_COHORT)))
+    assert problems[0].startswith(f"{P}dra.extendedResourceName: is set, but no cohort has owner dra"), problems
+
+
+def test_only_nvidia_gpu_can_be_kept() -> None:
+    config = _keeping_the_name("1.37.2", {})
+    config["dra"]["extendedResourceName"] = "nvidia.com/gpu.shared"
+    problems = _problems(config)
+    assert len(problems) == 1
+    assert problems[0].startswith(f"{P}dra.extendedResourceName:"), problems
