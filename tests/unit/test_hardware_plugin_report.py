@@ -48,8 +48,28 @@ def report(request: pytest.FixtureRequest) -> dict[str, Any]:
     return loaded
 
 
+def _runs_with(step: str) -> list[Path]:
+    """The committed runs that took a step: a test of that step runs on each of them, never skipped on the rest."""
+    return [path for path in REPORTS if any(s["name"] == step for s in json.loads(path.read_text())["steps"])]
+
+
+MOVED = _runs_with(MOVE_STEP)
+SLICED_FROM_DAEMONSET = _runs_with(SLICED_DAEMONSET_STEP)
+MOVED_BACK = _runs_with(BACK_STEP)
+SLICED = [path for path in REPORTS if "timeSlicing" in json.loads(path.read_text())["published"]]
+
+
+def _on(runs: list[Path]) -> pytest.MarkDecorator:
+    return pytest.mark.parametrize("report", runs, ids=[p.name for p in runs], indirect=True)
+
+
+@pytest.mark.parametrize("runs", [MOVED, SLICED_FROM_DAEMONSET, MOVED_BACK, SLICED])
+def test_every_kind_of_run_is_committed(runs: list[Path]) -> None:
+    assert runs, "no committed hardware report took this step"
+
+
 def _step(report: dict[str, Any], name: str) -> dict[str, Any]:
-    found = [step for step in report["steps"] if step["name"] == name]
+    found: list[dict[str, Any]] = [step for step in report["steps"] if step["name"] == name]
     assert len(found) == 1, f"step {name!r} is not in the report once"
     return found[0]
 
@@ -183,9 +203,8 @@ def test_the_simulated_kubelet_publishes_what_the_real_kubelet_published(report:
     assert simulated == report["published"]["default"]
 
 
+@_on(SLICED)
 def test_the_simulation_follows_the_real_plugin_through_removal_and_time_slicing(report: dict[str, Any]) -> None:
-    if "timeSlicing" not in report["published"]:
-        pytest.skip("this run did not reach the time-slicing config")
     host = _simulated_host(report)
     labels = _step(report, KUBELET_STEP)["detail"]["labels"]
     # The DaemonSet's pod gone: the real kubelet kept the resource in capacity with allocatable 0, as simulated.
@@ -199,14 +218,9 @@ def test_the_simulation_follows_the_real_plugin_through_removal_and_time_slicing
     assert report["probes"]["timeSlicing"]["status"] == "pass"
 
 
-def _moved(report: dict[str, Any]) -> dict[str, Any]:
-    if not any(step["name"] == MOVE_STEP for step in report["steps"]):
-        pytest.skip("this run made no owner change")
-    return _step(report, MOVE_STEP)["detail"]
-
-
+@_on(MOVED)
 def test_the_owner_change_released_the_plugins_gpu_before_dra_published_it(report: dict[str, Any]) -> None:
-    moved = _moved(report)
+    moved = _step(report, MOVE_STEP)["detail"]
     assert list(moved["phases"]) == PHASES
     # The kubelet kept the plugin's resources in capacity with nothing allocatable; the DRA driver's slice came after.
     after = report["published"]["afterMove"]
@@ -232,10 +246,10 @@ def _allocators(change: dict[str, Any]) -> list[str]:
     return pods + list(hosts)
 
 
+@_on(MOVED)
 def test_after_the_change_the_dra_claim_was_allocated_the_published_gpu_and_the_probe_passed(
     report: dict[str, Any],
 ) -> None:
-    _moved(report)
     detail = _step(report, DRA_SMOKE_STEP)["detail"]
     (allocation,) = detail["allocation"]
     published = report["resourceSlice"]["spec"]
@@ -249,8 +263,8 @@ def test_after_the_change_the_dra_claim_was_allocated_the_published_gpu_and_the_
     assert probe["device"]["uuid"] == report["probes"]["default"]["device"]["uuid"]
 
 
+@_on(MOVED)
 def test_the_simulated_slice_of_the_card_is_what_the_dra_driver_published(report: dict[str, Any]) -> None:
-    _moved(report)
     host = _simulated_host(report)
     simulated = simulate.resource_slice(host, "uid")
     assert simulated is not None
@@ -265,11 +279,10 @@ def test_the_simulated_slice_of_the_card_is_what_the_dra_driver_published(report
     assert device["capacity"] == real["capacity"]
 
 
+@_on(SLICED_FROM_DAEMONSET)
 def test_the_time_sliced_plugin_ran_from_the_daemonset_and_its_config_manager_chose_the_programs_config(
     report: dict[str, Any],
 ) -> None:
-    if not any(step["name"] == SLICED_DAEMONSET_STEP for step in report["steps"]):
-        pytest.skip("this run ran the time-slicing plugin as a host process")
     detail = _step(report, SLICED_DAEMONSET_STEP)["detail"]
     assert detail["pod"]["ownerKind"] == "DaemonSet"
     assert detail["pod"]["owner"] == ["device-plugin", "allocator"]
@@ -285,9 +298,8 @@ def test_the_time_sliced_plugin_ran_from_the_daemonset_and_its_config_manager_ch
     assert detail["published"] == report["published"]["timeSlicing"]
 
 
+@_on(MOVED_BACK)
 def test_the_move_back_wiped_the_drivers_slice_before_the_plugin_published_again(report: dict[str, Any]) -> None:
-    if not any(step["name"] == BACK_STEP for step in report["steps"]):
-        pytest.skip("this run did not move back")
     detail = _step(report, BACK_STEP)["detail"]
     assert list(detail["phases"]) == PHASES
     # The kubelet deletes an unregistered driver's slices after its 30 s wiping delay (pkg/kubelet/cm/dra).
@@ -301,8 +313,8 @@ def test_the_move_back_wiped_the_drivers_slice_before_the_plugin_published_again
     assert report["probes"]["back"]["device"]["uuid"] == report["probes"]["default"]["device"]["uuid"]
 
 
+@_on(MOVED)
 def test_the_simulation_follows_the_real_kubelet_through_both_owner_changes(report: dict[str, Any]) -> None:
-    _moved(report)
     host = _simulated_host(report)
     labels = _step(report, KUBELET_STEP)["detail"]["labels"]
     published = report["published"]
