@@ -278,6 +278,9 @@ def _start_all(
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             "--bind-address=127.0.0.1",
             "--advertise-address=127.0.0.1",
+            # 1.37 refuses a loopback advertise address for the `kubernetes` Service's endpoints; nothing here
+            # reaches the API server through that Service (kwok's pods run nowhere), so no reconciler keeps them.
+            "--endpoint-reconciler-type=none",
             f"--secure-port={api_port}",
             f"--cert-dir={state / 'apiserver-certs'}",
             f"--token-auth-file={state / 'tokens.csv'}",
