@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the local default: builds the toolchain if needed, starts a local Kubernetes 1.34 cluster
-# on 127.0.0.1 with simulated hybrid GPU nodes (kwok), and runs `pulumi up` of stacks/Pulumi.local.yaml with
+# The main job on the local default: builds the toolchain if needed, starts a local Kubernetes cluster (1.37.2,
+# or the version stacks/Pulumi.local.yaml declares) on 127.0.0.1 with simulated hybrid GPU nodes (kwok), and runs `pulumi up` of stacks/Pulumi.local.yaml with
 # the policy pack. `scripts/local-up.sh [up] --chart-mirror DIR` takes the charts from a mirror folder.
 # `scripts/local-up.sh down` destroys the stack and stops the cluster.
 set -euo pipefail

@@ -89,6 +89,7 @@ def fleet_for(config: StackConfig) -> Simulation:
                 "cpu": "8",
                 "memory": "32Gi",
                 "labels": auto_labels,
+                **_kubelet_of(config),
             }
         )
     )

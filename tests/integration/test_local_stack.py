@@ -50,7 +50,7 @@ def test_local_stack_lifecycle(
     assert ownership["operatorMode"] is None
     assert result.outputs["smokeJobs"].value == {"plugin": "hybrid-gpu-plugin-smoke", "dra": "hybrid-gpu-dra-smoke"}
 
-    # The 1.34 API server accepted the DRA objects and their CEL selectors.
+    # The API server (1.37, the local default) accepted the DRA objects and their CEL selectors.
     large = get_cluster_object(cluster.kubeconfig, "resource.k8s.io", "v1", "deviceclasses", "hybrid-large-gpu")
     assert 'isGreaterThan(quantity("40Gi"))' in large["spec"]["selectors"][0]["cel"]["expression"]
     apps = client.AppsV1Api(api(cluster.kubeconfig))

@@ -297,7 +297,8 @@ def test_the_local_fleet_reports_kubelets_and_runtimes_the_preflight_accepts(con
 
     assert {
         (n["status"]["nodeInfo"]["kubeletVersion"], n["status"]["nodeInfo"]["containerRuntimeVersion"]) for n in nodes
-    } == {("v1.34.4-eks-3025e55", "containerd://2.0.5")}
+    } == {(f"v{config.cluster.kubernetes_version}-eks-3025e55", "containerd://2.0.5")}
+    assert config.cluster.kubernetes_version == "1.37.2"
     assert check_node_facts(config, nodes) == []
 
 
@@ -309,9 +310,10 @@ def test_simulate_fleet_prints_the_local_fleet_as_a_cohorts_file_to_edit(
 
     assert simulate.load(text, "fleet.yaml") == simulate.fleet_for(config)
     # A person rehearses an old host: the kubeletVersion line of sim-dra-1's entry changed.
+    declared = f"v{config.cluster.kubernetes_version}-eks-3025e55"
     head, entry = text.split("- name: sim-dra-1\n")
-    old = simulate.load(head + "- name: sim-dra-1\n" + entry.replace("v1.34.4-eks-3025e55", "v1.31.9-eks-1", 1))
-    assert {n.name: n.kubelet_version for n in old.nodes if n.kubelet_version != "v1.34.4-eks-3025e55"} == {
+    old = simulate.load(head + "- name: sim-dra-1\n" + entry.replace(declared, "v1.31.9-eks-1", 1))
+    assert {n.name: n.kubelet_version for n in old.nodes if n.kubelet_version != declared} == {
         "sim-dra-1": "v1.31.9-eks-1"
     }
     assert simulate.main(["fleet", "--stack", "nope"]) == 1
