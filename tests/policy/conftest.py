@@ -6,6 +6,9 @@ unknown sentinels raise on access), exactly as ``_PolicyAnalyzerServicer.Analyze
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pulumi
 import pytest
 
 from tests.support.policy_harness import (
@@ -16,3 +19,15 @@ from tests.support.policy_harness import (
 @pytest.fixture(scope="session")
 def harness() -> Harness:
     return Harness()
+
+
+@pytest.fixture(autouse=True)
+def no_stack_config() -> Iterator[None]:
+    """Each test starts with no stack config, as an analyzer of a stack without config does.
+
+    The pack reads the stack's config from ``pulumi.runtime`` (where the engine's ``PULUMI_CONFIG`` lands), and
+    ``run_program`` leaves the last program's config there; a test that wants one sets it itself.
+    """
+    pulumi.runtime.set_all_config({})
+    yield
+    pulumi.runtime.set_all_config({})

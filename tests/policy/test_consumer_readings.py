@@ -505,7 +505,8 @@ def test_the_operator_releases_mig_strategy_reaches_its_device_plugin(
 
 def test_the_review_items_are_advisories() -> None:
     assert OPERATOR_OPERAND_TOLERATIONS_REVIEWED.enforcement_level == EnforcementLevel.ADVISORY
-    assert DRA_EXTENDED_RESOURCE_NAME_UNIQUE.enforcement_level == EnforcementLevel.ADVISORY
+    # Issue 40 made two classes mapping one name a refusal (tests/policy/test_name_mapping.py).
+    assert DRA_EXTENDED_RESOURCE_NAME_UNIQUE.enforcement_level == EnforcementLevel.MANDATORY
 
 
 @pytest.mark.parametrize(
@@ -551,7 +552,7 @@ def dra_pinned_classes() -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("second", [True, False], ids=["two-classes", "one-class"])
-def test_a_second_device_class_with_the_same_extended_resource_name_is_reviewed(harness: Harness, second: bool) -> None:
+def test_a_second_device_class_with_the_same_extended_resource_name_is_refused(harness: Harness, second: bool) -> None:
     classes = dra_pinned_classes()
     mapped = [c for c in classes if c["spec"].get("extendedResourceName") == "nvidia.com/gpu"]
     assert [c["metadata"]["name"] for c in mapped] == ["gpu.nvidia.com"]
@@ -566,7 +567,7 @@ def test_a_second_device_class_with_the_same_extended_resource_name_is_reviewed(
     assert "DeviceClass 'gpu.nvidia.com'" in message
     assert "DeviceClass 'hybrid-full-gpu'" in message
     assert "spec.extendedResourceName 'nvidia.com/gpu'" in message
-    assert "Review" in message
+    assert "Keep spec.extendedResourceName on exactly one of them" in message
 
 
 # --------------------------------------------------------------------------- the pack's layers

@@ -150,16 +150,26 @@ def _mandatory_findings(harness: Harness, items: list[Item]) -> list[str]:
 
 
 NO_OPERATOR = ["driver-ownership-consistent", "operator-cr-exclusive", "operator-hooks-kept"]
+NO_MAPPING = ["dra-extended-resource-one-publisher"]
+"""No example stack keeps the DRA chart's mapping (dra.extendedResourceName)."""
+NO_PLAIN_REQUEST = [*NO_MAPPING, "dra-extended-resource-request-served"]
+"""No plain nvidia.com/gpu request beside a DRA driver (local and mixed have one: the device-plugin smoke Job)."""
+NO_CLASS = [*NO_PLAIN_REQUEST, "dra-extended-resource-name-unique"]
 IDLE = {
-    "device-plugin": sorted([*NO_OPERATOR, "dra-feature-gates-allowlisted", "dra-webhook-needs-tls"]),
-    "dra": sorted([*NO_OPERATOR, "dra-webhook-needs-tls", "mig-strategy-consistent"]),
-    "local": sorted([*NO_OPERATOR, "dra-webhook-needs-tls"]),
-    "mixed": sorted([*NO_OPERATOR, "dra-webhook-needs-tls"]),
-    "operator-cluster-policy": ["dra-webhook-needs-tls", "gpu-discovery-affinity-kept", "mig-strategy-consistent"],
-    "operator-gpu-cluster": ["dra-webhook-needs-tls", "gpu-discovery-affinity-kept", "mig-strategy-consistent"],
+    "device-plugin": sorted([*NO_OPERATOR, *NO_CLASS, "dra-feature-gates-allowlisted", "dra-webhook-needs-tls"]),
+    "dra": sorted([*NO_OPERATOR, *NO_PLAIN_REQUEST, "dra-webhook-needs-tls", "mig-strategy-consistent"]),
+    "local": sorted([*NO_OPERATOR, *NO_MAPPING, "dra-webhook-needs-tls"]),
+    "mixed": sorted([*NO_OPERATOR, *NO_MAPPING, "dra-webhook-needs-tls"]),
+    "operator-cluster-policy": sorted(
+        [*NO_CLASS, "dra-webhook-needs-tls", "gpu-discovery-affinity-kept", "mig-strategy-consistent"]
+    ),
+    "operator-gpu-cluster": sorted(
+        [*NO_PLAIN_REQUEST, "dra-webhook-needs-tls", "gpu-discovery-affinity-kept", "mig-strategy-consistent"]
+    ),
 }
 """The mandatory policies with nothing to judge in each example stack (no Operator, no DRA webhook, no MIG, no
-standalone discovery DaemonSet): every other one judged something and passed, so a pass here is no skip."""
+standalone discovery DaemonSet, no name mapping): every other one judged something and passed, so a pass here is no
+skip."""
 
 
 @pytest.mark.parametrize("stack", STACKS)

@@ -15,7 +15,8 @@ Families (``pack.py`` serves their ``POLICIES`` in this order):
   (time-slicing-config-attached), ``mig`` (mig-strategy-consistent); ``cohorts`` is the device-plugin cohorts
 - :mod:`rules.dra`: ``api_current`` (dra-api-current), ``feature_gates`` (dra-feature-gates-allowlisted, with
   ``driver_gates``: how the driver reads its gates), ``webhook`` (dra-webhook-needs-tls), ``extended_resource_names``
-  (dra-extended-resource-name-unique)
+  (dra-extended-resource-name-unique), ``mapped_name_publishers`` (dra-extended-resource-one-publisher),
+  ``plain_requests`` (dra-extended-resource-request-served), ``mapping_gate`` (dra-extended-resource-gate-on)
 - :mod:`rules.drivers`: ``driver_ownership`` (driver-ownership-consistent, driver-verification-declared),
   ``chart_versions`` (chart-version-pinned), ``operator_hooks`` (operator-hooks-kept)
 
@@ -36,5 +37,8 @@ What the rules read, bottom up:
 - :mod:`rules.fail_closed`: the resource-validator wrapper that reports what it could not read
 - :mod:`rules.installations`: one GPU install and what it renders; :mod:`rules.ledger`: the ledger ConfigMap;
   :mod:`rules.stack_view`: a stack's resources, installs and ledger; :mod:`rules.plugin_configs`: where a
-  device plugin's configs come from
+  device plugin's configs come from; :mod:`rules.name_mapping`: the KEP-5004 name mapping (mapping classes, who
+  publishes a name where, plain requests)
+- :mod:`rules.cluster_version`: the cluster's Kubernetes version and gates, from the stack's config or the policy
+  config (the only module that reads ``pulumi.runtime`` config)
 """

@@ -1,4 +1,4 @@
-"""DRA policies: current API shapes, reviewed feature gates, a webhook with TLS; one module per rule.
+"""DRA policies: current API shapes, reviewed feature gates, a webhook with TLS, the name mapping; one module per rule.
 
 The seed's words for each rule are in its module; this package lists the family's policies in README order.
 """
@@ -10,11 +10,17 @@ from typing import Final
 from .api_current import DRA_API_CURRENT
 from .extended_resource_names import DRA_EXTENDED_RESOURCE_NAME_UNIQUE
 from .feature_gates import DRA_FEATURE_GATES_ALLOWLISTED
+from .mapped_name_publishers import DRA_EXTENDED_RESOURCE_ONE_PUBLISHER
+from .mapping_gate import DRA_EXTENDED_RESOURCE_GATE_ON
+from .plain_requests import DRA_EXTENDED_RESOURCE_REQUEST_SERVED
 from .webhook import DRA_WEBHOOK_NEEDS_TLS
 
 __all__ = [
     "DRA_API_CURRENT",
+    "DRA_EXTENDED_RESOURCE_GATE_ON",
     "DRA_EXTENDED_RESOURCE_NAME_UNIQUE",
+    "DRA_EXTENDED_RESOURCE_ONE_PUBLISHER",
+    "DRA_EXTENDED_RESOURCE_REQUEST_SERVED",
     "DRA_FEATURE_GATES_ALLOWLISTED",
     "DRA_WEBHOOK_NEEDS_TLS",
     "POLICIES",
@@ -25,4 +31,7 @@ POLICIES: Final = (
     DRA_FEATURE_GATES_ALLOWLISTED,
     DRA_WEBHOOK_NEEDS_TLS,
     DRA_EXTENDED_RESOURCE_NAME_UNIQUE,
+    DRA_EXTENDED_RESOURCE_ONE_PUBLISHER,
+    DRA_EXTENDED_RESOURCE_REQUEST_SERVED,
+    DRA_EXTENDED_RESOURCE_GATE_ON,
 )
