@@ -22,7 +22,11 @@ from pulumi_policy import EnforcementLevel, PolicyConfigSchema, StackValidationP
 
 import policy.gpu_allocation.pack
 from policy.gpu_allocation.pack import PACK_NAME, build_policies
-from policy.gpu_allocation.rules.sdk_internals import AnalyzerServicer
+from policy.gpu_allocation.rules.sdk_internals import (
+    STACK_CONFIG_ENV,
+    AnalyzerServicer,
+    take_stack_config_from_configure_stack,
+)
 from tests.support.policy_harness import ROOT, Harness
 
 pytestmark = pytest.mark.policy
@@ -288,6 +292,24 @@ def test_real_analyzer_reports_with_default_level(harness: Harness) -> None:
     assert "not pinned by an @sha256: digest" in diagnostics[0].message
     not_applicable = {n.policy_name for n in response.not_applicable}
     assert "chart-version-pinned" in not_applicable
+
+
+def test_the_stack_config_of_configure_stack_reaches_the_policies(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(STACK_CONFIG_ENV, raising=False)
+    take_stack_config_from_configure_stack()
+    take_stack_config_from_configure_stack()  # twice is once
+    servicer = _servicer()
+    cluster = json.dumps({"source": "local", "kubernetesVersion": "1.34.4"})
+    request = proto.AnalyzerStackConfigureRequest(stack="s", project="p", config={"eks-hybrid-gpu:cluster": cluster})
+    servicer.ConfigureStack(request, None)
+    assert json.loads(os.environ[STACK_CONFIG_ENV]) == {"eks-hybrid-gpu:cluster": cluster}
+    # A config the engine already put in the environment (the old shim's) is not replaced; an empty one is none.
+    monkeypatch.setenv(STACK_CONFIG_ENV, '{"eks-hybrid-gpu:cluster": "{}"}')
+    servicer.ConfigureStack(request, None)
+    assert os.environ[STACK_CONFIG_ENV] == '{"eks-hybrid-gpu:cluster": "{}"}'
+    monkeypatch.delenv(STACK_CONFIG_ENV)
+    servicer.ConfigureStack(proto.AnalyzerStackConfigureRequest(stack="s"), None)
+    assert STACK_CONFIG_ENV not in os.environ
 
 
 def test_pack_config_overrides_enforcement_level_and_thresholds(harness: Harness) -> None:

@@ -4,9 +4,10 @@ What a DeviceClass's ``spec.extendedResourceName`` does depends on the version (
 ``DRAExtendedResource``: alpha and off in 1.34 and 1.35, on from 1.36), and the pack cannot ask the cluster. Two
 places can tell it:
 
-- **the stack's config.** The engine starts an analyzer with the stack's config in ``PULUMI_CONFIG`` (pulumi/pulumi
-  #3612, "Support Config ... from Policy Packs"), and pulumi-policy copies it into ``pulumi.runtime`` config before
-  every Analyze call (``_PolicyAnalyzerServicer._configure_runtime_settings``). This program's stacks declare
+- **the stack's config.** The engine sends it in the analyzer's ``ConfigureStack`` call; the pack keeps it where
+  pulumi-policy reads config (``sdk_internals.take_stack_config_from_configure_stack``), and pulumi-policy copies it
+  into ``pulumi.runtime`` config before every Analyze call. ``tests/integration/test_pack_reads_the_version.py``
+  shows it arriving in a real preview. This program's stacks declare
   ``eks-hybrid-gpu:cluster.kubernetesVersion`` and ``.featureGates`` there (``components/config.py``).
 - **the policy config** of the policy that needs it (``kubernetesVersion``, ``featureGates``,
   ``oldestKubeletVersion``), for a stack of another program, or one of this program's whose version EKS reports at

@@ -11,6 +11,14 @@ Two behaviours of the SDK have no public API, and the pack needs both:
   "not applicable" result. A wrapper that must see "not applicable" before the SDK does (``fail_closed``: report
   the fields it could not read instead) catches it: :data:`NotApplicable`.
 
+- The engine hands an analyzer the stack's config in its ``ConfigureStack`` call
+  (``AnalyzerStackConfigureRequest.config``, pulumi ``sdk/go/common/resource/plugin/analyzer_plugin.go``), and,
+  only where it starts the pack through the old ``pulumi-analyzer-policy-<runtime>`` shim, in ``PULUMI_CONFIG``
+  too. pulumi-policy 1.21.0 reads ``PULUMI_CONFIG`` into ``pulumi.runtime`` config before every Analyze call and
+  drops the request's config, so a pack started as an executable (``policy/analyzer``) or by a language host would
+  never see the stack's ``kubernetesVersion``: :func:`take_stack_config_from_configure_stack` puts the request's
+  config where the SDK reads it.
+
 The benchmarks and the pack's tests also drive the SDK's gRPC servicer in-process (no analyzer subprocess), for
 which the SDK has no public name either: :data:`AnalyzerServicer`.
 
@@ -21,6 +29,8 @@ When the pin moves, check both against the new SDK's ``proxy.py`` and ``policy.p
 
 from __future__ import annotations
 
+import json
+import os
 from typing import Any, Final
 
 from pulumi_policy.policy import _NotApplicableError, _PolicyAnalyzerServicer
@@ -41,3 +51,27 @@ _TARGET_KEY: Final = "__target"
 def proxy_target(proxy: Any) -> Any:
     """The plain container an SDK proxy wraps (its items may be proxies again)."""
     return proxy[_TARGET_KEY]
+
+
+STACK_CONFIG_ENV: Final = "PULUMI_CONFIG"
+"""Where pulumi-policy reads the stack's config from (``pulumi.runtime.get_config_env``)."""
+
+
+def take_stack_config_from_configure_stack() -> None:
+    """Make the servicer keep the stack config the engine sends in ``ConfigureStack`` (before the pack serves).
+
+    A config already in the environment (the shim's) is left alone; an empty request changes nothing. Without this,
+    the policies that need the version say they cannot know it (fail closed), never guess.
+    """
+    original = AnalyzerServicer.ConfigureStack
+    if getattr(original, "keeps_stack_config", False):
+        return
+
+    def configure_stack(self: Any, request: Any, context: Any) -> Any:
+        config = dict(request.config)
+        if config and not os.environ.get(STACK_CONFIG_ENV):
+            os.environ[STACK_CONFIG_ENV] = json.dumps(config)
+        return original(self, request, context)
+
+    configure_stack.keeps_stack_config = True  # type: ignore[attr-defined]
+    setattr(AnalyzerServicer, "ConfigureStack", configure_stack)  # noqa: B010 (a method of the SDK, replaced)
