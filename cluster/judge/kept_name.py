@@ -17,11 +17,13 @@ from typing import Any, Final
 
 from cluster.judge.consumers import DEVICE_PLUGIN, pod_resource_consumers
 from cluster.judge.node_facts import parse_reported_version, reported
+from cluster.judge.operator_boundary import untolerated
 from cluster.judge.publishers import positive_count
 from policy.gpu_allocation.vocab import kube_releases
-from policy.gpu_allocation.vocab.selectors import selects
+from policy.gpu_allocation.vocab.selectors import Placement, conjunction_satisfiable
 
 Obj = Mapping[str, Any]
+REQUIRED: Final = "requiredDuringSchedulingIgnoredDuringExecution"
 
 MAPPING_CLASS: Final = "gpu.nvidia.com"
 """The DRA chart 0.5.0's DeviceClass that maps `nvidia.com/gpu` where the stack keeps the name (dra_driver.py)."""
@@ -121,9 +123,21 @@ def _controller(pod: Obj) -> str | None:
 
 
 def _admits(pod: Obj, node: Obj) -> bool:
-    """The pod's `spec.nodeSelector` admits the node (required node affinity is not read: it may admit fewer)."""
-    wanted = (pod.get("spec") or {}).get("nodeSelector") or {}
-    return selects(wanted, (node.get("metadata") or {}).get("labels") or {})
+    """The scheduler would let the pod onto the node: its nodeSelector and a required affinity term, its taints.
+
+    Placement through the vocabulary's one reading (`selectors.Placement`): the node's labels become requirements
+    on each key the placement names. A requirement that cannot be read constrains nothing there.
+    """
+    spec = pod.get("spec") or {}
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(REQUIRED) or {}).get("nodeSelectorTerms")
+    placement = Placement.of(spec.get("nodeSelector") or {}, required)
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    fits = False
+    for alternative in placement.alternatives():
+        facts = [(k, "In", (str(labels[k]),)) if k in labels else (k, "DoesNotExist", ()) for k, _, _ in alternative]
+        fits = fits or conjunction_satisfiable([*alternative, *facts])
+    taints = (node.get("spec") or {}).get("taints") or []
+    return fits and not untolerated(taints, spec.get("tolerations") or [])
 
 
 def stranded(pods: Iterable[Obj], moving: Sequence[str], nodes: Iterable[Obj], kept: str | None) -> list[str]:
@@ -131,7 +145,8 @@ def stranded(pods: Iterable[Obj], moving: Sequence[str], nodes: Iterable[Obj], k
 
     After the move those nodes publish no device-plugin resource; a resource `kept` through a mapping class stays
     served there. A pod keeps a place where another node publishes the resource (allocatable above 0) and its
-    nodeSelector admits that node. Each entry: `ns/pod (ReplicaSet x) asks nvidia.com/gpu.shared`.
+    placement (nodeSelector, required node affinity) and tolerations admit that node. Each entry:
+    `ns/pod (ReplicaSet x) asks nvidia.com/gpu.shared`.
     """
     others = [n for n in nodes if _name(n) not in moving]
     found = []

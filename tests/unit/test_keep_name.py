@@ -15,9 +15,11 @@ import yaml
 from cluster.client.kubeclient import DEVICE_CLASSES
 from cluster.client.waits import WaitTimedOut
 from cluster.judge.kept_name import gate_refusal, mapping_classes, node_gates, shadowing_refusal, stranded
+from cluster.judge.node_state import NodeState
 from cluster.records.migration import Migration
 from components.mid_migration import apply_to_raw
 from eks_hybrid_gpu import migrate
+from eks_hybrid_gpu.movehost import MoveRefused, refuse_unkept_name
 from tests.support.configs import hybrid_node
 from tests.support.fake_kube import FakeKube
 from tests.unit.test_migrate import NODES, NS, RECORD, _args, cluster, publish
@@ -246,3 +248,51 @@ def test_the_phases_before_install_carry_no_mapping_and_install_keeps_it() -> No
         assert ("extendedResourceName" in changed["dra"]) is kept, phase
         assert changed["dra"].get("featureGates") == {}
     assert raw["dra"]["extendedResourceName"] == NAME  # the file's values are left alone
+
+
+def test_a_taint_or_a_required_affinity_that_shuts_the_pod_out_is_no_place() -> None:
+    tainted = _node("c", "v1.37.2", {NAME: "4"})
+    tainted["spec"] = {"taints": [{"key": NAME, "effect": "NoSchedule"}]}
+    assert stranded([_pod("t-1", "a")], ["a"], [tainted], None) == [
+        "ai/t-1 (ReplicaSet trainer-5d9) asks nvidia.com/gpu"
+    ]
+    tolerant = _pod("t-1", "a")
+    tolerant["spec"]["tolerations"] = [{"key": NAME, "operator": "Exists"}]
+    assert stranded([tolerant], ["a"], [tainted], None) == []
+    pinned = _pod("t-1", "a")
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["a", "b"]}]}
+    pinned["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    open_node = _node("c", "v1.37.2", {NAME: "4"})
+    assert stranded([pinned], ["a"], [open_node], None) == ["ai/t-1 (ReplicaSet trainer-5d9) asks nvidia.com/gpu"]
+    open_node["metadata"]["labels"]["kubernetes.io/hostname"] = "b"
+    assert stranded([pinned], ["a"], [open_node], None) == []
+
+
+@pytest.mark.parametrize(
+    ("server", "kubelet", "classes", "says"),
+    [
+        ("v1.37.2", "v1.34.4-eks-3", [MAPPING], "Kubernetes 1.34 (the older of server and kubelet) has it off"),
+        ("v1.37.2", "v1.37.2-eks-1", [MAPPING], None),
+        ("v1.34.4", "v1.34.4-eks-3", [], None),  # no class maps a name: nothing to keep
+        (None, "v1.37.2-eks-1", [MAPPING], "what cannot be read is not passed"),
+    ],
+)
+def test_move_host_into_dra_where_a_class_maps_a_name_needs_the_gate_on_that_node(
+    server: str | None, kubelet: str, classes: list[dict[str, Any]], says: str | None
+) -> None:
+    kube = FakeKube()
+    if server is not None:
+        kube.objects["/version"] = {"gitVersion": server}
+    for found in classes:
+        kube.objects[f"{DEVICE_CLASSES}/{found['metadata']['name']}"] = found
+    state = NodeState(_node("gpu-1", kubelet), (), (), {}, (), ())
+    if says is None:
+        refuse_unkept_name(kube, state, "dra")  # type: ignore[arg-type]
+        return
+    with pytest.raises(MoveRefused) as refused:
+        refuse_unkept_name(kube, state, "dra")  # type: ignore[arg-type]
+    assert str(refused.value).startswith("node gpu-1 into cohort dra (dra): cohort dra cannot keep nvidia.com/gpu")
+    assert says in str(refused.value)
+    assert kube.writes == []
