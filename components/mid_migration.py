@@ -12,6 +12,7 @@ from typing import Any
 
 from cluster.findings import Problem
 from cluster.records.migration import Migration
+from policy.gpu_allocation.vocab.labels import DRA
 
 
 def apply_to_raw(raw: Mapping[str, Any], migration: Migration) -> tuple[dict[str, Any], list[Problem]]:
@@ -38,4 +39,20 @@ def apply_to_raw(raw: Mapping[str, Any], migration: Migration) -> tuple[dict[str
     if migration.keeps_namespaces():
         namespaces = changed.get("namespaces")
         changed["namespaces"] = {**(namespaces if isinstance(namespaces, dict) else {}), **migration.kept_namespaces}
+    _without_unused_mapping(changed, cohorts)
     return changed, []
+
+
+def _without_unused_mapping(changed: dict[str, Any], cohorts: list[Any]) -> None:
+    """Drop `dra.extendedResourceName` from a phase in which no cohort is owned by dra.
+
+    A stack file that moves its device-plugin cohort to DRA keeping `nvidia.com/gpu` declares the target: owner dra
+    and the mapping. Until the install phase the cohort keeps its old owner, no DRA chart is installed, so the
+    mapping class does not exist yet and the setting maps nothing (the config refuses it there as unused).
+    """
+    dra = changed.get("dra")
+    if not isinstance(dra, dict) or "extendedResourceName" not in dra:
+        return
+    if any(isinstance(c, dict) and c.get("owner") == DRA for c in cohorts):
+        return
+    changed["dra"] = {key: value for key, value in dra.items() if key != "extendedResourceName"}

@@ -24,9 +24,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cluster.client import names
-from cluster.client.kubeclient import Kube, KubeApiError
+from cluster.client.kubeclient import DEVICE_CLASSES, Kube, KubeApiError
 from cluster.client.waits import NodeChanges, WaitTimedOut, wait_for
 from cluster.judge.consumers import mechanism_of, other_mechanism
+from cluster.judge.kept_name import gate_refusal, minor_of, node_gates
+from cluster.judge.live import server_version
 from cluster.judge.node_state import NodeState, read_state
 from cluster.records.leases import LeaseHeld, LeaseLost, Leases, held_on, show_held
 from cluster.records.ledger import LedgerCohort, LedgerError
@@ -185,6 +187,29 @@ def plan_move(state: NodeState, cohorts: Mapping[str, LedgerCohort], to: str) ->
     return key, str(selector[key]), current
 
 
+def refuse_unkept_name(kube: Kube, state: NodeState, to: str) -> None:
+    """MoveRefused where a DeviceClass maps a name into DRA (KEP-5004) and the gate is off for this node.
+
+    The scheduler of a new control plane would place pods asking that name on the host through DRA, and a kubelet
+    without the gate cannot prepare the claim it made; the older of server and kubelet decides. move-host has no
+    stack file, so gates are the version's defaults: a cluster that turned the gate on earlier is refused too.
+    """
+    names = sorted(
+        {
+            str(c["spec"]["extendedResourceName"])
+            for c in kube.items(DEVICE_CLASSES)
+            if c.get("spec", {}).get("extendedResourceName")
+        }
+    )
+    if not names:
+        return
+    server = server_version(kube)
+    why = gate_refusal(", ".join(names), to, server, node_gates(minor_of(server), [state.node], {}), {})
+    if why is not None:
+        msg = f"node {state.name} into cohort {to} (dra): {why}; nothing was changed"
+        raise MoveRefused(msg)
+
+
 def _settled(state: NodeState, owner: str) -> tuple[bool, str]:
     """Only `owner`'s allocators left on a node already labelled for it, the other mechanism's publication gone."""
     others = [p.what for p in state.allocators if p.owner != owner]
@@ -223,6 +248,8 @@ def _move(kube: Kube, request: MoveRequest, leases: Leases | None) -> int:
     owner = cohorts[request.to].owner
     rerun = request.rerun()
     already = before.labels.get(key) == value
+    if not already and owner == DRA:
+        refuse_unkept_name(kube, before, request.to)
     stray = other_mechanism(before.consumers, mechanism_of(owner))
     settled, _ = _settled(before, owner)
     _say(

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from cluster.client.kubeclient import Kube, KubeApiError, segment
+from cluster.client.kubeclient import DEVICE_CLASSES, Kube, KubeApiError, segment
 from cluster.client.waits import RETRY_BUDGET_SECONDS, NodeChanges, retrying, wait_for
 from cluster.judge.node_state import TRANSIT_ANNOTATION, NodeState, read_state
 
@@ -149,6 +149,32 @@ def wait_published(
             f"spec.nodeName={node}`), then run `{rerun}` again",
             changes,
         )
+
+
+def wait_mapped(
+    kube: Kube, name: str, device_class: str, timeout: float, progress: Callable[[str], None], rerun: str
+) -> None:
+    """Wait until DeviceClass `device_class` maps the extended resource `name` (KEP-5004), before any uncordon.
+
+    The scheduler serves a plain `name` request through DRA only on a class that maps it; a node uncordoned before
+    the class exists would turn every pod asking `name` away from it.
+    """
+    path = f"{DEVICE_CLASSES}/{segment(device_class)}"
+
+    def check() -> tuple[bool, str]:
+        found = kube.get_or_none(path)
+        mapped = ((found or {}).get("spec") or {}).get("extendedResourceName")
+        if mapped == name:
+            return True, ""
+        return False, f"DeviceClass {device_class} {'maps ' + str(mapped) if found else 'does not exist'}"
+
+    wait_for(
+        f"DeviceClass {device_class} maps {name}",
+        check,
+        timeout,
+        progress,
+        f"check that the install phase's `pulumi up` kept dra.extendedResourceName, then run `{rerun}` again",
+    )
 
 
 def state_rows(states: Sequence[NodeState], key: str) -> list[tuple[str, ...]]:

@@ -27,6 +27,7 @@ PODS = "/api/v1/pods"
 DAEMONSETS = "/apis/apps/v1/daemonsets"
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
 CLAIMS = "/apis/resource.k8s.io/v1/resourceclaims"
+DEVICE_CLASSES = "/apis/resource.k8s.io/v1/deviceclasses"
 RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
 """The cluster-wide lists the readers read."""
 LIST_PAGE = 500

@@ -95,7 +95,7 @@ def _runtime_classes(kube: Kube) -> tuple[list[dict[str, Any]] | None, str | Non
         return None, str(error).removeprefix("preflight: ")
 
 
-def _server_version(kube: Kube) -> str | None:
+def server_version(kube: Kube) -> str | None:
     """The API server's `gitVersion`; None where `/version` does not answer one (judged only where it matters)."""
     try:
         with refused_as_live_read():
@@ -119,7 +119,7 @@ def live_cluster(lists: Lists, kube: Kube, records: Records | None) -> LiveClust
         runtime_error,
         records,
         lists.nodes_listed,
-        _server_version(kube),
+        server_version(kube),
     )
 
 

@@ -22,8 +22,9 @@ from typing import Any
 from cluster.findings import Problem
 from cluster.judge import operator_boundary
 from cluster.judge.consumers import consumers_by_node, mechanism_of, other_mechanism
+from cluster.judge.kept_name import minor_of, node_gates
 from cluster.judge.live import LiveCluster
-from cluster.judge.node_facts import check_node, node_owner, parse_reported_version, reported
+from cluster.judge.node_facts import check_node, node_owner
 from cluster.judge.owner_change import check_ledger
 from cluster.judge.publishers import foreign, labels_of, observe
 from cluster.judge.replacements import check_replacements
@@ -158,49 +159,42 @@ def check_node_facts(config: StackView, nodes: Sequence[Node]) -> list[Problem]:
     return problems
 
 
-def _minor(version: object) -> kube_releases.Minor | None:
-    found = parse_reported_version(version)
-    return (found[0], found[1]) if found is not None else None
-
-
 def check_kept_name(config: StackView, live: LiveCluster) -> list[Problem]:
     """Where the DRA cohort keeps `nvidia.com/gpu` (KEP-5004), the server and every cohort kubelet have the gate.
 
     The gate must be on in the control plane and in the kubelet that prepares the claim, so each node is judged by
-    the older of the server (`/version`, else the declared version) and its own kubelet.
+    the older of the server (`/version`, else the declared version) and its own kubelet (`cluster.judge.kept_name`).
     """
     name = config.dra.extended_resource_name
     if name is None:
         return []
-    control = _minor(live.server_version) or _minor(config.cluster.kubernetes_version)
+    control = minor_of(live.server_version) or minor_of(config.cluster.kubernetes_version)
     problems: list[Problem] = []
     for i, cohort in enumerate(config.cohorts):
         if cohort.owner != DRA:
             continue
         selector = cohort.selector(config.cohort_label_key)
-        for node in (n for n in live.nodes if selects_node(selector, n)):
-            kubelet = _minor(reported(node)[0])
-            if control is None or kubelet is None:
+        selected = [n for n in live.nodes if selects_node(selector, n)]
+        for gate in node_gates(control, selected, config.cluster.feature_gates):
+            if gate.release is None:
                 problems.append(
                     Problem(
                         "dra.extendedResourceName",
                         f"keeps {name} through DRA on cohort {cohort.name}, but the preflight cannot tell whether "
-                        f"{kube_releases.DRA_EXTENDED_RESOURCE} is on at node {_name(node)} (server "
-                        f"{live.server_version or 'version unknown'}, kubelet {reported(node)[0] or 'unknown'}), and "
+                        f"{kube_releases.DRA_EXTENDED_RESOURCE} is on at node {gate.node} (server "
+                        f"{live.server_version or 'version unknown'}, kubelet {gate.kubelet or 'unknown'}), and "
                         "it does not pass what it cannot read: check the node's kubelet (`kubelet --version`)",
                     )
                 )
-                continue
-            release = kube_releases.effective(control, [kubelet], config.cluster.feature_gates)
-            if not release.keeps_extended_resource_name:
+            elif not gate.keeps:
                 problems.append(
                     Problem(
                         f"cohorts[{i}].nodeSelector",
-                        f"selects node {_name(node)}, whose kubelet {reported(node)[0]} (server "
+                        f"selects node {gate.node}, whose kubelet {gate.kubelet} (server "
                         f"{live.server_version or config.cluster.kubernetes_version}) has "
-                        f"{kube_releases.DRA_EXTENDED_RESOURCE} off (Kubernetes {release.name}): pods asking {name} "
-                        "would stay Pending there. Upgrade the node's kubelet to 1.36+ (nodeadm upgrade), or take the "
-                        f"node out of cohort {cohort.name}, or remove dra.extendedResourceName",
+                        f"{kube_releases.DRA_EXTENDED_RESOURCE} off (Kubernetes {gate.release.name}): pods asking "
+                        f"{name} would stay Pending there. Upgrade the node's kubelet to 1.36+ (nodeadm upgrade), or "
+                        f"take the node out of cohort {cohort.name}, or remove dra.extendedResourceName",
                     )
                 )
     return problems

@@ -122,9 +122,13 @@ def _slim_container(container: object) -> dict[str, Any]:
 
 
 def slim_pod(pod: Mapping[str, Any]) -> dict[str, Any]:
-    """A pod as the checks read it: identity, owner, what its containers run and ask for, phase and readiness."""
+    """A pod as the checks read it: identity, owner, placement, what its containers run and ask for, phase, readiness.
+
+    The placement (nodeSelector, affinity, tolerations) says whether a pod a controller recreates after a drain still
+    finds a node (`cluster.judge.kept_name.stranded`).
+    """
     meta, spec, status = _mapping(pod.get("metadata")), _mapping(pod.get("spec")), _mapping(pod.get("status"))
-    slim_spec: dict[str, Any] = _pick(spec, ("nodeName",))
+    slim_spec: dict[str, Any] = _pick(spec, ("nodeName", "nodeSelector", "affinity", "tolerations"))
     for key in ("initContainers", "containers"):
         if isinstance(spec.get(key), list):
             slim_spec[key] = [_slim_container(c) for c in spec[key]]

@@ -6,12 +6,13 @@ import time
 from collections.abc import Callable, Mapping
 
 from cluster.client.kubeclient import Kube
+from cluster.judge.kept_name import MAPPING_CLASS
 from cluster.judge.node_state import read_state
 from cluster.records.leases import Leases, held_on, show_held
 from cluster.records.migration import PHASES, Migration, steps
 from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.migrate.merge import merge
-from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, plan
+from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, kept_name, plan
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
 from eks_hybrid_gpu.migrate.request import MigrateRequest
 from eks_hybrid_gpu.stackfile import write_owner
@@ -23,9 +24,13 @@ Up = Callable[[str], None]
 
 
 def _run_phase(
-    migration: Migration, kube: Kube, records: ClusterRecords, up: Up, timeout: float, rerun: str
+    migration: Migration, kube: Kube, records: ClusterRecords, up: Up, timeout: float, rerun: str, kept: str | None
 ) -> Migration:
-    """Do one phase, then record the next; returns the migration at the next phase."""
+    """Do one phase, then record the next; returns the migration at the next phase.
+
+    `kept` is the extended resource the DRA class keeps (`dra.extendedResourceName`): phase wait-published then also
+    waits until the class maps it, so no node is uncordoned before pods asking it can be placed there.
+    """
     phase = migration.phase
     started = time.monotonic()
     nodes = migration.nodes
@@ -48,6 +53,8 @@ def _run_phase(
     elif phase == "wait-published":
         for node in nodes:
             transit.wait_published(kube, node, migration.to_owner, timeout, say, rerun)
+        if kept is not None:
+            transit.wait_mapped(kube, kept, MAPPING_CLASS, timeout, say, rerun)
     records.timings[phase] = time.monotonic() - started
     say(f"[phase {phase}] done in {records.timings[phase]:.1f} s")
     following = PHASES[PHASES.index(phase) + 1]
@@ -99,6 +106,14 @@ def _migrate(
     say(f"migrate: {migration.describe()} on {', '.join(migration.nodes)}")
     say("\n".join(table_lines(transit.state_rows(before, key))))
     say("plan:\n" + "\n".join(f"  {line}" for line in steps(migration)))
+    kept = kept_name(stack, migration)
+    if kept is not None:
+        say(
+            f"keeps {kept}: the install phase's DeviceClass {MAPPING_CLASS} maps it (KEP-5004, "
+            "dra.extendedResourceName) and is waited for before any node is uncordoned; on each node allocatable "
+            f"{kept} reaches 0 before its ResourceSlice appears, and pods asking {kept} reschedule onto the moved "
+            "nodes through DRA claims, unedited"
+        )
     if leases is None:
         show_held(held_on(kube, records.namespace, migration.nodes, [migration.cohort]), say)
         say("--dry-run: nothing was changed")
@@ -109,7 +124,7 @@ def _migrate(
         records.record(migration)
     while migration.phase != "uncordon":
         leases.ensure()
-        migration = _run_phase(migration, kube, records, up, request.timeout, rerun)
+        migration = _run_phase(migration, kube, records, up, request.timeout, rerun, kept)
     leases.ensure()
     _finish(migration, kube, records)
     after = [read_state(kube, n) for n in migration.nodes]

@@ -10,10 +10,12 @@ from typing import Any, Final, cast
 
 import yaml
 
-from cluster.client.kubeclient import Kube
+from cluster.client.kubeclient import DEVICE_CLASSES, Kube
 from cluster.judge import scoped_read
-from cluster.judge.consumers import consumers_by_node
+from cluster.judge.consumers import consumers_by_node, mechanism_of
+from cluster.judge.kept_name import MAPPING_CLASS, gate_refusal, minor_of, node_gates, shadowing_refusal, stranded
 from cluster.judge.live import SLICE_VERSIONS, LiveCluster
+from cluster.judge.live import server_version as live_server_version
 from cluster.judge.owner_change import LEDGER_HOME_MOVE, moved_namespace, unsupported
 from cluster.judge.preflight import check_publishers
 from cluster.records.ledger import Ledger, LedgerCohort
@@ -168,7 +170,7 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, request: Migrate
     migration = Migration(
         request.cohort, from_owner, request.to, "cordon", selector, tuple(nodes), (), request.drain, kept, from_cohort
     )
-    config_at(stack, migration.at("install"))  # the target owner's floors (hostDriverVerified, versions, ...)
+    target = config_at(stack, migration.at("install"))  # the target owner's floors (hostDriverVerified, versions, ...)
     current = config_at(stack, migration)
     if from_cohort is not None:  # judge the hosts as the ledger names them: their allocator is stamped so
         current = current.model_copy(
@@ -183,6 +185,7 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, request: Migrate
     second = [p for p in check_publishers(current, live) if p.path == f"cohorts[{index}].nodeSelector"]
     if second:
         raise MigrateRefused("; ".join(p.message for p in second))
+    _refuse_lost_name(kube, target, live, migration, mode)
     held = [c for node in nodes for c in consumers_by_node(live.pods, live.claims).get(node, [])]
     if held and not request.drain:
         msg = (
@@ -192,6 +195,53 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, request: Migrate
         raise MigrateRefused(msg)
     cordoned = {str(n["metadata"]["name"]) for n in live.nodes if (n.get("spec") or {}).get("unschedulable")}
     return dataclasses.replace(migration, cordoned_by_us=tuple(n for n in nodes if n not in cordoned))
+
+
+def kept_name(stack: StackFile, migration: Migration) -> str | None:
+    """The extended resource the migration keeps through the DRA class (`dra.extendedResourceName`), if any."""
+    if migration.to_owner != DRA:
+        return None
+    return config_at(stack, migration.at("install")).dra.extended_resource_name
+
+
+def _refuse_lost_name(
+    kube: Kube, target: StackConfig, live: LiveCluster, migration: Migration, mode: str | None
+) -> None:
+    """MigrateRefused before anything changes, where workloads asking a device-plugin name would lose it.
+
+    A move to DRA keeping `nvidia.com/gpu` needs KEP-5004 on the server and on each of the cohort's kubelets (the
+    older decides) and no other class mapping the name; without the mapping, a pod a controller recreates after the
+    drain must still find the name published on a node it may run on.
+    """
+    if mechanism_of(migration.to_owner, mode) != "dra" or mechanism_of(migration.from_owner) == "dra":
+        return
+    name = target.dra.extended_resource_name if migration.to_owner == DRA else None
+    head = f"cohort {migration.cohort}: {migration.from_owner} -> {migration.to_owner}"
+    if name is not None:
+        server = live_server_version(kube)
+        control = minor_of(server) or minor_of(target.cluster.kubernetes_version)
+        moving = [n for n in live.nodes if str(n["metadata"]["name"]) in migration.nodes]
+        gates = node_gates(control, moving, target.cluster.feature_gates)
+        why = gate_refusal(name, migration.cohort, server, gates, target.cluster.feature_gates)
+        if why is None:
+            why = shadowing_refusal(kube.items(DEVICE_CLASSES), name, MAPPING_CLASS)
+        if why is not None:
+            msg = f"{head} keeping {name}: {why}; nothing was changed"
+            raise MigrateRefused(msg)
+    lost = stranded(live.pods, migration.nodes, live.nodes, name)
+    if lost:
+        keep = (
+            "Set dra.extendedResourceName: nvidia.com/gpu with owner dra on Kubernetes 1.36+ (docs/versions.md) to "
+            "keep that name through DRA, or change"
+            if name is None
+            else "Change"
+        )
+        msg = (
+            f"{head}: {'; '.join(lost)}, and after the move no node they may run on publishes it: their controllers "
+            f"would recreate them Pending. {keep} those workloads to a ResourceClaim of DeviceClass {MAPPING_CLASS}, "
+            "or give them another cohort that publishes it; nothing was changed"
+        )
+        raise MigrateRefused(msg)
 
 
 def renamed_from(stack: StackFile, ledger: Ledger, cohort: str) -> str | None:

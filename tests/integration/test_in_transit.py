@@ -105,6 +105,8 @@ class Sampler:
     kube: kubeclient.Kube
     node: str
     samples: list[tuple[float, list[str], list[str]]] = field(default_factory=list)
+    through_dra: set[str] = field(default_factory=set)
+    """Holders the scheduler served through DRA (KEP-5004: `status.extendedResourceClaimStatus`), by pod name."""
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -127,6 +129,11 @@ class Sampler:
                     "nvidia.com/gpu" in (c.get("resources", {}).get("limits") or {}) for c in p["spec"]["containers"]
                 )
             ]
+            self.through_dra.update(
+                p["metadata"]["name"]
+                for p in pods
+                if p["metadata"]["name"] in holders and p["status"].get("extendedResourceClaimStatus")
+            )
             self.samples.append((time.monotonic(), allocators, holders))
             time.sleep(0.05)
 

@@ -1,0 +1,298 @@
+"""`migrate --to dra` keeping `nvidia.com/gpu` (KEP-5004): refused before anything changes where the gate is off for
+the cohort (the older of server and kubelet), where another class maps the name, or where workloads would lose
+their only place; otherwise run with the mapping class waited for before any uncordon."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cluster.client.kubeclient import DEVICE_CLASSES
+from cluster.client.waits import WaitTimedOut
+from cluster.judge.kept_name import gate_refusal, mapping_classes, node_gates, shadowing_refusal, stranded
+from cluster.judge.node_state import NodeState
+from cluster.records.migration import Migration
+from components.mid_migration import apply_to_raw
+from eks_hybrid_gpu import migrate
+from eks_hybrid_gpu.movehost import MoveRefused, refuse_unkept_name
+from tests.support.configs import hybrid_node
+from tests.support.fake_kube import FakeKube
+from tests.unit.test_migrate import NODES, NS, RECORD, _args, cluster, publish
+
+pytestmark = pytest.mark.unit
+
+NAME = "nvidia.com/gpu"
+HOSTS = {"eks.amazonaws.com/compute-type": "hybrid", "workload.example.com/gpu-allocation": "device-plugin"}
+MAPPING = {"metadata": {"name": "gpu.nvidia.com"}, "spec": {"extendedResourceName": NAME}}
+
+
+def _node(
+    name: str, kubelet: str, allocatable: dict[str, str] | None = None, cohort: str = "device-plugin"
+) -> dict[str, Any]:
+    node = hybrid_node(name, cohort, kubelet=kubelet)
+    node["status"]["allocatable"] = allocatable or {}
+    return node
+
+
+def _pod(name: str, node: str, resource: str = NAME, *, controlled: bool = True) -> dict[str, Any]:
+    owners = [{"kind": "ReplicaSet", "name": "trainer-5d9", "controller": True}] if controlled else []
+    return {
+        "metadata": {"name": name, "namespace": "ai", "uid": name, "ownerReferences": owners},
+        "spec": {
+            "nodeName": node,
+            "nodeSelector": HOSTS,
+            "containers": [{"name": "main", "resources": {"limits": {resource: "1"}}}],
+        },
+        "status": {"phase": "Running"},
+    }
+
+
+# ---------------------------------------------------------------- the judge: gate, shadowing, stranded workloads
+
+
+def test_current_server_and_kubelets_keep_the_name() -> None:
+    gates = node_gates((1, 37), [_node("a", "v1.37.2-eks-1"), _node("b", "v1.36.1-eks-1")], {})
+    assert [g.keeps for g in gates] == [True, True]
+    assert gate_refusal(NAME, "plugin", "v1.37.2", gates, {}) is None
+
+
+def test_an_old_kubelet_under_a_new_server_is_refused_naming_it_and_the_fixes() -> None:
+    gates = node_gates((1, 37), [_node("a", "v1.37.2-eks-1"), _node("b", "v1.34.4-eks-3")], {})
+    refusal = gate_refusal(NAME, "plugin", "v1.37.2", gates, {})
+    assert refusal == (
+        "cohort plugin cannot keep nvidia.com/gpu through DRA: DRAExtendedResource (KEP-5004) is off for its nodes — "
+        "server v1.37.2, b kubelet v1.34.4-eks-3: Kubernetes 1.34 (the older of server and kubelet) has it off; it "
+        "is alpha and off by default before 1.36, so every pod asking nvidia.com/gpu would stay Pending on the moved "
+        "nodes. Upgrade the control plane and these kubelets to 1.36+, or turn DRAExtendedResource on in every "
+        "control-plane component and kubelet and set cluster.featureGates.DRAExtendedResource: true, or change the "
+        "workloads to ask a ResourceClaim (DeviceClass gpu.nvidia.com) and remove dra.extendedResourceName"
+    )
+
+
+def test_the_server_decides_when_older_and_a_gate_set_on_counts() -> None:
+    nodes = [_node("a", "v1.35.2-eks-1")]
+    assert gate_refusal(NAME, "plugin", "v1.35.2", node_gates((1, 35), nodes, {}), {}) is not None
+    on = {"DRAExtendedResource": True}
+    assert gate_refusal(NAME, "plugin", "v1.35.2", node_gates((1, 35), nodes, on), on) is None
+
+
+def test_a_version_that_cannot_be_read_is_refused_not_passed() -> None:
+    refusal = gate_refusal(NAME, "plugin", None, node_gates(None, [_node("a", "v1.37.2-eks-1")], {}), {})
+    assert refusal is not None
+    assert "server version unknown" in refusal
+    assert "cannot be read on a, and what cannot be read is not passed" in refusal
+
+
+def test_another_class_mapping_the_name_is_refused_naming_both() -> None:
+    foreign = {"metadata": {"name": "vendor-gpus"}, "spec": {"extendedResourceName": NAME}}
+    assert mapping_classes([MAPPING, foreign], NAME) == ["gpu.nvidia.com", "vendor-gpus"]
+    assert shadowing_refusal([MAPPING], NAME, "gpu.nvidia.com") is None
+    refusal = shadowing_refusal([MAPPING, foreign], NAME, "gpu.nvidia.com")
+    assert refusal is not None
+    assert refusal.startswith("DeviceClass vendor-gpus already maps nvidia.com/gpu (spec.extendedResourceName)")
+    assert "would add DeviceClass gpu.nvidia.com mapping it too" in refusal
+
+
+@pytest.mark.parametrize(
+    ("pods", "kept", "lost"),
+    [
+        ([_pod("t-1", "a")], None, ["ai/t-1 (ReplicaSet trainer-5d9) asks nvidia.com/gpu"]),
+        ([_pod("t-1", "a")], NAME, []),  # the mapping class serves it on the moved nodes
+        ([_pod("t-1", "a", controlled=False)], None, []),  # a bare pod is not recreated: the drain's to judge
+        (
+            [_pod("t-1", "a", "nvidia.com/gpu.shared")],
+            NAME,
+            ["ai/t-1 (ReplicaSet trainer-5d9) asks nvidia.com/gpu.shared"],
+        ),
+        ([_pod("t-1", "c")], None, []),  # not on a moving node
+    ],
+)
+def test_workloads_that_would_lose_their_only_place(
+    pods: list[dict[str, Any]], kept: str | None, lost: list[str]
+) -> None:
+    nodes = [_node("a", "v1.37.2"), _node("b", "v1.37.2"), _node("c", "v1.37.2", {NAME: "4"}, cohort="other")]
+    assert stranded(pods, ["a", "b"], nodes, kept) == lost
+
+
+def test_a_node_that_publishes_the_name_and_admits_the_pod_is_a_place() -> None:
+    nodes = [_node("a", "v1.37.2"), _node("c", "v1.37.2", {NAME: "4"})]
+    assert stranded([_pod("t-1", "a")], ["a"], nodes, None) == []
+
+
+# ---------------------------------------------------------------- migrate
+
+
+def _keeping(project: Path, version: str = "1.37.2") -> None:
+    path = project / "stacks" / "Pulumi.t.yaml"
+    document = yaml.safe_load(path.read_text())
+    config = document["config"]
+    config["eks-hybrid-gpu:cluster"]["kubernetesVersion"] = version
+    config["eks-hybrid-gpu:cohorts"][0]["owner"] = "dra"
+    config["eks-hybrid-gpu:cohorts"][0]["nodeSelector"] = HOSTS
+    config["eks-hybrid-gpu:dra"] = {"extendedResourceName": NAME}
+    path.write_text(yaml.safe_dump(document))
+
+
+def _cluster(server: str = "v1.37.2", kubelet: str = "v1.37.2-eks-1") -> FakeKube:
+    kube = cluster()
+    kube.objects["/version"] = {"gitVersion": server}
+    for node in NODES:
+        kube.objects[f"/api/v1/nodes/{node}"]["status"]["nodeInfo"] = {"kubeletVersion": kubelet}
+    return kube
+
+
+def _refusal(project: Path, kube: FakeKube, *extra: str) -> str:
+    stack = migrate.read_stack_file("t", project)
+    with pytest.raises(migrate.MigrateRefused) as refused:
+        migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project, *extra))  # type: ignore[arg-type]
+    assert kube.writes == []
+    return str(refused.value)
+
+
+def test_a_1_34_server_refuses_the_move_before_anything_changes(project: Path) -> None:
+    _keeping(project)  # the file declares 1.37.2; the server answers otherwise
+    text = _refusal(project, _cluster("v1.34.4", "v1.34.4-eks-3"))
+    assert text.startswith("cohort plugin: device-plugin -> dra keeping nvidia.com/gpu: cohort plugin cannot keep")
+    assert "server v1.34.4, gpu-1 kubelet v1.34.4-eks-3, gpu-2 kubelet v1.34.4-eks-3" in text
+    assert text.endswith("; nothing was changed")
+
+
+def test_old_cohort_kubelets_under_a_1_37_server_refuse_the_move(project: Path) -> None:
+    _keeping(project)
+    assert "Kubernetes 1.35 (the older of server and kubelet)" in _refusal(project, _cluster("v1.37.2", "v1.35.0"))
+
+
+def test_a_foreign_mapping_class_refuses_the_move(project: Path) -> None:
+    _keeping(project)
+    kube = _cluster()
+    kube.objects[f"{DEVICE_CLASSES}/vendor-gpus"] = {
+        "metadata": {"name": "vendor-gpus"},
+        "spec": {"extendedResourceName": NAME},
+    }
+    assert "DeviceClass vendor-gpus already maps nvidia.com/gpu" in _refusal(project, kube)
+
+
+def test_a_deployment_that_would_lose_nvidia_gpu_refuses_a_move_that_does_not_keep_it(project: Path) -> None:
+    kube = _cluster()
+    kube.objects["/api/v1/pods/t-1"] = _pod("t-1", "gpu-1")
+    text = _refusal(project, kube, "--drain")
+    assert text.startswith("cohort plugin: device-plugin -> dra: ai/t-1 (ReplicaSet trainer-5d9) asks nvidia.com/gpu")
+    assert "Set dra.extendedResourceName: nvidia.com/gpu with owner dra on Kubernetes 1.36+" in text
+    _keeping(project)  # the same Deployment, the name kept: planned
+    stack = migrate.read_stack_file("t", project)
+    planned = migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project, "--drain"))  # type: ignore[arg-type]
+    assert planned is not None
+
+
+class UpKeeping:
+    """Each phase's `pulumi up`: the install phase publishes DRA and its class maps the name."""
+
+    def __init__(self, kube: FakeKube) -> None:
+        self.kube = kube
+        self.calls: list[str] = []
+
+    def __call__(self, why: str) -> None:
+        phase = json.loads(self.kube.objects[RECORD]["data"]["migration.json"])["phase"]
+        self.calls.append(phase)
+        publish(self.kube, None if phase == "remove" else "dra")
+        if phase == "install":
+            self.kube.objects[f"{DEVICE_CLASSES}/gpu.nvidia.com"] = copy.deepcopy(MAPPING)
+
+
+def test_the_move_keeping_the_name_waits_for_the_mapping_before_uncordoning(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _keeping(project)
+    kube = _cluster()
+    stack = migrate.read_stack_file("t", project)
+    assert migrate.migrate(kube, stack, _args(project, "--dry-run"), UpKeeping(kube)) == 0  # type: ignore[arg-type]
+    assert "keeps nvidia.com/gpu: the install phase's DeviceClass gpu.nvidia.com maps it" in capsys.readouterr().out
+    up = UpKeeping(kube)
+    assert migrate.migrate(kube, stack, _args(project, "--timeout", "5"), up) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert up.calls == ["remove", "install"]
+    published = out.index("waiting until dra's allocator is Ready on gpu-2")
+    mapped = out.index("done after 0.0 s: DeviceClass gpu.nvidia.com maps nvidia.com/gpu")
+    assert published < mapped < out.index("uncordoned gpu-1")
+
+
+def test_a_mapping_class_that_never_comes_holds_the_nodes_cordoned(project: Path) -> None:
+    _keeping(project)
+    kube = _cluster()
+    up = UpKeeping(kube)
+    stack = migrate.read_stack_file("t", project)
+
+    def without_mapping(why: str) -> None:
+        up(why)
+        kube.objects.pop(f"{DEVICE_CLASSES}/gpu.nvidia.com", None)
+
+    with pytest.raises(WaitTimedOut, match=r"DeviceClass gpu\.nvidia\.com maps nvidia\.com/gpu: not after 1 s"):
+        migrate.migrate(kube, stack, _args(project, "--timeout", "1"), without_mapping)  # type: ignore[arg-type]
+    assert json.loads(kube.objects[RECORD]["data"]["migration.json"])["phase"] == "wait-published"
+    assert all(kube.objects[f"/api/v1/nodes/{n}"]["spec"]["unschedulable"] for n in NODES)
+
+
+def test_the_phases_before_install_carry_no_mapping_and_install_keeps_it() -> None:
+    raw = {
+        "cohorts": [{"name": "plugin", "owner": "dra", "nodeSelector": HOSTS}],
+        "dra": {"extendedResourceName": NAME, "featureGates": {}},
+    }
+    for phase, kept in (("cordon", False), ("remove", False), ("install", True), ("wait-published", True)):
+        changed, problems = apply_to_raw(raw, Migration("plugin", "device-plugin", "dra", phase, HOSTS))
+        assert problems == []
+        assert ("extendedResourceName" in changed["dra"]) is kept, phase
+        assert changed["dra"].get("featureGates") == {}
+    assert raw["dra"]["extendedResourceName"] == NAME  # the file's values are left alone
+
+
+def test_a_taint_or_a_required_affinity_that_shuts_the_pod_out_is_no_place() -> None:
+    tainted = _node("c", "v1.37.2", {NAME: "4"})
+    tainted["spec"] = {"taints": [{"key": NAME, "effect": "NoSchedule"}]}
+    assert stranded([_pod("t-1", "a")], ["a"], [tainted], None) == [
+        "ai/t-1 (ReplicaSet trainer-5d9) asks nvidia.com/gpu"
+    ]
+    tolerant = _pod("t-1", "a")
+    tolerant["spec"]["tolerations"] = [{"key": NAME, "operator": "Exists"}]
+    assert stranded([tolerant], ["a"], [tainted], None) == []
+    pinned = _pod("t-1", "a")
+    term = {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": ["a", "b"]}]}
+    pinned["spec"]["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}
+    }
+    open_node = _node("c", "v1.37.2", {NAME: "4"})
+    assert stranded([pinned], ["a"], [open_node], None) == ["ai/t-1 (ReplicaSet trainer-5d9) asks nvidia.com/gpu"]
+    open_node["metadata"]["labels"]["kubernetes.io/hostname"] = "b"
+    assert stranded([pinned], ["a"], [open_node], None) == []
+
+
+@pytest.mark.parametrize(
+    ("server", "kubelet", "classes", "says"),
+    [
+        ("v1.37.2", "v1.34.4-eks-3", [MAPPING], "Kubernetes 1.34 (the older of server and kubelet) has it off"),
+        ("v1.37.2", "v1.37.2-eks-1", [MAPPING], None),
+        ("v1.34.4", "v1.34.4-eks-3", [], None),  # no class maps a name: nothing to keep
+        (None, "v1.37.2-eks-1", [MAPPING], "what cannot be read is not passed"),
+    ],
+)
+def test_move_host_into_dra_where_a_class_maps_a_name_needs_the_gate_on_that_node(
+    server: str | None, kubelet: str, classes: list[dict[str, Any]], says: str | None
+) -> None:
+    kube = FakeKube()
+    if server is not None:
+        kube.objects["/version"] = {"gitVersion": server}
+    for found in classes:
+        kube.objects[f"{DEVICE_CLASSES}/{found['metadata']['name']}"] = found
+    state = NodeState(_node("gpu-1", kubelet), (), (), {}, (), ())
+    if says is None:
+        refuse_unkept_name(kube, state, "dra")  # type: ignore[arg-type]
+        return
+    with pytest.raises(MoveRefused) as refused:
+        refuse_unkept_name(kube, state, "dra")  # type: ignore[arg-type]
+    assert str(refused.value).startswith("node gpu-1 into cohort dra (dra): cohort dra cannot keep nvidia.com/gpu")
+    assert says in str(refused.value)
+    assert kube.writes == []
