@@ -9,6 +9,7 @@ provider, Chart v4 rendering, server-side apply — is the real thing.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -91,8 +92,14 @@ def ensure_toolchain() -> Toolchain:
         elif line.startswith("export EKS_HYBRID_GPU_PROVIDER_BIN="):
             provider = line.split("=", 1)[1].strip("'\"")
         elif line.startswith(f"export {KUBE_DIRS_ENV}="):
-            kube_dirs = line.split("=", 1)[1].strip("'\"")
+            kube_dirs = _shell_word(line.split("=", 1)[1])
     return Toolchain(path_entries, Path(provider), kube_dirs)
+
+
+def _shell_word(quoted: str) -> str:
+    """The value of a `printf %q` word: bash escapes the commas of `v1.34.4=DIR,v1.37.2=DIR` with a backslash."""
+    words = shlex.split(quoted)
+    return words[0] if len(words) == 1 else ""
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,13 @@ def kube_bin_dir(version: str) -> Path:
 
 
 def _binary(name: str, bin_dir: Path | None = None) -> str:
-    if bin_dir is not None and (bin_dir / name).is_file():
+    """`name` from the asked version's bin directory, never another version's from PATH; else from PATH."""
+    if bin_dir is not None:
+        if not (bin_dir / name).is_file():
+            msg = (
+                f"{name} is not in {bin_dir}, the asked Kubernetes version's bin directory; run `scripts/toolchain.sh`"
+            )
+            raise LocalClusterError(msg)
         return str(bin_dir / name)
     found = shutil.which(name)
     if found is None:
