@@ -346,9 +346,12 @@ def test_a_pod_asking_for_both_mechanisms_is_refused_at_preview(
     output = "\n".join(lines)
     print(output)  # shown by pytest when an assertion below fails
     stripped = [line.strip() for line in lines]
-    # The program's own objects pass; the one refusal is the dual-allocation Job.
+    # The program's own objects pass; the refusals are the dual-allocation Job's: two mechanisms at once, and its
+    # plain nvidia.com/gpu can only land on the DRA cohort, where no DeviceClass maps the name.
     assert [line for line in stripped if line.startswith("- [")] == [
-        "- [mandatory] [severity: high]  no-dual-allocation  (kubernetes:batch/v1:Job: dual-allocation)"
+        "- [mandatory] [severity: high]  dra-extended-resource-request-served  (kubernetes:batch/v1:Job: "
+        "dual-allocation)",
+        "- [mandatory] [severity: high]  no-dual-allocation  (kubernetes:batch/v1:Job: dual-allocation)",
     ]
     assert (
         "kubernetes:batch/v1:Job 'ai-workloads/dual-allocation': requests nvidia.com/gpu (container 'gpu-check') "
