@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Final
 
-from eks_hybrid_gpu.hostcheck import consumers, containerd, parse
+from eks_hybrid_gpu.hostcheck import consumers, containerd, devnodes, parse
 
 COMMAND_TIMEOUT_SECONDS: Final = 60
 CONFIG_DIRS_FOR_DROPINS: Final[tuple[str, ...]] = ("/etc/containerd/conf.d", "/etc/containerd/config.d")
@@ -107,6 +107,8 @@ class HostFacts:
     cdi_dirs: tuple[CdiDir, ...] = field(default=())
     consumers: consumers.ConsumerFacts | None = None
     """The files the handler and the DRA driver open, found where they look (None when not read)."""
+    device_nodes: devnodes.DeviceNodes | None = None
+    """The GPUs' /dev nodes and what creates them at boot (None when not read)."""
 
 
 def not_found(executable: str) -> str:
@@ -240,4 +242,5 @@ def collect(sources: Sources) -> HostFacts:
         containerd=runtime,
         cdi_dirs=read_cdi_dirs(sources, runtime.cdi_spec_dirs),
         consumers=consumers.read(sources.host_path, sources.nvidia_driver_root, runtime.runtime_binary),
+        device_nodes=devnodes.read(sources.root, len(gpu.gpus)),
     )

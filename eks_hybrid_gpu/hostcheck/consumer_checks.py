@@ -1,14 +1,15 @@
-"""Checks that read the host as its consumers do: the handler's binary, the CDI specs' GPUs, the driver root.
+"""Checks that read the host as its consumers do: handler binary, CDI specs' GPUs, driver root, device nodes.
 
 Each check is placed after the check it completes (`runtime-binary` after `runtime-handler`, `cdi-spec-gpus`
-after `cdi-specs`, `driver-root` after `driver`), so the table reads in the order a pod meets them.
+after `cdi-specs`, `driver-root` after `driver`, `device-nodes` after `driver-root`), so the table reads in the
+order a pod meets them.
 """
 
 from __future__ import annotations
 
 from typing import Final
 
-from eks_hybrid_gpu.hostcheck import consumers
+from eks_hybrid_gpu.hostcheck import consumers, devnodes
 from eks_hybrid_gpu.hostcheck.collect import HostFacts
 from eks_hybrid_gpu.hostcheck.floors import MODES, Check, Owner
 
@@ -128,12 +129,59 @@ def driver_root_check(facts: HostFacts, owner: Owner) -> Check | None:
     return Check("driver-root", "fail", detail, fix)
 
 
-_AFTER: Final = {"runtime-binary": "runtime-handler", "cdi-spec-gpus": "cdi-specs", "driver-root": "driver"}
+def device_nodes_check(facts: HostFacts, owner: Owner) -> Check | None:
+    """For the DRA owners: fail when a GPU's /dev node is missing, warn when nothing recreates them at boot."""
+    nodes = facts.device_nodes
+    if nodes is None or MODES[owner].mechanism != "dra":
+        return None
+    if not nodes.dev_readable:
+        return Check(
+            "device-nodes",
+            "warn",
+            "cannot judge the NVIDIA device nodes: the checked root has no /dev folder (a copied tree, or a Pod "
+            "without the host's /dev)",
+            "run the check on the host itself, or mount the host's / (with /dev) at the root given to --root",
+        )
+    creators = devnodes.creators_said(nodes)
+    boot = devnodes.creator_fix(nodes)
+    if nodes.missing:
+        return Check(
+            "device-nodes",
+            "fail",
+            f"{', '.join(nodes.missing)} missing (GPU minors from {nodes.minors_from}); the DRA driver writes a "
+            "claim's CDI spec from what /dev holds and skips missing nodes, so the first GPU workload fails "
+            f"(NVIDIA DRA driver issues #1380, #1458); on this host {creators}",
+            f"create them now with {devnodes.create_now(nodes.expected)}, then restart the DRA kubelet plugin's pod "
+            f"so it writes its CDI specs again; so they exist after every boot: {boot}",
+        )
+    if not (nodes.udev_creates or nodes.refresh_creates):
+        return Check(
+            "device-nodes",
+            "warn",
+            f"{', '.join(nodes.expected)} present now, but nothing on this host creates them at boot ({creators}): "
+            "after a reboot the first DRA workload fails until something runs nvidia-modprobe "
+            "(NVIDIA DRA driver issues #1380, #1458)",
+            boot,
+        )
+    return Check("device-nodes", "pass", f"{', '.join(nodes.expected)} present; {creators}")
+
+
+_AFTER: Final = {
+    "runtime-binary": "runtime-handler",
+    "cdi-spec-gpus": "cdi-specs",
+    "driver-root": "driver",
+    "device-nodes": "driver-root",
+}
 
 
 def extend(checks: list[Check], facts: HostFacts, owner: Owner) -> list[Check]:
     """The owner's checks with these inserted, each after the check it completes."""
-    extra = [runtime_binary_check(facts), cdi_spec_gpus_check(facts), driver_root_check(facts, owner)]
+    extra = [
+        runtime_binary_check(facts),
+        cdi_spec_gpus_check(facts),
+        driver_root_check(facts, owner),
+        device_nodes_check(facts, owner),
+    ]
     result = list(checks)
     for check in extra:
         if check is None:

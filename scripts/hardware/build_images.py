@@ -12,12 +12,20 @@ The lent GPU machine reaches no registry, so nothing there can be pulled:
   and ldconfig, and the environment of NVIDIA's own image (deployments/container/Dockerfile of the module:
   NVIDIA_VISIBLE_DEVICES=all, NVIDIA_DRIVER_CAPABILITIES=compute,utility, NVIDIA_DISABLE_REQUIRE=true), so the
   `nvidia` runtime handler injects NVML into it as into NVIDIA's image. The chart's image (v0.20.0) is not
-  built: its module version is not served.
+  built: its module version is not served;
+- with `--dra DIR`, NVIDIA's DRA driver (`localhost/nvidia/dra-driver-nvidia-gpu:<version>`): what the chart's
+  kubelet-plugin DaemonSet runs of the driver's image (deployments/container/Dockerfile of the module): the
+  `gpu-kubelet-plugin` built by scripts/hardware-toolchain.sh, `nvidia-cdi-hook` at /usr/bin (the plugin copies it
+  into its plugin folder when the chart names no hook path), `hack/kubelet-plugin-prestart.sh` at /usr/bin (the
+  init container's command), bash and the few tools that script and the containers' `bash -c` call, glibc's
+  runtime and the image's environment. Not built: the compute-domain binaries and the webhook, which the program's
+  values leave off.
 
 Layers are written deterministically (sorted, mtime 0, uid 0), so the same inputs give the same digest. Prints
 the probe image's reference, which the hardware stack pins (`smokeJobs.image`).
 
 Usage: python3 scripts/hardware/build_images.py --pause PATH --out DIR [--device-plugin DIR --device-plugin-version V]
+       [--dra DIR --dra-version V --cdi-hook PATH --dra-source DIR]
 """
 
 from __future__ import annotations
@@ -59,6 +67,17 @@ DEVICE_PLUGIN_ENV = [
     "NVIDIA_DRIVER_CAPABILITIES=compute,utility",
 ]
 """The environment of NVIDIA's device-plugin image (its Dockerfile's ENV lines)."""
+DRA_NAME = "localhost/nvidia/dra-driver-nvidia-gpu"
+"""Named like the chart's image (`registry.k8s.io/dra-driver-nvidia/dra-driver-nvidia-gpu`)."""
+DRA_ENV = [
+    "NVIDIA_DISABLE_REQUIRE=true",
+    "NVIDIA_VISIBLE_DEVICES=all",
+    "NVIDIA_DRIVER_CAPABILITIES=utility",
+]
+"""The environment of the DRA driver's image (its Dockerfile's ENV lines)."""
+DRA_TOOLS = ("bash", "basename", "ln", "date", "find", "head", "ls", "env", "sleep", "cp", "sed", "mount", "cat")
+"""What the init container's kubelet-plugin-prestart.sh and the containers' `bash -c` run (the driver's image has
+them from distroless `cc:debug`'s busybox and bash-static)."""
 
 
 def _libraries(binaries: list[Path]) -> set[Path]:
@@ -207,12 +226,47 @@ def device_plugin_entries(binaries: Path) -> dict[str, Path | bytes]:
     return entries
 
 
+def _host_tool(name: str) -> Path:
+    """The resolved path of a tool of this machine (Debian's coreutils, findutils, sed, mount, bash)."""
+    for folder in ("/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+        if (Path(folder) / name).is_file():
+            return (Path(folder) / name).resolve()
+    msg = f"{name} is not installed here; the DRA image needs it"
+    raise SystemExit(msg)
+
+
+def dra_entries(driver: Path, cdi_hook: Path, source: Path) -> dict[str, Path | bytes]:
+    """The DRA driver's kubelet plugin, nvidia-cdi-hook, the prestart script, bash and its tools, glibc's runtime."""
+    tools = [_host_tool(name) for name in DRA_TOOLS]
+    commands = [driver / "gpu-kubelet-plugin", cdi_hook]
+    entries: dict[str, Path | bytes] = {f"usr/bin/{c.name}": c for c in commands}
+    entries["usr/bin/kubelet-plugin-prestart.sh"] = source / "hack" / "kubelet-plugin-prestart.sh"
+    for tool, name in zip(tools, DRA_TOOLS, strict=True):
+        entries[f"bin/{name}"] = tool
+        entries[f"usr/bin/{name}"] = tool
+    entries["sbin/ldconfig"] = LDCONFIG
+    for library in {*_libraries([*commands, *tools]), *_glibc_runtime()}:
+        entries[str(library.resolve()).lstrip("/")] = library.resolve()
+        if library.resolve() != library:
+            entries[str(library).lstrip("/")] = library.resolve()
+    entries.update(_loader_config())
+    entries["etc/passwd"] = b"root:x:0:0::/root:/bin/bash\n"
+    entries["etc/group"] = b"root:x:0:\n"
+    entries["root/.keep"] = b""
+    entries["tmp/.keep"] = b""
+    return entries
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pause", type=Path, required=True, help="the static pause binary")
     parser.add_argument("--out", type=Path, required=True, help="folder for pause.oci.tar and probe.oci.tar")
     parser.add_argument("--device-plugin", type=Path, help="folder of nvidia-device-plugin and config-manager")
     parser.add_argument("--device-plugin-version", default="v0.19.0", help="the version those were built at")
+    parser.add_argument("--dra", type=Path, help="folder of gpu-kubelet-plugin (the hardware toolchain's dra-v*)")
+    parser.add_argument("--dra-version", default="v0.5.0", help="the version it was built at")
+    parser.add_argument("--cdi-hook", type=Path, help="nvidia-cdi-hook (the hardware toolchain's)")
+    parser.add_argument("--dra-source", type=Path, help="the driver module's source (its hack/ prestart script)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     write_image(args.out / "pause.oci.tar", PAUSE_NAME, _layer({"pause": args.pause}, {}), ["/pause"], "65535")
@@ -228,6 +282,14 @@ def main() -> int:
         layer = _layer(device_plugin_entries(args.device_plugin), {})
         write_image(args.out / "device-plugin.oci.tar", name, layer, ["nvidia-device-plugin"], "0", DEVICE_PLUGIN_ENV)
         (args.out / "device-plugin-image.txt").write_text(name + "\n")
+        print(name)
+    if args.dra:
+        if args.cdi_hook is None or args.dra_source is None:
+            parser.error("--dra needs --cdi-hook and --dra-source")
+        name = f"{DRA_NAME}:{args.dra_version}"
+        layer = _layer(dra_entries(args.dra, args.cdi_hook, args.dra_source), {})
+        write_image(args.out / "dra.oci.tar", name, layer, ["bash"], "0", DRA_ENV)
+        (args.out / "dra-image.txt").write_text(name + "\n")
         print(name)
     return 0
 

@@ -25,7 +25,10 @@ Runs there as root, after `scripts/hardware/render.sh device-plugin` here and th
    `localcluster` turns off); that stack's smoke Job then runs the probe on `nvidia.com/gpu.shared`. With
    `--time-slicing-host` the plugin runs as a host process with the config file instead (the first two runs);
 8. with `--move-to-dra REVIEW` (and `--move-back`): `migrate`'s phases done by this script, to the DRA driver
-   (host process) and its probe, and back to the plugin's DaemonSet and its probe.
+   and its probe, and back to the plugin's DaemonSet and its probe. The DRA driver runs as a host process, or with
+   `--dra-daemonset` as the moved render's kubelet-plugin DaemonSet from the image build_images.py built
+   (`dra.oci.tar`; the chart's `registry.k8s.io/...:v0.5.0` is swapped for it as the plugin's image is). Without
+   `--time-slicing` the holder pod holds `nvidia.com/gpu` of the default render's plugin.
 
 A sampler thread reads the node's pods and published devices every ~100 ms for the whole run and keeps the most
 GPU allocators it ever saw on the node at once. One JSON report (each step's result and time, published devices,
@@ -39,6 +42,7 @@ import contextlib
 import copy
 import fcntl
 import json
+import os
 import re
 import shutil
 import socket
@@ -679,6 +683,148 @@ def holder_pod(run: Run, node_name: str, job: dict[str, Any], resource: str, det
     return now
 
 
+def kubelet_plugin_of(objects: list[dict[str, Any]]) -> dict[str, Any]:
+    """The DRA chart's kubelet-plugin DaemonSet in a render."""
+    found = [o for o in objects if o["kind"] == "DaemonSet" and "kubelet-plugin" in o["metadata"]["name"]]
+    if len(found) != 1:
+        raise StepFailed(f"the moved render has {len(found)} kubelet-plugin DaemonSets; the dra cohort renders one")
+    return found[0]
+
+
+SLICE_POLICY = "resourceslices-policy"
+"""The chart's ValidatingAdmissionPolicy for slice writes (named `…-resourceslices-policy`); left out as dra_run
+leaves it: it admits a slice only from a token bound to a pod of the slice's node, which the pod here has, but a
+refusal would stop the run before the owner change it is for (the report names it not applied)."""
+
+
+def dra_daemonset(
+    run: Run, node_name: str, moved: list[dict[str, Any]], image: str, detail: dict[str, Any]
+) -> dict[str, Any]:
+    """The moved render's kubelet-plugin DaemonSet (image swapped, the ServiceAccount token volume added) and what
+    it needs (namespace, ServiceAccount, RBAC); waits for its pod Running and its ResourceSlice of the node."""
+    daemonset, detail["imageReplaced"] = with_built_image(kubelet_plugin_of(moved), image)
+    daemonset = with_api_access(daemonset)
+    detail["added"] = f"{API_VOLUME}: the ServiceAccount admission plugin's token volume (not run here)"
+    others = [
+        o
+        for o in moved
+        if o["kind"] in ORDER and o["kind"] not in ("DaemonSet", "Job") and SLICE_POLICY not in o["metadata"]["name"]
+    ]
+    detail["created"] = create(run, others, ORDER)
+    detail["notApplied"] = sorted(
+        {o["kind"] for o in moved if o["kind"] not in PATHS}
+        | {f"{o['kind']}/{o['metadata']['name']}" for o in moved if SLICE_POLICY in o["metadata"]["name"]}
+    )
+    # The plugin's `plugins` mount is Bidirectional and the driver root's HostToContainer: runc refuses both unless
+    # the host's / is a shared mount, which systemd makes it on a node; a machine booted otherwise is made so here.
+    root_mount = next(
+        (line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines() if line.split()[4] == "/"),
+        [],
+    )
+    detail["rootMountShared"] = any(field.startswith("shared:") for field in root_mount[6:])
+    if not detail["rootMountShared"]:
+        sh("mount", "--make-rshared", "/")
+        detail["rootMountMadeShared"] = "mount --make-rshared / (systemd's default on a node)"
+    # The chart's affinity asks NFD's NVIDIA PCI label, which NFD writes on a GPU node; no NFD runs here.
+    terms = (
+        daemonset["spec"]["template"]["spec"]
+        .get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+        .get("nodeSelectorTerms", [])
+    )
+    if terms:
+        first = terms[0]["matchExpressions"][0]
+        label = {first["key"]: first["values"][0]}
+        code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"metadata": {"labels": label}})
+        if code != 200:
+            raise StepFailed(f"label {node_name} with {label}: {code}")
+        detail["labelAdded"] = f"{label}: NFD's label the chart's affinity asks (no NFD here)"
+    began = time.monotonic()
+    detail["created"] += create(run, [daemonset], ("DaemonSet",))
+    namespace = daemonset["metadata"]["namespace"]
+    selector = ",".join(f"{k}%3D{v}" for k, v in daemonset["spec"]["selector"]["matchLabels"].items())
+
+    def running() -> Any:
+        pods = pods_of(run, namespace, selector)
+        ready = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == node_name]
+        if ready:
+            return ready[0]
+        states = [
+            (p["status"].get("initContainerStatuses") or []) + (p["status"].get("containerStatuses") or [])
+            or p["status"].get("conditions")
+            for p in pods
+        ]
+        return f"{len(pods)} pod(s): {json.dumps(states)[:300]}"
+
+    try:
+        pod = wait("the DRA kubelet-plugin DaemonSet's pod Running", running, 120)
+    finally:
+        for p in pods_of(run, namespace, selector):
+            detail["podLog"] = _container_log(namespace, p["metadata"]["name"])[-30:]
+    detail["podRunningSeconds"] = round(time.monotonic() - began, 2)
+    detail["pod"] = {
+        "name": pod["metadata"]["name"],
+        "runtimeClassName": pod["spec"].get("runtimeClassName"),
+        "images": [c["image"] for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]],
+        "ownerKind": pod["metadata"]["ownerReferences"][0]["kind"],
+        "owner": list(pod_owner(pod["spec"], pod["metadata"].get("labels") or {}) or ()),
+        "serviceAccountName": pod["spec"].get("serviceAccountName"),
+    }
+
+    def published_slice() -> Any:
+        code, slices = run.api("GET", "/apis/resource.k8s.io/v1/resourceslices")
+        mine = [s for s in (slices or {}).get("items", []) if s["spec"].get("nodeName") == node_name]
+        return mine or f"{code}: no slice of {node_name} yet"
+
+    try:
+        slices = wait("the DaemonSet driver's ResourceSlice", published_slice, 120)
+    finally:
+        detail["podLog"] = _container_log(namespace, pod["metadata"]["name"])[-30:]
+    detail["publishedSeconds"] = round(time.monotonic() - began, 2)
+    run.report["resourceSlice"] = slices[0]
+    device = slices[0]["spec"]["devices"][0]
+    detail["device"] = {
+        "name": device["name"],
+        "attributes": sorted(device.get("attributes", {})),
+        "memory": device.get("capacity", {}).get("memory", {}).get("value"),
+    }
+    detail["driverLog"] = detail.pop("podLog")[-25:]
+    return daemonset
+
+
+DRIVER_TOOLS = Path("/usr/local/nvidia/bin")
+"""Where the lent machines keep nvidia-smi (beside /usr/local/nvidia/lib64, `base.DRIVER_LIBRARIES`)."""
+
+
+def driver_files_inside_the_container(detail: dict[str, Any]) -> None:
+    """Make the host's driver files resolve under the container's /driver-root, where the chart's prestart script
+    and the plugin look: a link into /usr/local/nvidia must be relative (an absolute target resolves against the
+    container's own root) and nvidia-smi a real file in /usr/bin (the script's `find` without -L takes files only).
+    A driver installed by its package puts both there; the lent machine keeps them in /usr/local/nvidia."""
+    relinked = []
+    for library in sorted(base.DRIVER_LIBRARIES.glob("lib*.so*")):
+        target = base.STANDARD_LIBRARIES / library.name
+        if target.is_symlink() and Path(os.readlink(target)).is_absolute():
+            target.unlink()
+            target.symlink_to(os.path.relpath(library, target.parent))
+            relinked.append(library.name)
+    detail["librariesRelinkedRelative"] = len(relinked)
+    smi, installed = DRIVER_TOOLS / "nvidia-smi", Path("/usr/bin/nvidia-smi")
+    if smi.is_file() and (installed.is_symlink() or not installed.exists()):
+        installed.unlink(missing_ok=True)
+        shutil.copy2(smi.resolve(), installed)
+        detail["nvidiaSmiCopied"] = f"{smi} -> {installed}"
+
+
+def delete_and_wait(run: Run, daemonset: dict[str, Any], what: str) -> None:
+    """Delete a DaemonSet as `pulumi up` without the owner does, and wait until its pods are gone."""
+    namespace, name = daemonset["metadata"]["namespace"], daemonset["metadata"]["name"]
+    run.api("DELETE", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}", {"propagationPolicy": "Background"})
+    selector = ",".join(f"{k}%3D{v}" for k, v in daemonset["spec"]["selector"]["matchLabels"].items())
+    wait(f"the {what} pod gone", lambda: not pods_of(run, namespace, selector) or "still there", 90)
+
+
 def move_to_dra(
     run: Run,
     hw: Path,
@@ -688,10 +834,12 @@ def move_to_dra(
     sampler: Sampler,
     phases: dict[str, float],
     plugin: dict[str, Any] | None = None,
-) -> None:
+    dra_image: str | None = None,
+) -> dict[str, Any] | None:
     """The phases of `migrate --to dra --drain` on this node, done by this script: cordon, evict the GPU's holder
     (Eviction API), remove the device plugin, wait until nothing is published, install the DRA driver (host
-    process, the moved stack's render), wait for its slice, uncordon."""
+    process, or with `dra_image` the moved render's DaemonSet), wait for its slice, uncordon. Returns the DRA
+    DaemonSet created, if any."""
 
     def phase(name: str, began: float) -> None:
         phases[name] = round(time.monotonic() - began, 2)
@@ -719,12 +867,7 @@ def move_to_dra(
     phase("drain", began)
     began = time.monotonic()
     if plugin is not None:  # the chart's DaemonSet, as `pulumi up` without the owner deletes it
-        namespace, name = plugin["metadata"]["namespace"], plugin["metadata"]["name"]
-        run.api(
-            "DELETE", f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}", {"propagationPolicy": "Background"}
-        )
-        selector = ",".join(f"{k}%3D{v}" for k, v in plugin["spec"]["selector"]["matchLabels"].items())
-        wait("the plugin pod gone", lambda: not pods_of(run, namespace, selector) or "still there", 60)
+        delete_and_wait(run, plugin, "plugin")
     else:
         host = next(p for p in run.processes if "nvidia-device-plugin" in " ".join(map(str, p.args)))
         host.terminate()
@@ -741,14 +884,19 @@ def move_to_dra(
     run.report.setdefault("published", {})["afterMove"] = wait("nothing published by the plugin", unpublished, 60)
     phase("wait-unpublished", began)
     began = time.monotonic()
-    sampler.host_allocators.add("dra")
-    base.dra_plugin(run, hw, moved, run.report.setdefault("dra", {}), node_name=node_name)
+    installed = None
+    if dra_image is not None:
+        installed = dra_daemonset(run, node_name, moved, dra_image, run.report.setdefault("dra", {}))
+    else:
+        sampler.host_allocators.add("dra")
+        base.dra_plugin(run, hw, moved, run.report.setdefault("dra", {}), node_name=node_name)
     phase("install+wait-published", began)
     began = time.monotonic()
     code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": False}})
     if code != 200:
         raise StepFailed(f"uncordon {node_name}: {code}")
     phase("uncordon", began)
+    return installed
 
 
 def move_back(
@@ -762,6 +910,7 @@ def move_back(
     detail: dict[str, Any],
     *,
     api_access: bool,
+    dra: dict[str, Any] | None = None,
 ) -> None:
     """The phases of `migrate --to device-plugin --drain`: cordon, the DRA smoke Job (and its claim) deleted, the DRA
     driver stopped, its slice gone (the kubelet wipes an unregistered driver's slices), the plugin's DaemonSet
@@ -789,10 +938,13 @@ def move_back(
     wait("the DRA consumers gone", consumers_gone, 60)
     phase("drain", began)
     began = time.monotonic()
-    driver = next(p for p in run.processes if "gpu-kubelet-plugin" in " ".join(map(str, p.args)))
-    driver.terminate()
-    driver.wait(timeout=30)
-    sampler.host_allocators.discard("dra")
+    if dra is not None:  # the moved render's DaemonSet, as `pulumi up` without the owner deletes it
+        delete_and_wait(run, dra, "DRA kubelet-plugin")
+    else:
+        driver = next(p for p in run.processes if "gpu-kubelet-plugin" in " ".join(map(str, p.args)))
+        driver.terminate()
+        driver.wait(timeout=30)
+        sampler.host_allocators.discard("dra")
     phase("remove", began)
     began = time.monotonic()
 
@@ -829,6 +981,11 @@ def main() -> int:
         action="store_true",
         help="run the time-slicing plugin as a host process (the first runs), not as the chart's DaemonSet",
     )
+    parser.add_argument(
+        "--dra-daemonset",
+        action="store_true",
+        help="run the DRA driver as the moved render's DaemonSet from images/dra.oci.tar, not as a host process",
+    )
     parser.add_argument("--report", type=Path, required=True)
     parser.add_argument("--logs", type=Path, required=True)
     args = parser.parse_args()
@@ -837,8 +994,11 @@ def main() -> int:
     objects = base.rendered(args.review)
     run.report["rendered"] = {"default": rendered_allocator(objects)}
     sliced = base.rendered(args.time_slicing) if args.time_slicing else []
-    api_access = bool(sliced) and not args.time_slicing_host
+    moved = base.rendered(args.move_to_dra) if args.move_to_dra else []
+    # DaemonSet pods that read the API server (config-manager, the DRA kubelet plugin) need what a cluster gives.
+    api_access = (bool(sliced) and not args.time_slicing_host) or args.dra_daemonset
     image = (args.images / "device-plugin-image.txt").read_text().strip()
+    dra_image = (args.images / "dra-image.txt").read_text().strip() if args.dra_daemonset else None
     sampler: Sampler | None = None
     code = 0
     try:
@@ -849,12 +1009,16 @@ def main() -> int:
             run.report["card"] = d["nvidiaSmi"].split(",")[0].strip()
         with run.step("driver libraries in the loader's cache") as d:
             base.driver_libraries(d)
+            if args.dra_daemonset:
+                driver_files_inside_the_container(d)
         with run.step("runc starts a container on this kernel") as d:
             adjust = base.runc_works(args.hw, d)
         with run.step("nvidia-container-runtime (CDI mode) and this host's CDI spec") as d:
             handler = nvidia_runtime(args.hw, adjust, d)
         with run.step("containerd with the nvidia handler, runc and the bridge CNI; images imported") as d:
-            archives = ("pause.oci.tar", "probe.oci.tar", "device-plugin.oci.tar")
+            archives: tuple[str, ...] = ("pause.oci.tar", "probe.oci.tar", "device-plugin.oci.tar")
+            if dra_image:
+                archives += ("dra.oci.tar",)
             base.containerd(run, args.hw, args.images, adjust, d, archives=archives, extra_config=handler)
         with run.step("etcd, kube-apiserver, kube-controller-manager, kube-scheduler") as d:
             base.control_plane(run, args.toolchain, d)
@@ -866,7 +1030,7 @@ def main() -> int:
             d["publishedBeforePlugin"] = published(node or {})
         if api_access:
             with run.step("pods reach the API server: the kubernetes Service routed, kube-root-ca.crt published") as d:
-                pod_api_access(run, [*objects, *sliced], d)
+                pod_api_access(run, [*objects, *sliced, *moved], d)
         with run.step("the program's objects applied; the device plugin DaemonSet's pod publishes the GPU") as d:
             daemonset = plugin_daemonset(run, node_name, objects, image, d, api_access=api_access)
         with run.step("smoke Job gets nvidia.com/gpu; the nvidia handler injects the GPU; the probe runs") as d:
@@ -896,17 +1060,28 @@ def main() -> int:
             with run.step("time-slicing: smoke Job gets the shared GPU; the probe runs") as d:
                 create(run, [o for o in sliced if o["kind"] == "ConfigMap"], ("ConfigMap",))
                 smoke(run, sliced, d, "timeSlicing")
-        if args.move_to_dra and sliced:
-            moved = base.rendered(args.move_to_dra)
-            job = next(o for o in sliced if o["kind"] == "Job")
-            with run.step("a pod holds the time-sliced GPU through the device plugin") as d:
-                holder_pod(run, node_name, job, "nvidia.com/gpu.shared", d)
+        if moved:
+            job = next(o for o in (sliced or objects) if o["kind"] == "Job")
+            resource = "nvidia.com/gpu.shared" if sliced else "nvidia.com/gpu"
+            holding = sliced_daemonset if sliced else daemonset
+            held = "the time-sliced GPU" if sliced else "the GPU"
+            with run.step(f"a pod holds {held} through the device plugin") as d:
+                holder_pod(run, node_name, job, resource, d)
             with run.step("owner change to DRA: cordon, drain, remove, unpublished, install, published, uncordon") as d:
                 phases: dict[str, float] = {}
                 d["phases"] = phases
-                move_to_dra(
-                    run, args.hw, node_name, job["metadata"]["namespace"], moved, sampler, phases, sliced_daemonset
+                dra_installed = move_to_dra(
+                    run,
+                    args.hw,
+                    node_name,
+                    job["metadata"]["namespace"],
+                    moved,
+                    sampler,
+                    phases,
+                    holding,
+                    dra_image,
                 )
+                d["draAs"] = "DaemonSet" if dra_installed else "host process"
                 _, node = run.api("GET", f"/api/v1/nodes/{node_name}")
                 d["published"] = published(node or {})
                 d["resourceSlices"] = sampler.sample()["resourceSlices"]
@@ -922,7 +1097,18 @@ def main() -> int:
                 ) as d:
                     phases = {}
                     d["phases"] = phases
-                    move_back(run, node_name, job, objects, image, sampler, phases, d, api_access=api_access)
+                    move_back(
+                        run,
+                        node_name,
+                        job,
+                        objects,
+                        image,
+                        sampler,
+                        phases,
+                        d,
+                        api_access=api_access,
+                        dra=dra_installed,
+                    )
                 with run.step("back on the plugin: the smoke Job gets nvidia.com/gpu; the probe runs") as d:
                     smoke(run, objects, d, "back")
     except Exception:

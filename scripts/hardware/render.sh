@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares everything a hardware run carries to the GPU machine, under out/hw/ (ignored, never committed):
-#   out/hw/images/        the pause, probe and device-plugin images (scripts/hardware/build_images.py)
+#   out/hw/images/        the pause, probe, device-plugin and DRA driver images (scripts/hardware/build_images.py)
 #   out/hw/review/<stack>/head/  the program's rendered objects for each hardware stack (eks-hybrid-gpu review)
 #   out/hw/stage-*/       the binaries, xz-compressed, split so that each fits one device call; stage-images holds
 #                         images/ and review/ (unpack it with `tar -C out/hw`), the others unpack at /
@@ -20,14 +20,22 @@ case "$run" in
   dra) stacks=(hardware) ;;
   *) echo "usage: $0 [device-plugin|dra]" >&2; exit 2 ;;
 esac
-HW=$(scripts/hardware-toolchain.sh --print-dir | tail -1)
+# HW=<hardware-toolchain folder> picks a built Kubernetes version other than KUBE_VERSION (the runs so far: v1.34.4);
+# the control plane carried is the kubelet's version, one version only (each stage must fit one device call).
+HW=${HW:-$(scripts/hardware-toolchain.sh --print-dir | tail -1)}
 TOOLCHAIN=$(dirname "$HW")
+KV=$(basename "$HW" | sed 's/^hardware-\(v[^-]*\)-.*/\1/')
 PLUGIN_DIR=$(ls -d "$HW"/device-plugin-v*/ | tail -1)
 OUT=out/hw
 mkdir -p "$OUT"
 if [ "$part" != review ]; then
+DRA_DIR=$(ls -d "$HW"/dra-v*/ | tail -1)
+DRA_VERSION=$(basename "$DRA_DIR" | sed 's/^dra-//')
+# The DRA image takes the driver's prestart script from the module's source, which the toolchain build downloaded.
+DRA_SOURCE=$(go env GOMODCACHE)/sigs.k8s.io/dra-driver-nvidia-gpu@$DRA_VERSION
 python3 scripts/hardware/build_images.py --pause "$HW/pause" --out "$OUT/images" \
-  --device-plugin "$PLUGIN_DIR" --device-plugin-version "$(basename "$PLUGIN_DIR" | sed 's/^device-plugin-//')"
+  --device-plugin "$PLUGIN_DIR" --device-plugin-version "$(basename "$PLUGIN_DIR" | sed 's/^device-plugin-//')" \
+  --dra "$DRA_DIR" --dra-version "$DRA_VERSION" --cdi-hook "$HW/nvidia-cdi-hook" --dra-source "$DRA_SOURCE"
 rel() { local p; for p in "$@"; do echo "${p#/}"; done; }
 stage() {  # stage NAME FILES...: one xz'd tar, unpacked at / there (the same cache paths as here)
   local name=$1; shift
@@ -43,8 +51,8 @@ stage() {  # stage NAME FILES...: one xz'd tar, unpacked at / there (the same ca
 }
 # One device call carries at most 64 MiB, the working tree included: stage 1, stage 2, then stage 3 with the images
 # (the device plugin's binaries travel once, in its image; plugin_run.py takes the host-process copy from there).
-stage 1 "$TOOLCHAIN"/kube-v*/bin/kube-apiserver "$TOOLCHAIN"/kube-v*/bin/kube-controller-manager
-stage 2 "$TOOLCHAIN"/kube-v*/bin/kube-scheduler "$TOOLCHAIN"/etcd-*/bin/etcd "$HW/kubelet"
+stage 1 "$TOOLCHAIN/kube-$KV/bin/kube-apiserver" "$TOOLCHAIN/kube-$KV/bin/kube-controller-manager"
+stage 2 "$TOOLCHAIN/kube-$KV/bin/kube-scheduler" "$TOOLCHAIN"/etcd-*/bin/etcd "$HW/kubelet"
 stage 3 "$HW/containerd" "$HW/ctr" "$HW/containerd-shim-runc-v2" "$HW/runc" "$HW/nvidia-ctk" "$HW/nvidia-cdi-hook" \
   "$HW/nvidia-container-runtime" "$HW/cni" "$HW/pause"
 stage dra "$HW"/dra-v*/gpu-kubelet-plugin
@@ -55,7 +63,7 @@ trap 'for s in "${stacks[@]}"; do rm -f "stacks/Pulumi.$s.yaml"; done' EXIT
 rm -rf "$OUT/review"
 for s in "${stacks[@]}"; do
   sed "s#PROBE_IMAGE#$image#" "scripts/hardware/Pulumi.$s.yaml" > "stacks/Pulumi.$s.yaml"
-  .venv/bin/python -m eks_hybrid_gpu review --stack "$s" --base HEAD --out "$OUT/review/$s"
+  "${PYTHON:-.venv/bin/python}" -m eks_hybrid_gpu review --stack "$s" --base HEAD --out "$OUT/review/$s"
 done
 rm -rf "$OUT/stage-images"
 mkdir -p "$OUT/stage-images"

@@ -225,11 +225,11 @@ def test_the_owner_change_released_the_plugins_gpu_before_dra_published_it(repor
     # The kubelet kept the plugin's resources in capacity with nothing allocatable; the DRA driver's slice came after.
     after = report["published"]["afterMove"]
     assert set(after["allocatable"].values()) == {"0"}
-    assert after["capacity"] == report["published"]["timeSlicing"]["capacity"]
+    assert after["capacity"] == _before_move(report)["capacity"]
     assert moved["resourceSlices"] == 1
-    holder = _step(report, "a pod holds the time-sliced GPU through the device plugin")["detail"]
-    assert holder["holder"] == {
-        "requests": {"nvidia.com/gpu.shared": "1"},
+    resource = "nvidia.com/gpu.shared" if "timeSlicing" in report["published"] else "nvidia.com/gpu"
+    assert _holder(report)["holder"] == {
+        "requests": {resource: "1"},
         "node": report["resourceSlice"]["spec"]["nodeName"],
     }
     # The sampler saw the plugin (its pod, or the host process of the first runs) go before the driver came.
@@ -237,6 +237,19 @@ def test_the_owner_change_released_the_plugins_gpu_before_dra_published_it(repor
     first_dra = next(i for i, now in enumerate(owners) if "dra" in now)
     assert any("device-plugin" in now for now in owners[:first_dra])
     assert all(len(now) <= 1 for now in owners)
+
+
+def _before_move(report: dict[str, Any]) -> dict[str, Any]:
+    """What the plugin published when the holder took the GPU: the time-sliced GPU, or the default render's."""
+    published: dict[str, Any] = report["published"]
+    return published["timeSlicing"] if "timeSlicing" in published else published["default"]
+
+
+def _holder(report: dict[str, Any]) -> dict[str, Any]:
+    sliced = "timeSlicing" in report["published"]
+    held = "the time-sliced GPU" if sliced else "the GPU"
+    detail: dict[str, Any] = _step(report, f"a pod holds {held} through the device plugin")["detail"]
+    return detail
 
 
 def _allocators(change: dict[str, Any]) -> list[str]:
@@ -319,7 +332,7 @@ def test_the_simulation_follows_the_real_kubelet_through_both_owner_changes(repo
     labels = _step(report, KUBELET_STEP)["detail"]["labels"]
     published = report["published"]
     # The plugin gone for DRA: its resources kept in capacity, nothing allocatable.
-    assert _simulated(host, labels, published["timeSlicing"], [], {}) == published["afterMove"]
+    assert _simulated(host, labels, _before_move(report), [], {}) == published["afterMove"]
     if "back" in published:
         default = report["rendered"]["default"]
         simulated = _simulated(host, labels, published["afterMove"], [_ready_pod(default)], _configmaps(default))

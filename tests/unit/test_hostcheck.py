@@ -135,14 +135,26 @@ H200_DRIVER_ROOT_FIX = (
     "/usr/lib/aarch64-linux-gnu) and `sudo ln -s /usr/local/nvidia/bin/nvidia-smi /usr/bin/`, then re-run this check"
 )
 
+H200_DEVICE_NODES_DETAIL = (
+    "cannot judge the NVIDIA device nodes: the checked root has no /dev folder (a copied tree, or a Pod without the "
+    "host's /dev)"
+)
+H200_DEVICE_NODES_FIX = (
+    "run the check on the host itself, or mount the host's / (with /dev) at the root given to --root"
+)
+"""The recorded tree holds the driver's files only: no /dev, so the device-node check says it cannot judge."""
+
 
 def _with_driver_root(captured: str) -> str:
-    """The capture predates the driver-root check: add its row, its fix and one more failure, nothing else."""
+    """The capture predates the driver-root and device-node checks: add their rows, their fixes and one more
+    failure (driver-root's; device-nodes cannot judge a tree without /dev: a warning), nothing else."""
     lines = captured.splitlines(keepends=True)
     at = next(i for i, line in enumerate(lines) if line.startswith("driver "))
     lines.insert(at + 1, f"driver-root      FAIL    {H200_DRIVER_ROOT_DETAIL}\n")
+    lines.insert(at + 2, f"device-nodes     WARN    {H200_DEVICE_NODES_DETAIL}\n")
     at = lines.index("To fix:\n")
     lines.insert(at + 1, f"  driver-root: {H200_DRIVER_ROOT_FIX}\n")
+    lines.insert(at + 2, f"  device-nodes: {H200_DEVICE_NODES_FIX}\n")
     text = "".join(lines)
     return text.replace("): 3 check(s) below the floors", "): 4 check(s) below the floors")
 
@@ -173,6 +185,9 @@ def test_h200_replay_reproduces_the_captured_inventory() -> None:
     expected["checks"].insert(
         1, {"name": "driver-root", "status": "fail", "detail": H200_DRIVER_ROOT_DETAIL, "fix": H200_DRIVER_ROOT_FIX}
     )
+    expected["checks"].insert(
+        2, {"name": "device-nodes", "status": "warn", "detail": H200_DEVICE_NODES_DETAIL, "fix": H200_DEVICE_NODES_FIX}
+    )
     assert code == 1
     assert json.loads(text) == expected
 
@@ -185,6 +200,7 @@ def test_h200_reports_exactly_what_the_bare_host_lacks() -> None:
     assert {name: check["status"] for name, check in checks.items()} == {
         "driver": "pass",
         "driver-root": "fail",
+        "device-nodes": "warn",
         "containerd": "fail",
         "toolkit": "fail",
         "runtime-handler": "info",
