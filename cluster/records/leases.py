@@ -12,7 +12,9 @@ resourceVersion it read), so of two runs racing for one Lease exactly one wins.
 "Expired" compares the holder's renewTime with this machine's clock, and two machines' clocks differ. So a Lease
 of another machine that looks expired is watched for one renewal interval first (`OBSERVE_SECONDS`): a holder
 that renews it meanwhile is alive, whatever the clocks say, and the run refuses. Only a Lease nobody wrote in that
-time is taken over, with a write over the version read before the wait.
+time is taken over, with a write over the version read before the wait. A Lease whose times lie ahead of this
+machine's clock (clock skew, `HeldLease.ahead`) is neither fresh nor expired: it is watched the same way, and the
+notice or refusal names the skew, its holder's machine and how to clear it.
 """
 
 from __future__ import annotations
@@ -155,16 +157,26 @@ class Leases:
         if current.holder == self.identity:
             self.held[name] = existing
             return
-        if not (current.expired(now) or current.holder_exited()):
+        ahead = current.ahead(now)
+        if current.holder_exited():
+            why = "its holder process on this machine has exited"
+        elif ahead is not None:  # dated ahead of this clock: its age says nothing; only a watch can tell
+            why = (
+                f"nobody renewed it in {OBSERVE_SECONDS:.0f} s of watching; fix the clock of "
+                f"{current.host or 'its holder machine'} before it runs these commands again"
+            )
+            self._not_renewed_while_watched(kind, target, name, existing, current, ahead)
+        elif not current.expired(now):
             msg = (
                 f"{kind} {target} is held by another run: {current.describe(now)}; wait for it to finish (or stop it), "
                 f"then run this command again. A Lease not renewed for {current.duration} s is taken over; "
                 f"`kubectl -n {self.namespace} get lease {name} -o yaml` shows it"
             )
             raise LeaseHeld(msg)
-        why = "its holder process on this machine has exited" if current.holder_exited() else "it has expired"
-        if not current.on_this_machine():  # another clock: expired is a guess until a renewal interval passes
-            self._not_renewed_while_watched(kind, target, name, existing, current)
+        else:
+            why = "it has expired"
+            if not current.on_this_machine():  # another clock: expired is a guess until a renewal interval passes
+                self._not_renewed_while_watched(kind, target, name, existing, current, None)
         body["metadata"]["resourceVersion"] = (existing.get("metadata") or {}).get("resourceVersion")
         try:
             self.held[name] = self.kube.replace(leases_path(self.namespace, name), body)
@@ -176,19 +188,41 @@ class Leases:
         self.say(f"took over Lease {self.namespace}/{name} of {current.describe(now)}: {why}")
 
     def _not_renewed_while_watched(
-        self, kind: Kind, target: str, name: str, existing: Mapping[str, Any], current: HeldLease
+        self,
+        kind: Kind,
+        target: str,
+        name: str,
+        existing: Mapping[str, Any],
+        current: HeldLease,
+        ahead: float | None,
     ) -> None:
-        """LeaseHeld when its holder writes the Lease within one renewal interval: alive, though the clocks differ."""
+        """LeaseHeld when its holder writes the Lease within one renewal interval: alive, though the clocks differ.
+
+        `ahead`: the seconds its times lie ahead of this clock (clock skew), which the notice and refusal then name.
+        """
+        looks = (
+            f"{current.skew_words(ahead)}, so its age says nothing"
+            if ahead is not None
+            else "looks expired by this machine's clock"
+        )
         self.say(
-            f"Lease {self.namespace}/{name} of {current.describe()} looks expired by this machine's clock; watching "
-            f"it {OBSERVE_SECONDS:.0f} s (one renewal interval) for a renewal before taking it over"
+            f"Lease {self.namespace}/{name} of {current.holder or 'no holder'}: {looks}; watching it "
+            f"{OBSERVE_SECONDS:.0f} s (one renewal interval) for a renewal before taking it over"
         )
         time.sleep(OBSERVE_SECONDS)
         again = self.kube.get_or_none(leases_path(self.namespace, name))
         version = (existing.get("metadata") or {}).get("resourceVersion")
         if again is not None and (again.get("metadata") or {}).get("resourceVersion") != version:
+            renewed = HeldLease.of(again)
+            if ahead is not None:
+                msg = (
+                    f"{kind} {target} is held by another run: {renewed.describe(utc_now())}; it renewed its Lease "
+                    "while this run watched it, so it is alive: wait for it to finish (or stop it), then run this "
+                    f"command again; to clear the skew, {renewed.skew_fix(self.namespace)}"
+                )
+                raise LeaseHeld(msg)
             msg = (
-                f"{kind} {target} is held by another run: {HeldLease.of(again).describe()}, which renewed its Lease "
+                f"{kind} {target} is held by another run: {renewed.describe(utc_now())}, which renewed its Lease "
                 "while this run watched it (its machine's clock and this one's differ); wait for it to finish (or "
                 f"stop it), then run this command again. `kubectl -n {self.namespace} get lease {name} -o yaml` "
                 "shows it"
