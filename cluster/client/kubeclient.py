@@ -80,7 +80,7 @@ class Kube:
         try:
             response = send(self.api, method, path, query=params, headers=headers, body=body)
         except Unreachable as error:
-            raise KubeUnreachable(self._unreachable(str(error))) from None
+            raise KubeUnreachable(self._unreachable(str(error)), f"{method} {path}") from None
         text = response.text
         if 200 <= response.status <= 299:
             return text if raw else (json.loads(text) if text else {})
@@ -93,7 +93,7 @@ class Kube:
             refused = f" {verb} {what}" if what else ""
             msg = f"permission denied{refused} ({self.where}): {message}; {self.hints.forbidden}"
             raise KubeAccessError(msg)
-        raise KubeApiError(response.status, message, what, self.where)
+        raise KubeApiError(response.status, message, what, self.where, f"{method} {path}")
 
     def _unreachable(self, reason: str) -> str:
         return f"cannot reach the Kubernetes API ({self.where}): {reason}; {self.hints.unreachable}"
@@ -172,7 +172,7 @@ class Kube:
         try:
             yield from watch(self.api, path, params)
         except Unreachable as error:
-            raise KubeUnreachable(self._unreachable(str(error))) from None
+            raise KubeUnreachable(self._unreachable(str(error)), f"WATCH {path}") from None
 
     def text(self, path: str, **query: str | int | bool) -> str:
         """A plain-text subresource such as a pod log."""
