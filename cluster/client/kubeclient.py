@@ -9,6 +9,7 @@ caller's words (`cluster.client.kubeconfig.Hints`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from kubernetes import client
 
 from cluster.client import names
 from cluster.client.errors import KubeAccessError, KubeApiError, KubeUnreachable
-from cluster.client.kube_http import Unreachable, send, watch
+from cluster.client.kube_http import REQUEST_TIMEOUT, Unreachable, send, watch
 from cluster.client.kubeconfig import Hints, Source, open_client
 
 NODES = "/api/v1/nodes"
@@ -46,6 +47,16 @@ class Kube:
     server: str
     source: Source | None = field(default=None, compare=False)
     """How refusals name the kubeconfig and what they tell the person; None: the day-2 commands' words."""
+    timeout: tuple[float, float] = field(default=REQUEST_TIMEOUT, compare=False)
+    """Connect and read timeouts of each request."""
+
+    def own_connection(self, timeout: tuple[float, float]) -> Kube:
+        """The same cluster and user through a connection pool of its own, with its own request deadline.
+
+        What must not wait behind the other requests of a run (a Lease's renewal behind a slow list, a throttled
+        read, a watch) goes through this.
+        """
+        return dataclasses.replace(self, api=client.ApiClient(configuration=self.api.configuration), timeout=timeout)
 
     @property
     def hints(self) -> Hints:
@@ -78,7 +89,7 @@ class Kube:
             headers["Content-Type"] = content_type or "application/json"
         params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (query or {}).items()}
         try:
-            response = send(self.api, method, path, query=params, headers=headers, body=body)
+            response = send(self.api, method, path, query=params, headers=headers, body=body, timeout=self.timeout)
         except Unreachable as error:
             raise KubeUnreachable(self._unreachable(str(error)), f"{method} {path}") from None
         text = response.text

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cluster.client.kubeclient import KubeApiError
 from cluster.client.names import NameRefused
 from cluster.records import leases
 from cluster.records.lease_records import (
@@ -393,3 +395,64 @@ def test_a_skewed_lease_its_holder_renews_while_watched_is_refused_naming_holder
     assert f"once its holder is known gone, `kubectl -n {NS} delete lease {name}` clears it" in message
     assert "-59" not in message
     assert not any("took over" in line for line in said)
+
+
+class Throttled(FakeKube):
+    """An API server that answers 429 to every Lease write once `throttled` is set (a priority level with no share)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.throttled = threading.Event()
+        self.renewals: list[float] = []
+
+    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if "/leases/" in path:
+            self.renewals.append(time.monotonic())
+            if self.throttled.is_set():
+                raise KubeApiError(429, "Too many requests, please try again later.", request=f"PUT {path}")
+        return super().replace(path, body)
+
+
+def test_a_throttled_renewal_is_retried_soon_and_a_lease_unrenewed_for_its_duration_stops_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(leases, "RENEW_SECONDS", 0.2)
+    monkeypatch.setattr(leases, "RENEW_RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(leases, "DURATION_SECONDS", 2)
+    kube = Throttled()
+    with _leases(kube) as run:
+        run.acquire("node", ["gpu-1"])
+        time.sleep(0.5)
+        run.ensure()  # renewed: nothing stops the run
+        assert len(kube.renewals) >= 2
+        kube.throttled.set()
+        throttled_at = time.monotonic()
+        time.sleep(0.5)
+        run.ensure()  # unrenewed for less than its duration: the run goes on
+        tries = [t for t in kube.renewals if t > throttled_at]
+        assert len(tries) >= 4  # retried every RENEW_RETRY_SECONDS, not once an interval
+        time.sleep(1.8)
+        with pytest.raises(LeaseLost) as stopped:
+            run.ensure()
+    message = str(stopped.value)
+    assert re.match(
+        r"Lease gpu-system/gpu-allocation-node\.gpu-1 went unrenewed for \d+ s, longer than its duration", message
+    )
+    assert (
+        "(2 s): the API server answered 429 to PUT /apis/coordination.k8s.io/v1/namespaces/gpu-system/leases/"
+        "gpu-allocation-node.gpu-1: Too many requests, please try again later.; another run may now judge it expired "
+        "and take over, so this run stops before its next change; once the API server answers again, run "
+        "`eks-hybrid-gpu move-host gpu-1 --to dra` again: it continues from where it stopped"
+    ) in message
+
+
+def test_renewal_goes_through_a_connection_of_its_own_with_its_own_deadline() -> None:
+    from cluster.client.kubeclient import Kube
+
+    shared = Kube(api=__import__("kubernetes").client.ApiClient(), kubeconfig="k", context="c", server="s")
+    own = shared.own_connection(leases.RENEW_TIMEOUT)
+    assert own.api is not shared.api
+    assert own.api.rest_client.pool_manager is not shared.api.rest_client.pool_manager
+    assert own.timeout == leases.RENEW_TIMEOUT
+    assert own.timeout[1] < leases.DURATION_SECONDS / 3
+    assert shared.timeout == (5.0, 30.0)
