@@ -8,19 +8,22 @@ provider, Chart v4 rendering, server-side apply — is the real thing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from pulumi import automation as auto
 
+from cluster.records.lease_records import pid_alive
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.localpaths import KUBE_DIRS_ENV
 from policy.gpu_allocation.vocab.labels import PROJECT
@@ -171,27 +174,78 @@ def prepare(state_dir: Path, kubeconfig: Path, toolchain: Toolchain | None = Non
     return engine
 
 
+RUNS: Final = "runs"
+"""Under the engine's state dir: one work folder per run (`STACK.PID.RANDOM`), its own copy of the stack file."""
+SALTS: Final = "salts"
+"""Under the engine's state dir: each stack's `encryptionsalt`, written once, copied into every run's folder."""
+PROJECT_FOLDER: Final = "project"
+"""Under the engine's state dir: Pulumi.yaml alone, a stable `--cwd` for `pulumi cancel` (a run's folder goes)."""
+
+
+def project_folder(engine: EngineEnv) -> Path:
+    """A folder with this project's Pulumi.yaml and no stack file: where `pulumi cancel` of this engine runs."""
+    return engine.state_dir / PROJECT_FOLDER
+
+
+def _run_folder(engine: EngineEnv, name: str) -> Path:
+    """A new work folder for this run only; the folders of runs whose process has exited are removed first.
+
+    Every run used to copy its stack file into one shared folder, so a teammate's `pulumi up` replaced the config a
+    running migration's next phase read; a folder per run keeps each run's config its own.
+    """
+    runs = engine.state_dir / RUNS
+    runs.mkdir(parents=True, exist_ok=True)
+    for folder in runs.iterdir():
+        parts = folder.name.rsplit(".", 2)
+        if len(parts) == 3 and parts[1].isdigit() and not pid_alive(int(parts[1])):
+            shutil.rmtree(folder, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{name}.{os.getpid()}.", dir=runs))
+
+
+def _salt_of(engine: EngineEnv, stack_file: str) -> str | None:
+    """The stack's `encryptionsalt` as kept (or as the old shared work folder kept it); None for a new stack."""
+    for kept in (engine.state_dir / SALTS / stack_file, engine.state_dir / "work" / "stacks" / stack_file):
+        document = yaml.safe_load(kept.read_text()) if kept.is_file() else None
+        if isinstance(document, dict) and document.get("encryptionsalt"):
+            return str(document["encryptionsalt"])
+    return None
+
+
+def _keep_salt(engine: EngineEnv, work: Path, stack_file: str) -> None:
+    """Keep the salt the engine wrote into this run's copy, once: without it the stack's secrets cannot be read."""
+    written = yaml.safe_load((work / "stacks" / stack_file).read_text()) or {}
+    salt = written.get("encryptionsalt") if isinstance(written, dict) else None
+    if not salt or _salt_of(engine, stack_file) is not None:
+        return
+    (engine.state_dir / SALTS).mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError), (engine.state_dir / SALTS / stack_file).open("x") as kept:
+        kept.write(yaml.safe_dump({"encryptionsalt": salt}))
+
+
 def _work_copy(engine: EngineEnv, name: str, source_dir: Path, charts: Mapping[str, Any] | None = None) -> Path:
-    """Copy Pulumi.yaml and the stack file into the engine's own work dir.
+    """Copy Pulumi.yaml and the stack file into a work folder of this run's own.
 
     The Automation API writes the stack's `encryptionsalt` into its stack file; working on a copy keeps
-    the repository's stack files clean. The salt of an earlier run is kept, or the stack's secrets
-    could no longer be read. `charts` entries (a chart mirror's version + archive, from the command that
-    chose the mirror) replace the stack file's `charts.<key>` in the copy only.
+    the repository's stack files clean. The stack's salt is kept apart (`SALTS`) and put into every copy, or the
+    stack's secrets could no longer be read. `charts` entries (a chart mirror's version + archive, from the command
+    that chose the mirror) replace the stack file's `charts.<key>` in the copy only. Another run's copy is another
+    folder: nothing it writes reaches this run's config.
     """
-    work = engine.state_dir / "work"
-    (work / "stacks").mkdir(parents=True, exist_ok=True)
+    project = project_folder(engine)
+    project.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(source_dir / "Pulumi.yaml", project / "Pulumi.yaml")
+    work = _run_folder(engine, name)
+    (work / "stacks").mkdir()
     shutil.copyfile(source_dir / "Pulumi.yaml", work / "Pulumi.yaml")
     source = projectdir.stack_file(name, source_dir)
-    target = work / "stacks" / source.name
     document = yaml.safe_load(source.read_text()) or {}
-    previous = yaml.safe_load(target.read_text()) if target.exists() else None
-    if isinstance(previous, dict) and "encryptionsalt" in previous:
-        document["encryptionsalt"] = previous["encryptionsalt"]
+    salt = _salt_of(engine, source.name)
+    if salt is not None:
+        document["encryptionsalt"] = salt
     if charts:
         config = document.setdefault("config", {})
         config[f"{PROJECT}:charts"] = {**(config.get(f"{PROJECT}:charts") or {}), **charts}
-    target.write_text(yaml.safe_dump(document, sort_keys=False))
+    (work / "stacks" / source.name).write_text(yaml.safe_dump(document, sort_keys=False))
     return work
 
 
@@ -210,15 +264,20 @@ def stack(
 
         run(project, local_kubeconfig=engine.kubeconfig)
 
+    work = _work_copy(engine, name, project, charts)
     workspace = auto.LocalWorkspaceOptions(
-        work_dir=str(_work_copy(engine, name, project, charts)),
+        work_dir=str(work),
         pulumi_home=str(engine.pulumi_home),
         env_vars=engine.variables,
         pulumi_command=auto.PulumiCommand(
             root=str(Path(_which("pulumi", engine)).parent.parent), skip_version_check=True
         ),
     )
-    return auto.create_or_select_stack(name, project_name=PROJECT, program=program or default_program, opts=workspace)
+    selected = auto.create_or_select_stack(
+        name, project_name=PROJECT, program=program or default_program, opts=workspace
+    )
+    _keep_salt(engine, work, projectdir.stack_file(name, project).name)
+    return selected
 
 
 def _which(binary: str, engine: EngineEnv) -> str:

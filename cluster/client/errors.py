@@ -15,14 +15,21 @@ class KubeAccessError(Exception):
 class KubeUnreachable(KubeAccessError):
     """No answer at all (refused, reset, timed out): the one access problem that waiting may cure."""
 
+    def __init__(self, message: str, request: str = "") -> None:
+        super().__init__(message)
+        self.request = request
+        """`GET /api/v1/nodes/N`, `WATCH /api/v1/pods`: the request that got no answer; may be empty."""
+
 
 class KubeApiError(Exception):
     """The API server answered with an error other than an access refusal (for example 404 or 409)."""
 
-    def __init__(self, status: int, message: str, what: str = "", where: str = "") -> None:
+    def __init__(self, status: int, message: str, what: str = "", where: str = "", request: str = "") -> None:
         super().__init__(f"{status}: {message}")
         self.status = status
         self.message = message
+        self.request = request
+        """`GET /api/v1/nodes/N`: the request the server refused (a retry line names it); may be empty."""
         self.what = what
         """The object or list asked for, as a refusal names it (`nodes`, `ConfigMap NS/NAME`); may be empty."""
         self.where = where

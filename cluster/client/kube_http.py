@@ -111,12 +111,11 @@ def send(
     query: Mapping[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
     body: Any = None,
+    timeout: tuple[float, float] = REQUEST_TIMEOUT,
 ) -> Response:
     """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable."""
     headers = dict(headers or {"Accept": "application/json"})
-    response = _call(
-        api, method, path, query=list((query or {}).items()), headers=headers, body=body, timeout=REQUEST_TIMEOUT
-    )
+    response = _call(api, method, path, query=list((query or {}).items()), headers=headers, body=body, timeout=timeout)
     try:
         data = response.read()
     except (urllib3.exceptions.HTTPError, OSError) as error:

@@ -9,6 +9,7 @@ caller's words (`cluster.client.kubeconfig.Hints`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from kubernetes import client
 
 from cluster.client import names
 from cluster.client.errors import KubeAccessError, KubeApiError, KubeUnreachable
-from cluster.client.kube_http import Unreachable, send, watch
+from cluster.client.kube_http import REQUEST_TIMEOUT, Unreachable, send, watch
 from cluster.client.kubeconfig import Hints, Source, open_client
 
 NODES = "/api/v1/nodes"
@@ -46,6 +47,16 @@ class Kube:
     server: str
     source: Source | None = field(default=None, compare=False)
     """How refusals name the kubeconfig and what they tell the person; None: the day-2 commands' words."""
+    timeout: tuple[float, float] = field(default=REQUEST_TIMEOUT, compare=False)
+    """Connect and read timeouts of each request."""
+
+    def own_connection(self, timeout: tuple[float, float]) -> Kube:
+        """The same cluster and user through a connection pool of its own, with its own request deadline.
+
+        What must not wait behind the other requests of a run (a Lease's renewal behind a slow list, a throttled
+        read, a watch) goes through this.
+        """
+        return dataclasses.replace(self, api=client.ApiClient(configuration=self.api.configuration), timeout=timeout)
 
     @property
     def hints(self) -> Hints:
@@ -78,9 +89,9 @@ class Kube:
             headers["Content-Type"] = content_type or "application/json"
         params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (query or {}).items()}
         try:
-            response = send(self.api, method, path, query=params, headers=headers, body=body)
+            response = send(self.api, method, path, query=params, headers=headers, body=body, timeout=self.timeout)
         except Unreachable as error:
-            raise KubeUnreachable(self._unreachable(str(error))) from None
+            raise KubeUnreachable(self._unreachable(str(error)), f"{method} {path}") from None
         text = response.text
         if 200 <= response.status <= 299:
             return text if raw else (json.loads(text) if text else {})
@@ -93,7 +104,7 @@ class Kube:
             refused = f" {verb} {what}" if what else ""
             msg = f"permission denied{refused} ({self.where}): {message}; {self.hints.forbidden}"
             raise KubeAccessError(msg)
-        raise KubeApiError(response.status, message, what, self.where)
+        raise KubeApiError(response.status, message, what, self.where, f"{method} {path}")
 
     def _unreachable(self, reason: str) -> str:
         return f"cannot reach the Kubernetes API ({self.where}): {reason}; {self.hints.unreachable}"
@@ -172,7 +183,7 @@ class Kube:
         try:
             yield from watch(self.api, path, params)
         except Unreachable as error:
-            raise KubeUnreachable(self._unreachable(str(error))) from None
+            raise KubeUnreachable(self._unreachable(str(error)), f"WATCH {path}") from None
 
     def text(self, path: str, **query: str | int | bool) -> str:
         """A plain-text subresource such as a pod log."""

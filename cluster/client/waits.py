@@ -67,8 +67,11 @@ def retrying(call: Callable[[], T], what: str, progress: Callable[[str], None], 
 
 
 def _short(error: Exception) -> str:
+    """`GET /api/v1/nodes/N: connection refused`: which request failed, and the reason, on one short line."""
     text = str(error)
-    return text.split("): ", 1)[-1].split("; ", 1)[0][:160]
+    reason = text.split("): ", 1)[-1].split("; ", 1)[0][:160]
+    request = getattr(error, "request", "")
+    return f"{request}: {reason}" if request else reason
 
 
 class NodeChanges:
@@ -85,6 +88,9 @@ class NodeChanges:
         self.kube = kube
         self.changed = threading.Event()
         self.stopped = threading.Event()
+        self._failed: str | None = None
+        self._told = False
+        self._guard = threading.Lock()
         on_node = f"spec.nodeName={node}"
         watches: tuple[tuple[str, dict[str, str]], ...] = (
             (NODES, {"fieldSelector": f"metadata.name={node}"}),
@@ -103,9 +109,35 @@ class NodeChanges:
         """
         try:
             found = (self.kube.get(path, limit=1, **query).get("metadata") or {}).get("resourceVersion")
-        except (KubeAccessError, KubeApiError):
+        except (KubeAccessError, KubeApiError) as error:
+            self._broke(error)
             return None
         return str(found) if found else None
+
+    def _broke(self, error: Exception) -> None:
+        """A watch failed: wake the wait at once, so it re-reads and says so, not at its next progress tick.
+
+        One outage is told once: the first failure since the wait's last answered check is kept for `failure()`;
+        the others (the other watches breaking with it, reconnects that fail again) only wake the wait.
+        """
+        if not transient(error):  # a list not served (404) or refused: no outage, and the check reports it
+            return
+        with self._guard:
+            if not self._told and self._failed is None:
+                self._failed = _short(error)
+        self.changed.set()
+
+    def failure(self) -> str | None:
+        """What broke a watch (`WATCH /api/v1/pods: connection refused`), once per outage; None when nothing did."""
+        with self._guard:
+            failed, self._failed = self._failed, None
+            self._told = self._told or failed is not None
+            return failed
+
+    def answered(self) -> None:
+        """The API server answered a check: the outage (if any) is over, and the next watch failure is news."""
+        with self._guard:
+            self._told = False
 
     def _watch(self, path: str, query: Mapping[str, str]) -> None:
         version: str | None = None
@@ -131,13 +163,15 @@ class NodeChanges:
                         return
                     if event.get("type") == "ERROR":  # 410 Gone (too old a version) or a refusal: start afresh
                         version = None
-                        raise KubeApiError(int(event.get("status") or 500), str(event.get("message")))
+                        status = int(event.get("status") or 500)
+                        raise KubeApiError(status, str(event.get("message")), request=f"WATCH {path}")
                     found = ((event.get("object") or {}).get("metadata") or {}).get("resourceVersion")
                     version = str(found) if found else version
                     delay = RETRY_FIRST_SECONDS
                     if event.get("type") != "BOOKMARK":
                         self.changed.set()
-            except (KubeAccessError, KubeApiError):
+            except (KubeAccessError, KubeApiError) as error:
+                self._broke(error)
                 self.stopped.wait(delay)
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
                 continue
@@ -181,9 +215,15 @@ def wait_for(
     progress(f"waiting until {what} (timeout {timeout:.0f} s)")
     while True:
         retry_in = None  # seconds until the next try, when the API server did not answer this one
+        broke = changes.failure() if changes is not None else None
+        if broke is not None:  # said at once: a watch broke, so the API server may be gone; the check says more
+            progress(f"  {time.monotonic() - started:.0f} s: the API server broke a watch ({broke}); re-reading now")
+            last = time.monotonic()
         try:
             done, left = check()
             delay = RETRY_FIRST_SECONDS
+            if changes is not None:
+                changes.answered()
         except (KubeAccessError, KubeApiError) as error:
             if not transient(error):
                 raise

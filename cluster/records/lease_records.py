@@ -68,6 +68,8 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+SKEW_TOLERANCE_SECONDS: Final = 5.0
+"""How far a Lease's times may lie ahead of this machine's clock before they are named clock skew, not "just now"."""
 MAX_DURATION: Final = 3600
 """A Lease written with a longer duration (or none) is read with ours: no record may hold a node for days."""
 
@@ -119,8 +121,22 @@ class HeldLease:
             return None
         return ((now or utc_now()) - self.renewed).total_seconds()
 
+    def ahead(self, now: datetime | None = None) -> float | None:
+        """Seconds its renewTime or acquireTime lies ahead of `now`, beyond SKEW_TOLERANCE_SECONDS; None otherwise.
+
+        Nobody can renew a Lease in the future: such a time was written by a clock ahead of this machine's (or
+        this one was set back). Its age is then no measure of anything, so it is neither fresh nor expired.
+        """
+        moment = now or utc_now()
+        found = [(t - moment).total_seconds() for t in (self.renewed, self.acquired) if t is not None]
+        worst = max(found, default=0.0)
+        return worst if worst > SKEW_TOLERANCE_SECONDS else None
+
     def expired(self, now: datetime | None = None) -> bool:
-        """Not renewed for longer than its duration (or never): its holder is gone or stuck."""
+        """Not renewed for longer than its duration (or never): its holder is gone or stuck.
+
+        A Lease dated ahead of this clock (`ahead`) is not expired: whether its holder lives is for a watch to say.
+        """
         age = self.age(now)
         return age is None or age > self.duration or not self.holder
 
@@ -149,14 +165,37 @@ class HeldLease:
             "secondsSinceRenewal": round(age, 1) if age is not None else None,
             "durationSeconds": self.duration,
             "expired": self.expired(now),
+            "secondsAheadOfThisClock": round(ahead, 1) if (ahead := self.ahead(now)) is not None else None,
         }
 
     def describe(self, now: datetime | None = None) -> str:
         """`HOLDER (`COMMAND`), renewed N s ago`: who to ask, or what to wait for."""
-        age = self.age(now)
-        renewed = f"renewed {age:.0f} s ago" if age is not None else "never renewed"
+        age, ahead = self.age(now), self.ahead(now)
+        if ahead is not None:
+            renewed = self.skew_words(ahead)
+        elif age is not None:
+            renewed = f"renewed {max(age, 0.0):.0f} s ago"
+        else:
+            renewed = "never renewed"
         command = f" running `{self.command}`" if self.command else ""
         return f"{self.holder or 'no holder'}{command}, {renewed} (lease duration {self.duration} s)"
+
+    def skew_words(self, ahead: float) -> str:
+        """`its renewTime lies N s ahead of this machine's clock (clock skew: HOST's clock or this one's is wrong)`."""
+        later = self.acquired is not None and self.renewed is not None and self.acquired > self.renewed
+        host = f"{self.host}'s" if self.host else "its holder's"
+        return (
+            f"its {'acquireTime' if later else 'renewTime'} lies {ahead:.0f} s ahead of this machine's clock "
+            f"(clock skew: {host} clock or this one is wrong)"
+        )
+
+    def skew_fix(self, namespace: str) -> str:
+        """How to clear a skewed Lease: fix the clock, or delete the Lease once its holder is known gone."""
+        host = self.host or "the holder's machine"
+        return (
+            f"fix the clock of {host} (or of this machine) with NTP, e.g. `chronyc makestep`; once its holder is known "
+            f"gone, `kubectl -n {namespace} delete lease {self.name}` clears it"
+        )
 
 
 def pid_alive(pid: int) -> bool:
@@ -180,5 +219,7 @@ def lease_lines(leases: Sequence[HeldLease], now: datetime | None = None) -> lis
     lines = []
     for lease in leases:
         state = "expired, will be taken over" if lease.expired(now) else "held"
+        if lease.ahead(now) is not None:
+            state = "clock skew, taken over only if nobody renews it for one renewal interval"
         lines.append(f"{lease.kind or 'lease'} {lease.target or lease.name}: {state} by {lease.describe(now)}")
     return lines

@@ -12,7 +12,9 @@ resourceVersion it read), so of two runs racing for one Lease exactly one wins.
 "Expired" compares the holder's renewTime with this machine's clock, and two machines' clocks differ. So a Lease
 of another machine that looks expired is watched for one renewal interval first (`OBSERVE_SECONDS`): a holder
 that renews it meanwhile is alive, whatever the clocks say, and the run refuses. Only a Lease nobody wrote in that
-time is taken over, with a write over the version read before the wait.
+time is taken over, with a write over the version read before the wait. A Lease whose times lie ahead of this
+machine's clock (clock skew, `HeldLease.ahead`) is neither fresh nor expired: it is watched the same way, and the
+notice or refusal names the skew, its holder's machine and how to clear it.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ from cluster.records.lease_records import (
 
 OBSERVE_SECONDS: float = RENEW_SECONDS + 2.0
 """How long an expired-looking Lease of another machine is watched for a renewal before it is taken over."""
+RENEW_RETRY_SECONDS: float = 2.0
+"""A renewal the API server did not answer (429, 5xx, no answer) is tried again this soon, not an interval later."""
+RENEW_TIMEOUT: tuple[float, float] = (2.0, 5.0)
+"""Connect and read deadline of one renewal, on its own connection: a slow request cannot hold it for 30 s."""
 
 
 class LeaseHeld(Exception):
@@ -57,6 +63,15 @@ class LeaseHeld(Exception):
 
 class LeaseLost(Exception):
     """A Lease this run held was taken over or deleted: stop before changing anything more."""
+
+
+def _why(error: Exception) -> str:
+    """`the API server answered 429 to PUT .../leases/N: Too many requests`, or that it did not answer at all."""
+    request = getattr(error, "request", "") or "the renewal"
+    if isinstance(error, KubeApiError):
+        return f"the API server answered {error.status} to {request}: {error.message[:160]}"
+    reason = str(error).split("): ", 1)[-1].split("; ", 1)[0][:160]
+    return f"no answer to {request}: {reason}"
 
 
 def leases_path(namespace: str, name: str = "") -> str:
@@ -97,6 +112,11 @@ class Leases:
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _thread: threading.Thread | None = None
+    renewed_at: dict[str, float] = field(default_factory=dict)
+    """Per held Lease: when (monotonic) it was last written by this run, as taken or renewed."""
+    renew_error: str | None = None
+    """Why the last renewal failed, for the refusal `ensure` raises when the Lease has gone unrenewed too long."""
+    _renewal: Any = None
 
     def acquire(self, kind: Kind, targets: Sequence[str]) -> None:
         """Take the Lease of each target, or release what this call took and raise LeaseHeld."""
@@ -106,6 +126,7 @@ class Leases:
                 name = lease_name(kind, target)
                 if name not in self.held:
                     self._take(kind, target, name)
+                    self.renewed_at[name] = time.monotonic()
                     taken.append(name)
         except BaseException:
             for name in taken:
@@ -155,16 +176,26 @@ class Leases:
         if current.holder == self.identity:
             self.held[name] = existing
             return
-        if not (current.expired(now) or current.holder_exited()):
+        ahead = current.ahead(now)
+        if current.holder_exited():
+            why = "its holder process on this machine has exited"
+        elif ahead is not None:  # dated ahead of this clock: its age says nothing; only a watch can tell
+            why = (
+                f"nobody renewed it in {OBSERVE_SECONDS:.0f} s of watching; fix the clock of "
+                f"{current.host or 'its holder machine'} before it runs these commands again"
+            )
+            self._not_renewed_while_watched(kind, target, name, existing, current, ahead)
+        elif not current.expired(now):
             msg = (
                 f"{kind} {target} is held by another run: {current.describe(now)}; wait for it to finish (or stop it), "
                 f"then run this command again. A Lease not renewed for {current.duration} s is taken over; "
                 f"`kubectl -n {self.namespace} get lease {name} -o yaml` shows it"
             )
             raise LeaseHeld(msg)
-        why = "its holder process on this machine has exited" if current.holder_exited() else "it has expired"
-        if not current.on_this_machine():  # another clock: expired is a guess until a renewal interval passes
-            self._not_renewed_while_watched(kind, target, name, existing, current)
+        else:
+            why = "it has expired"
+            if not current.on_this_machine():  # another clock: expired is a guess until a renewal interval passes
+                self._not_renewed_while_watched(kind, target, name, existing, current, None)
         body["metadata"]["resourceVersion"] = (existing.get("metadata") or {}).get("resourceVersion")
         try:
             self.held[name] = self.kube.replace(leases_path(self.namespace, name), body)
@@ -176,19 +207,41 @@ class Leases:
         self.say(f"took over Lease {self.namespace}/{name} of {current.describe(now)}: {why}")
 
     def _not_renewed_while_watched(
-        self, kind: Kind, target: str, name: str, existing: Mapping[str, Any], current: HeldLease
+        self,
+        kind: Kind,
+        target: str,
+        name: str,
+        existing: Mapping[str, Any],
+        current: HeldLease,
+        ahead: float | None,
     ) -> None:
-        """LeaseHeld when its holder writes the Lease within one renewal interval: alive, though the clocks differ."""
+        """LeaseHeld when its holder writes the Lease within one renewal interval: alive, though the clocks differ.
+
+        `ahead`: the seconds its times lie ahead of this clock (clock skew), which the notice and refusal then name.
+        """
+        looks = (
+            f"{current.skew_words(ahead)}, so its age says nothing"
+            if ahead is not None
+            else "looks expired by this machine's clock"
+        )
         self.say(
-            f"Lease {self.namespace}/{name} of {current.describe()} looks expired by this machine's clock; watching "
-            f"it {OBSERVE_SECONDS:.0f} s (one renewal interval) for a renewal before taking it over"
+            f"Lease {self.namespace}/{name} of {current.holder or 'no holder'}: {looks}; watching it "
+            f"{OBSERVE_SECONDS:.0f} s (one renewal interval) for a renewal before taking it over"
         )
         time.sleep(OBSERVE_SECONDS)
         again = self.kube.get_or_none(leases_path(self.namespace, name))
         version = (existing.get("metadata") or {}).get("resourceVersion")
         if again is not None and (again.get("metadata") or {}).get("resourceVersion") != version:
+            renewed = HeldLease.of(again)
+            if ahead is not None:
+                msg = (
+                    f"{kind} {target} is held by another run: {renewed.describe(utc_now())}; it renewed its Lease "
+                    "while this run watched it, so it is alive: wait for it to finish (or stop it), then run this "
+                    f"command again; to clear the skew, {renewed.skew_fix(self.namespace)}"
+                )
+                raise LeaseHeld(msg)
             msg = (
-                f"{kind} {target} is held by another run: {HeldLease.of(again).describe()}, which renewed its Lease "
+                f"{kind} {target} is held by another run: {renewed.describe(utc_now())}, which renewed its Lease "
                 "while this run watched it (its machine's clock and this one's differ); wait for it to finish (or "
                 f"stop it), then run this command again. `kubectl -n {self.namespace} get lease {name} -o yaml` "
                 "shows it"
@@ -197,16 +250,20 @@ class Leases:
 
     def _start_renewing(self) -> None:
         if self._thread is None and self.held:
+            own = getattr(self.kube, "own_connection", None)  # a real client; the unit tests' fakes have none
+            self._renewal = own(RENEW_TIMEOUT) if own is not None else self.kube
             self._thread = threading.Thread(target=self._renew_loop, name="lease-renewal", daemon=True)
             self._thread.start()
 
     def _renew_loop(self) -> None:
-        while not self._stop.wait(RENEW_SECONDS):
+        """Renew every RENEW_SECONDS; after a renewal the API server did not answer, again in RENEW_RETRY_SECONDS."""
+        pause = RENEW_SECONDS
+        while not self._stop.wait(pause):
             with self._lock:
-                for name in list(self.held):
-                    self._renew(name)
+                answered = [self._renew(name) for name in list(self.held)]
+            pause = RENEW_SECONDS if all(answered) else RENEW_RETRY_SECONDS
 
-    def _renew(self, name: str) -> None:
+    def _renew(self, name: str) -> bool:
         """Renew one Lease over the version this run last wrote; a failed request is retried at the next tick.
 
         The write carries that resourceVersion, so it succeeds only if nobody wrote the Lease since: one request per
@@ -215,31 +272,52 @@ class Leases:
         path = leases_path(self.namespace, name)
         held = self.held.get(name)
         if held is None:
-            return
+            return True
+        kube = self._renewal or self.kube
         try:
             spec = {**(held.get("spec") or {}), "renewTime": micro_time(utc_now())}
-            self.held[name] = self.kube.replace(path, {**held, "spec": spec})
-            return
+            self.held[name] = kube.replace(path, {**held, "spec": spec})
+            self.renewed_at[name] = time.monotonic()
+            return True
         except KubeApiError as error:
             if error.status not in (404, 409):
-                return
-        except KubeAccessError:
-            return
+                self.renew_error = _why(error)
+                return False
+        except KubeAccessError as error:
+            self.renew_error = _why(error)
+            return False
         try:
-            current = self.kube.get_or_none(path)
-        except (KubeAccessError, KubeApiError):
-            return
+            current = kube.get_or_none(path)
+        except (KubeAccessError, KubeApiError) as error:
+            self.renew_error = _why(error)
+            return False
         if current is None or HeldLease.of(current).holder != self.identity:
             self.lost = f"Lease {self.namespace}/{name} was {'deleted' if current is None else 'taken over'}"
             self.held.pop(name, None)
-            return
-        self.held[name] = current  # still ours: renewed over this version at the next tick
+            return True
+        self.held[name] = current  # still ours: renewed over this version at once
+        return False
 
     def ensure(self) -> None:
-        """LeaseLost when a Lease of this run was taken over: nothing more may be changed."""
+        """LeaseLost when a Lease of this run was taken over, or went unrenewed for its duration: change no more.
+
+        A Lease not renewed for its duration looks expired to every other run, which may take the node over; so a
+        run whose renewals the API server did not answer (throttled, slow, gone) stops before its next change.
+        """
         if self.lost is not None:
             msg = f"{self.lost} while this run held it; another run may be acting: check `eks-hybrid-gpu inspect`"
             raise LeaseLost(msg)
+        now = time.monotonic()
+        for name in list(self.held):
+            unrenewed = now - self.renewed_at.get(name, now)
+            if unrenewed > DURATION_SECONDS:
+                msg = (
+                    f"Lease {self.namespace}/{name} went unrenewed for {unrenewed:.0f} s, longer than its duration "
+                    f"({DURATION_SECONDS} s): {self.renew_error or 'no renewal was answered'}; another run may now "
+                    "judge it expired and take over, so this run stops before its next change; once the API server "
+                    f"answers again, run `{self.command}` again: it continues from where it stopped"
+                )
+                raise LeaseLost(msg)
 
     def _release(self, name: str) -> None:
         lease = self.held.pop(name, None)

@@ -53,6 +53,10 @@ def run(args: argparse.Namespace) -> int:
     return run_reporting("migrate", lambda: _migrate(MigrateRequest.from_args(args)), refusals)
 
 
+def _no_up(why: str) -> None:
+    """A run that changes nothing through the engine (--dry-run, --merge-into): no phase asks for `pulumi up`."""
+
+
 def _migrate(request: MigrateRequest) -> int:
     try:
         stack = read_stack_file(request.stack, request.project_dir)
@@ -64,7 +68,11 @@ def _migrate(request: MigrateRequest) -> int:
         elif kubeconfig is None and stack.config.cluster.source == "kubeconfig":
             kubeconfig = stack.config.cluster.kubeconfig
         kube = connect(kubeconfig, request.context or stack.config.cluster.context)
-        up: Up = (lambda why: None) if request.dry_run else stack_runner(stack, request, kubeconfig)
+        # A merge runs no `pulumi up`: it moves hosts with move-host's order. Building the runner would judge the
+        # config of a cohort turned into the target owner (for a DRA target, a second DRA cohort), which a merge
+        # never installs: the real run refused what its --dry-run showed.
+        no_up = request.dry_run or request.merge_into is not None
+        up: Up = _no_up if no_up else stack_runner(stack, request, kubeconfig)
         return migrate(kube, stack, request, up)
     except UpFailed as error:
         print(

@@ -40,7 +40,7 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
             raise MigrateRefused(str(error)) from None
         pulumi_stack = engine.stack(env, stack.name, work_dir=stack.project_dir, charts=charts or None)
 
-        work = Path(pulumi_stack.workspace.work_dir)
+        work = engine.project_folder(env)  # a stable folder: this run's own work folder is removed after it
 
         def before_up() -> None:
             engine_lock.clear_stale(env.pulumi_home, state / "backend", work, PROJECT, stack.name, say)

@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ KEY = "workload.example.com/gpu-allocation"
 WORKLOADS = "ai-workloads"
 IMAGE = "registry.example.com/approved/trainer@sha256:" + "ab" * 32
 SLICES = "/apis/resource.k8s.io/v1/resourceslices"
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases"
 
 
 @pytest.fixture(scope="module")
@@ -468,4 +470,88 @@ def test_a_move_rides_through_an_api_server_stopped_for_20_s(
         process.communicate()
         if kube.get_or_none(f"/api/v1/namespaces/{WORKLOADS}/pods/busy-stopped") is not None:
             delete_pod(kube, "busy-stopped")
+        _back_to_plugin(kube, cluster)
+
+
+def _skewed_foreign_lease(kube: kubeclient.Kube, node: str, ahead: float) -> str:
+    """A Lease on `node` as a run on another machine writes it, that machine's clock `ahead` s ahead of this one."""
+    name = f"gpu-allocation-node.{node}"
+    moment = (datetime.now(UTC) + timedelta(seconds=ahead)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    kube.create(
+        LEASES,
+        {
+            "apiVersion": "coordination.k8s.io/v1",
+            "kind": "Lease",
+            "metadata": {
+                "name": name,
+                "labels": {"eks-hybrid-gpu.io/lease-of": "node"},
+                "annotations": {
+                    "eks-hybrid-gpu.io/lease-for": node,
+                    "eks-hybrid-gpu.io/command": f"eks-hybrid-gpu move-host {node} --to dra",
+                    "eks-hybrid-gpu.io/holder-host": "skewed-host",
+                    "eks-hybrid-gpu.io/holder-pid": "4242",
+                },
+            },
+            "spec": {
+                "holderIdentity": "skewed-host/4242/0123abcd",
+                "leaseDurationSeconds": 30,
+                "acquireTime": moment,
+                "renewTime": moment,
+            },
+        },
+    )
+    return name
+
+
+def test_a_skewed_foreign_lease_is_named_clock_skew_refused_while_renewed_and_taken_over_once_it_is_not(
+    transit_stack: auto.Stack,
+    kube: kubeclient.Kube,
+    cluster: localcluster.LocalCluster,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A holder whose clock runs 10 minutes ahead: never "renewed -598 s ago", never ten minutes of blocking."""
+    wait_for(lambda: gpu_status(kube, "sim-plugin-1")[1] == {"nvidia.com/gpu": "4"} or None, "plugin publishing")
+    name = _skewed_foreign_lease(kube, "sim-plugin-1", 600)
+    argv = ["sim-plugin-1", "--to", "dra", "--kubeconfig", str(cluster.kubeconfig)]
+    stop = threading.Event()
+
+    def renew_ahead() -> None:  # the other machine's run, alive: it renews every 2 s, still 600 s ahead
+        while not stop.wait(2):
+            lease = kube.get(f"{LEASES}/{name}")
+            lease["spec"]["renewTime"] = (datetime.now(UTC) + timedelta(seconds=600)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+            kube.replace(f"{LEASES}/{name}", lease)
+
+    renewer = threading.Thread(target=renew_ahead, daemon=True)
+    renewer.start()
+    try:
+        capsys.readouterr()
+        started = time.monotonic()
+        assert movehost.main(argv) == 1
+        refused_after = time.monotonic() - started
+        out, err = capsys.readouterr()
+        assert not re.search(r"-\d+ s ago", out + err), out + err
+        assert "its renewTime lies 600 s ahead of this machine's clock (clock skew: skewed-host's clock" in out, out
+        assert "node sim-plugin-1 is held by another run: skewed-host/4242/0123abcd running `eks-hybrid-gpu" in err
+        assert "it renewed its Lease while this run watched it, so it is alive" in err, err
+        assert f"`kubectl -n gpu-system delete lease {name}` clears it" in err, err
+        assert refused_after < 30, refused_after  # one renewal interval's watch, not the ten minutes of skew
+        assert kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"][KEY] == "device-plugin"  # nothing moved
+    finally:
+        stop.set()
+        renewer.join(timeout=10)
+    # Its holder is gone now (it renews no more): the same command takes the Lease over after one watch and moves.
+    started = time.monotonic()
+    try:
+        assert movehost.main(argv) == 0
+        out = capsys.readouterr().out
+        took = [line for line in out.splitlines() if line.startswith("took over Lease")]
+        assert len(took) == 1, out
+        assert "clock skew" in took[0], took
+        assert "nobody renewed it in 12 s of watching" in took[0], took
+        moved_after = time.monotonic() - started
+        print(f"\nskewed Lease: refused after {refused_after:.1f} s; taken over and moved in {moved_after:.1f} s")
+        print("\n".join(line for line in out.splitlines() if "Lease" in line))
+    finally:
+        if kube.get_or_none(f"{LEASES}/{name}") is not None:
+            kube.delete(f"{LEASES}/{name}")
         _back_to_plugin(kube, cluster)

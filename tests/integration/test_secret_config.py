@@ -44,5 +44,10 @@ def test_secret_cohorts_stay_secret_in_outputs_and_state(
         assert data[SECRET_SIG] == "1b47061264138c4ac30d75fd1eb44270"
         assert "ciphertext" in data
         assert "device-plugin" not in json.dumps(ledger["inputs"])
+        # Another run of the same stack works in a folder of its own, and still reads the state's secrets: the
+        # stack's encryption salt is kept apart from the run that created it.
+        again = engine.stack(engine_env, "secret-cohorts", work_dir=work)
+        assert again.workspace.work_dir != stack.workspace.work_dir
+        again.preview(color="never")
     finally:
         stack.destroy(color="never")

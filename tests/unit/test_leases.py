@@ -4,22 +4,25 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cluster.client.kubeclient import KubeApiError
 from cluster.client.names import NameRefused
 from cluster.records import leases
 from cluster.records.lease_records import (
     COMMAND,
+    HOLDER_HOST,
     HOLDER_PID,
     LEASE_FOR,
     LEASE_OF,
@@ -269,3 +272,187 @@ def test_any_lease_object_is_read_without_a_crash_and_an_unreadable_one_counts_a
     assert len(lines) == 1
     if held.renewed is None or not held.holder:
         assert held.expired()
+
+
+NOW = datetime(2026, 12, 6, 12, 0, 0, tzinfo=UTC)
+"""A fixed clock for the skew tests: what this machine says the time is."""
+
+
+def _skewed(renewed_ahead: float, *, acquired_ahead: float | None = None) -> HeldLease:
+    """A Lease of another machine whose clock runs ahead: its renewTime lies `renewed_ahead` s after NOW."""
+    acquired = NOW + timedelta(seconds=renewed_ahead if acquired_ahead is None else acquired_ahead)
+    return HeldLease.of(
+        {
+            "metadata": {
+                "name": "gpu-allocation-node.gpu-1",
+                "labels": {LEASE_OF: "node"},
+                "annotations": {
+                    LEASE_FOR: "gpu-1",
+                    COMMAND: "eks-hybrid-gpu move-host gpu-1 --to dra",
+                    HOLDER_HOST: "h2",
+                },
+            },
+            "spec": {
+                "holderIdentity": "h2/4242/abcd",
+                "leaseDurationSeconds": 30,
+                "acquireTime": micro_time(acquired),
+                "renewTime": micro_time(NOW + timedelta(seconds=renewed_ahead)),
+            },
+        }
+    )
+
+
+def test_a_lease_renewed_ten_minutes_ahead_is_named_clock_skew_not_renewed_minus_598_s_ago() -> None:
+    lease = _skewed(598)
+    assert lease.ahead(NOW) == pytest.approx(598)
+    assert not lease.expired(NOW)
+    words = lease.describe(NOW)
+    assert "-598" not in words
+    assert words == (
+        "h2/4242/abcd running `eks-hybrid-gpu move-host gpu-1 --to dra`, its renewTime lies 598 s ahead of this "
+        "machine's clock (clock skew: h2's clock or this one is wrong) (lease duration 30 s)"
+    )
+    assert lease_lines([lease], NOW) == [
+        f"node gpu-1: clock skew, taken over only if nobody renews it for one renewal interval by {words}"
+    ]
+    assert lease.as_json(NOW)["secondsAheadOfThisClock"] == pytest.approx(598)
+    fix = lease.skew_fix("gpu-system")
+    assert "fix the clock of h2" in fix
+    assert "`kubectl -n gpu-system delete lease gpu-allocation-node.gpu-1`" in fix
+
+
+def test_an_acquire_time_ahead_is_skew_too_and_a_few_seconds_ahead_is_just_now() -> None:
+    assert _skewed(-5, acquired_ahead=120).ahead(NOW) == pytest.approx(120)
+    assert "its acquireTime lies 120 s ahead" in _skewed(-5, acquired_ahead=120).describe(NOW)
+    slightly = _skewed(3)  # within SKEW_TOLERANCE_SECONDS: two clocks a little apart, renewed just now
+    assert slightly.ahead(NOW) is None
+    assert "renewed 0 s ago (lease duration 30 s)" in slightly.describe(NOW)
+    assert lease_lines([slightly], NOW)[0].startswith("node gpu-1: held by ")
+    assert _skewed(3).as_json(NOW)["secondsAheadOfThisClock"] is None
+
+
+def _skewed_elsewhere(kube: FakeKube, monkeypatch: pytest.MonkeyPatch, ahead: int) -> str:
+    """gpu-1's Lease as a run on another machine wrote it, its clock `ahead` s ahead of this one's (fixed at NOW)."""
+    monkeypatch.setattr(leases, "utc_now", lambda: NOW)
+    other = _leases(kube)
+    other.acquire("node", ["gpu-1"])
+    other._stop.set()
+    name = "gpu-allocation-node.gpu-1"
+    _lease(kube, name)["spec"]["renewTime"] = micro_time(NOW + timedelta(seconds=ahead))
+    _lease(kube, name)["spec"]["acquireTime"] = micro_time(NOW + timedelta(seconds=ahead))
+    _lease(kube, name)["metadata"]["annotations"][HOLDER_HOST] = "elsewhere"
+    said.clear()
+    return name
+
+
+@pytest.mark.usefixtures("_short_watch")
+def test_a_skewed_lease_nobody_renews_while_watched_is_taken_over_naming_the_skew(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not ten minutes of "held": one renewal interval's watch, then a takeover that says why."""
+    kube = FakeKube()
+    name = _skewed_elsewhere(kube, monkeypatch, 598)
+    with _leases(kube) as fresh:
+        fresh.acquire("node", ["gpu-1"])
+        assert _lease(kube, name)["spec"]["holderIdentity"] == fresh.identity
+    assert said[0].startswith(f"Lease gpu-system/{name} of {socket.gethostname()}/")
+    assert said[0].endswith(
+        ": its renewTime lies 598 s ahead of this machine's clock (clock skew: elsewhere's clock or this one is "
+        "wrong), so its age says nothing; watching it 0 s (one renewal interval) for a renewal before taking it over"
+    )
+    took = [line for line in said if line.startswith("took over")]
+    assert len(took) == 1
+    assert "its renewTime lies 598 s ahead of this machine's clock (clock skew: elsewhere's clock" in took[0]
+    assert took[0].endswith(
+        "(lease duration 30 s): nobody renewed it in 0 s of watching; fix the clock of elsewhere before it runs "
+        "these commands again"
+    )
+    assert not any("-598" in line for line in said)
+
+
+@pytest.mark.usefixtures("_short_watch")
+def test_a_skewed_lease_its_holder_renews_while_watched_is_refused_naming_holder_skew_and_fix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kube = FakeKube()
+    name = _skewed_elsewhere(kube, monkeypatch, 598)
+    path = leases_path(NS, name)
+
+    def renew_ahead() -> None:
+        time.sleep(0.1)
+        renewed = copy.deepcopy(kube.objects[path])
+        renewed["spec"]["renewTime"] = micro_time(NOW + timedelta(seconds=600))
+        kube.replace(path, renewed)
+
+    threading.Thread(target=renew_ahead, daemon=True).start()
+    with pytest.raises(LeaseHeld) as refused:
+        _leases(kube).acquire("node", ["gpu-1"])
+    message = str(refused.value)
+    assert message.startswith(f"node gpu-1 is held by another run: {socket.gethostname()}/")
+    assert "its renewTime lies 600 s ahead of this machine's clock (clock skew: elsewhere's clock" in message
+    assert "it renewed its Lease while this run watched it, so it is alive" in message
+    assert "fix the clock of elsewhere (or of this machine) with NTP" in message
+    assert f"once its holder is known gone, `kubectl -n {NS} delete lease {name}` clears it" in message
+    assert "-59" not in message
+    assert not any("took over" in line for line in said)
+
+
+class Throttled(FakeKube):
+    """An API server that answers 429 to every Lease write once `throttled` is set (a priority level with no share)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.throttled = threading.Event()
+        self.renewals: list[float] = []
+
+    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if "/leases/" in path:
+            self.renewals.append(time.monotonic())
+            if self.throttled.is_set():
+                raise KubeApiError(429, "Too many requests, please try again later.", request=f"PUT {path}")
+        return super().replace(path, body)
+
+
+def test_a_throttled_renewal_is_retried_soon_and_a_lease_unrenewed_for_its_duration_stops_the_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(leases, "RENEW_SECONDS", 0.2)
+    monkeypatch.setattr(leases, "RENEW_RETRY_SECONDS", 0.05)
+    monkeypatch.setattr(leases, "DURATION_SECONDS", 2)
+    kube = Throttled()
+    with _leases(kube) as run:
+        run.acquire("node", ["gpu-1"])
+        time.sleep(0.5)
+        run.ensure()  # renewed: nothing stops the run
+        assert len(kube.renewals) >= 2
+        kube.throttled.set()
+        throttled_at = time.monotonic()
+        time.sleep(0.5)
+        run.ensure()  # unrenewed for less than its duration: the run goes on
+        tries = [t for t in kube.renewals if t > throttled_at]
+        assert len(tries) >= 4  # retried every RENEW_RETRY_SECONDS, not once an interval
+        time.sleep(1.8)
+        with pytest.raises(LeaseLost) as stopped:
+            run.ensure()
+    message = str(stopped.value)
+    assert re.match(
+        r"Lease gpu-system/gpu-allocation-node\.gpu-1 went unrenewed for \d+ s, longer than its duration", message
+    )
+    assert (
+        "(2 s): the API server answered 429 to PUT /apis/coordination.k8s.io/v1/namespaces/gpu-system/leases/"
+        "gpu-allocation-node.gpu-1: Too many requests, please try again later.; another run may now judge it expired "
+        "and take over, so this run stops before its next change; once the API server answers again, run "
+        "`eks-hybrid-gpu move-host gpu-1 --to dra` again: it continues from where it stopped"
+    ) in message
+
+
+def test_renewal_goes_through_a_connection_of_its_own_with_its_own_deadline() -> None:
+    from cluster.client.kubeclient import Kube
+
+    shared = Kube(api=__import__("kubernetes").client.ApiClient(), kubeconfig="k", context="c", server="s")
+    own = shared.own_connection(leases.RENEW_TIMEOUT)
+    assert own.api is not shared.api
+    assert own.api.rest_client.pool_manager is not shared.api.rest_client.pool_manager
+    assert own.timeout == leases.RENEW_TIMEOUT
+    assert own.timeout[1] < leases.DURATION_SECONDS / 3
+    assert shared.timeout == (5.0, 30.0)

@@ -128,3 +128,36 @@ def test_merge_into_hands_move_host_a_move_request_per_host(project: Path, monke
 def test_a_rehearsal_is_parsed_once_and_destroy_takes_no_chart_mirror(action: str) -> None:
     args = parser("simulate").parse_args(["simulate", action, "--stack-file", "./rehearse.yaml"])
     assert Rehearsal.from_args(args) == Rehearsal(action, "local", "./rehearse.yaml", None)
+
+
+@pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "real run"])
+def test_merge_into_runs_what_its_dry_run_shows(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], dry_run: bool
+) -> None:
+    """Both go through the command's edge; neither builds a `pulumi up` runner, which judged a second DRA cohort."""
+    from eks_hybrid_gpu import projectdir
+    from eks_hybrid_gpu.migrate import cli as migrate_cli
+
+    _stack_with(project, [cohort(PLUGIN_COHORT), cohort(DRA_COHORT)], {})
+    shutil.copy(projectdir.SHIPPED / "Pulumi.yaml", project)
+    kube = cluster()
+    _two_cohorts(kube)
+    moved = Captured()
+    monkeypatch.setattr(movehost, "move", moved)
+    monkeypatch.setattr(migrate_cli, "connect", lambda *_: kube)
+
+    def no_runner(*_: object) -> None:
+        pytest.fail("a merge runs no pulumi up, so it builds no stack runner")
+
+    monkeypatch.setattr(migrate_cli, "stack_runner", no_runner)
+    argv = ["migrate", "--stack", "t", "--cohort", "plugin", "--to", "dra", "--merge-into", "dra"]
+    argv += ["--project", str(project), *(["--dry-run"] if dry_run else [])]
+
+    assert migrate_cli.run(parser("migrate").parse_args(argv)) == 0, capsys.readouterr().err
+    out, err = capsys.readouterr()
+    assert "a second dra cohort" not in out + err
+    assert "merge: 2 host(s) of cohort plugin into cohort dra (dra), one at a time" in out
+    assert [(call[1].node, call[1].dry_run) for call in moved.calls] == [("gpu-1", dry_run), ("gpu-2", dry_run)]
+    if not dry_run:
+        assert "every host of cohort plugin serves cohort dra; remove cohort plugin from" in out
+        assert not [p for p in kube.objects if "/leases/" in p]  # the cohorts' Leases were taken and given back

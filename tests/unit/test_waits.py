@@ -163,3 +163,90 @@ def test_a_node_patch_is_retried_while_the_api_server_does_not_answer(capsys: py
     transit.set_label(kube, "gpu-1", "k", "v")  # type: ignore[arg-type]
     assert kube.objects["/api/v1/nodes/gpu-1"]["metadata"]["labels"] == {"k": "v"}
     assert "labelling node gpu-1: the API server did not answer" in capsys.readouterr().out
+
+
+REFUSED = "cannot reach the Kubernetes API (kubeconfig k, context c, server s): connection refused; check the cluster"
+
+
+class Restarting(FakeKube):
+    """A cluster whose API server goes away at `down` (every watch breaks, every request is refused) for a while."""
+
+    def __init__(self, down: threading.Event, up: threading.Event) -> None:
+        super().__init__()
+        self.watch_seconds = 30.0  # a quiet cluster: the watches alone would never wake the wait
+        self.down, self.up = down, up
+
+    def _refuse(self, request: str) -> None:
+        if self.down.is_set() and not self.up.is_set():
+            raise KubeUnreachable(REFUSED, request)
+
+    def get(self, path: str, **query: Any) -> dict[str, Any]:
+        self._refuse(f"GET {path}")
+        if query.get("limit") == 1:
+            return {"metadata": {"resourceVersion": str(self.version)}, "items": []}
+        return super().get(path, **query)
+
+    def watch(self, path: str, **query: Any) -> Iterator[dict[str, Any]]:
+        self._refuse(f"WATCH {path}")
+        ends = time.monotonic() + self.watch_seconds
+        while time.monotonic() < ends:
+            self._refuse(f"WATCH {path}")  # the server's restart breaks the open stream
+            time.sleep(0.02)
+        yield from ()
+
+
+def test_an_api_server_restart_is_said_within_two_seconds_naming_the_request_that_failed() -> None:
+    """The wait sleeps until its 8 s progress tick; the broken watches wake it, and it says why it retries."""
+    down, up = threading.Event(), threading.Event()
+    kube = Restarting(down, up)
+    kube.objects["/api/v1/nodes/gpu-1"] = {"metadata": {"name": "gpu-1"}}
+    stamps: list[tuple[float, str]] = []
+    failed_at: list[float] = []
+
+    def check() -> tuple[bool, str]:
+        kube.get("/api/v1/nodes/gpu-1")
+        return up.is_set(), "not yet"
+
+    def restart() -> None:
+        time.sleep(1.0)
+        failed_at.append(time.monotonic())
+        down.set()
+        time.sleep(4.0)
+        up.set()
+        kube.merge_patch("/api/v1/nodes/gpu-1", {"metadata": {"labels": {"a": "b"}}})
+
+    threading.Thread(target=restart, daemon=True).start()
+    with waits.NodeChanges(kube, "gpu-1") as changes:  # type: ignore[arg-type]
+        waits.wait_for(
+            "the change", check, 30, lambda line: stamps.append((time.monotonic(), line)), "run it again", changes
+        )
+    said = [(at - failed_at[0], line) for at, line in stamps if at >= failed_at[0]]
+    assert said, stamps
+    first_at, first = said[0]
+    print(f"\nfirst line {first_at:.2f} s after the restart: {first}")
+    assert first_at <= 2.0, said
+    assert "the API server broke a watch (WATCH /api" in first, first
+    assert first.endswith(": connection refused); re-reading now"), first
+    retries = [line for _, line in said if "retrying in" in line]
+    assert retries, said
+    assert (
+        "no answer from the API server (GET /api/v1/nodes/gpu-1: connection refused); retrying in 0.5 s" in retries[0]
+    )
+    assert sum("broke a watch" in line for _, line in said) == 1, said  # one outage, told once
+    assert said[-1][1].startswith("  done after ")
+
+
+def test_a_retried_patch_names_the_request_that_got_no_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    calls = iter([KubeUnreachable(REFUSED, "PATCH /api/v1/nodes/gpu-1")])
+
+    def call() -> str:
+        error = next(calls, None)
+        if error is not None:
+            raise error
+        return "ok"
+
+    assert waits.retrying(call, "labelling node gpu-1", print, 10) == "ok"
+    assert (
+        "labelling node gpu-1: the API server did not answer (PATCH /api/v1/nodes/gpu-1: connection refused); "
+        "retrying in 0.5 s" in capsys.readouterr().out
+    )
