@@ -14,6 +14,7 @@ again, for the growth exponent against the GPU nodes' pods: what the scoped read
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -297,32 +298,36 @@ def _worker(module: str, *args: str, root: Path = ROOT) -> dict[str, Any]:
     return found
 
 
-def _device_manager_before(folder: Path) -> Path | None:
-    """The device manager of the commit before the one that made it watch, from git; None outside a checkout."""
+def _tree_before(folder: Path) -> Path | None:
+    """The whole tree of the commit before the device manager watched, from git; None outside a checkout.
+
+    The old device manager runs with its own commit's modules (the house has moved the ones it imports since), and
+    the counting worker of today beside it.
+    """
     added = subprocess.run(
         ["git", "log", "--diff-filter=A", "--format=%H", "--", "eks_hybrid_gpu/simulate/informers.py"],
         cwd=ROOT, capture_output=True, text=True, check=False,
     ).stdout.split()  # fmt: skip
     if not added:
         return None
-    shown = subprocess.run(
-        ["git", "show", f"{added[-1]}^:{DEVICE_MANAGER}"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if shown.returncode != 0:
+    tree = folder / "before"
+    tree.mkdir()
+    archive = subprocess.run(["git", "archive", f"{added[-1]}^"], cwd=ROOT, capture_output=True, check=False)
+    if archive.returncode != 0:
         return None
-    path = folder / "devicemanager_before.py"
-    path.write_text(shown.stdout)
-    return path
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+    (tree / "bench").mkdir(exist_ok=True)
+    (tree / "bench" / "__init__.py").touch()
+    shutil.copy(ROOT / "bench" / "devicemanager_idle.py", tree / "bench" / "devicemanager_idle.py")
+    return tree
 
 
 def _idle(kubeconfig: str, before: Path | None, seconds: float) -> dict[str, Any]:
     found = {"after": _worker("bench.devicemanager_idle", str(ROOT / DEVICE_MANAGER), kubeconfig, str(seconds))}
     if before is not None:
-        found["before"] = _worker("bench.devicemanager_idle", str(before), kubeconfig, str(seconds))
+        found["before"] = _worker(
+            "bench.devicemanager_idle", str(before / DEVICE_MANAGER), kubeconfig, str(seconds), root=before
+        )
     return found
 
 
@@ -347,7 +352,7 @@ def run(
     series: dict[str, Any] | None = None
     with tempfile.TemporaryDirectory(prefix="bench-live-") as tmp:
         state = Path(tmp) / "state"
-        before = _device_manager_before(Path(tmp))
+        before = _tree_before(Path(tmp))
         _progress("live read: starting the local cluster with kwok and the local stack's simulated fleet")
         cluster = localcluster.start(state, controllers=localcluster.WORKLOAD_CONTROLLERS, kwok=True)
         try:
