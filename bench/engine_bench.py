@@ -1,4 +1,4 @@
-"""Real `pulumi preview`s against one local Kubernetes 1.34 API server.
+"""Real `pulumi preview`s against one local Kubernetes API server (the toolchain's default version).
 
 Everything runs in one throw-away area (temporary directory): one local API server, one Pulumi home
 and file backend, one work dir holding a copy of `stacks/Pulumi.local.yaml`. Each operation runs in

@@ -61,7 +61,7 @@ def _progress(message: str) -> None:
 
 
 def _node(name: str) -> dict[str, Any]:
-    from eks_hybrid_gpu.localcluster import KWOK_NODE_ANNOTATION
+    from eks_hybrid_gpu.localnodes import KWOK_NODE_ANNOTATION
 
     key, value = KWOK_NODE_ANNOTATION
     resources = {"cpu": "16", "memory": "64Gi", "pods": "110", "ephemeral-storage": "100Gi"}

@@ -43,9 +43,9 @@ PREFLIGHT_LINE = re.compile(r"preflight: judged .*? in ([0-9.]+) s")
 @contextlib.contextmanager
 def _paused(state: Path, pause: bool) -> Iterator[None]:
     """The simulated kubelets stopped (SIGSTOP) inside the block when `pause`; continued however it ends."""
-    from eks_hybrid_gpu import localcluster
+    from eks_hybrid_gpu import localprocs
 
-    pids = [pid for name in SIMULATORS if pause and (pid := localcluster.pid_of(state, name)) is not None]
+    pids = [pid for name in SIMULATORS if pause and (pid := localprocs.pid_of(state, name)) is not None]
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     try:
@@ -72,12 +72,12 @@ def remove_planted_pods(kube: Any) -> None:
 
 
 def _charts() -> dict[str, Any]:
-    """The local stack's charts from the chart archives the tests use (`../shared/charts`), as `local up` takes them."""
+    """The local stack's charts through the chain `local up` takes them by (mirror variable, `../shared/charts`,
+    the user cache)."""
     from eks_hybrid_gpu import chartmirror
     from eks_hybrid_gpu.stackfile import stack_config
-    from tests.support import charts
 
-    overrides: dict[str, Any] = chartmirror.mirror_overrides(stack_config("local"), charts.folder()).overrides or {}
+    overrides: dict[str, Any] = chartmirror.choose(stack_config("local")).overrides or {}
     return overrides
 
 

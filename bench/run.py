@@ -35,6 +35,7 @@ if str(ROOT) not in sys.path:
 
 from bench import at_5000, live_read, machine, preview_at_scale, wait_requests  # noqa: E402
 from bench.stats import fit_exponent, segment_exponents, summarize  # noqa: E402
+from eks_hybrid_gpu import engine  # noqa: E402
 
 DEFAULT_JSON = ROOT / "bench" / "results" / "latest.json"
 COHORT_POINTS = (1, 8, 32, 128)
@@ -297,7 +298,8 @@ def _engine_lines(e: dict[str, Any] | None) -> list[str]:
     runs = p["ours"]["wall_s"]["runs"]
     lines += [
         f"2. Real `pulumi preview` of the local stack (2 cohorts, {sum(p['ours']['changes'].values())} steps) "
-        f"against one local Kubernetes 1.34 API server, empty cluster; {runs} interleaved rounds",
+        f"against one local Kubernetes {engine.default_kube_version().removeprefix('v')} API server, empty cluster; "
+        f"{runs} interleaved rounds",
         f"{'variant':<36} {'wall s':>20} {'CPU s':>20} {'peak tree MiB':>22}",
     ]
     names = {

@@ -17,7 +17,7 @@ from cluster.client import waits
 from cluster.client.kube_http import WATCH_SECONDS
 from cluster.judge.node_state import read_state
 from policy.gpu_allocation.vocab.owners import DEVICE_PLUGIN_KIND
-from tests.support.fake_kube import FakeKube
+from testkit.fake_kube import FakeKube
 
 SECONDS = 20.0
 PLUGIN_BINARY = DEVICE_PLUGIN_KIND.allocator_binary
@@ -35,9 +35,9 @@ class CountingKube(FakeKube):
         self.requests["get"] += 1
         return super().get(path, **query)
 
-    def get_or_none(self, path: str) -> dict[str, Any] | None:
+    def get_or_none(self, path: str, **query: Any) -> dict[str, Any] | None:
         self.requests["get"] += 1
-        return super().get_or_none(path)
+        return super().get_or_none(path, **query)
 
     def items(self, path: str, **query: Any) -> list[dict[str, Any]]:
         self.requests["list"] += 1

@@ -19,7 +19,7 @@ from components.config import StackConfig
 from components.mid_migration import apply_to_raw
 from components.refusals import StackConfigError, redact
 from components.stack import HybridGpuCluster
-from components.validation import load_stack_config
+from components.stack_loader import load_stack_config
 from policy.gpu_allocation.vocab.labels import MIGRATION_NAME, PROJECT
 from policy.gpu_allocation.vocab.stack_files import stack_file_name
 

@@ -53,6 +53,11 @@ def _versions() -> dict[str, str]:
     return pairs
 
 
+def default_kube_version() -> str:
+    """The Kubernetes version a local cluster runs when the stack declares none (the toolchain's KUBE_VERSION)."""
+    return _versions()["KUBE_VERSION"]
+
+
 def provider_version() -> str:
     """The Kubernetes provider version the pinned Python SDK requires."""
     return _versions()["K8S_PROVIDER_VERSION"]

@@ -23,7 +23,17 @@ from pulumi import automation as auto
 from cluster.client import kubeclient
 from cluster.records.ledger import ledger_namespace
 from components.config import ClusterConfig, StackConfig
-from eks_hybrid_gpu import chartmirror, cluster_access, engine, localcluster, placement, projectdir, simulate
+from eks_hybrid_gpu import (
+    chartmirror,
+    cluster_access,
+    engine,
+    localcluster,
+    localnodes,
+    localprocs,
+    placement,
+    projectdir,
+    simulate,
+)
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.engine import engine_state_dir
 from eks_hybrid_gpu.localpaths import local_state_dir
@@ -80,7 +90,7 @@ def start_cluster(
     toolchain.activate()
     try:
         cluster = localcluster.attach(cluster_dir)
-    except localcluster.LocalClusterError:
+    except localprocs.LocalClusterError:
         return localcluster.start(
             cluster_dir,
             controllers=localcluster.WORKLOAD_CONTROLLERS,
@@ -94,12 +104,12 @@ def start_cluster(
             f"the local cluster running from {cluster_dir} was started without the scheduler or the workload "
             "controllers kwok's nodes need; run `scripts/local-up.sh down`, then `scripts/local-up.sh` again"
         )
-        raise localcluster.LocalClusterError(msg)
+        raise localprocs.LocalClusterError(msg)
     _print(f"using the running local cluster at {cluster.server}")
     if "kwok" not in localcluster.running(cluster_dir):
-        localcluster.start_kwok(cluster)
+        localnodes.start_kwok(cluster)
     elif "device-manager" not in localcluster.running(cluster_dir):
-        localcluster.start_device_manager(cluster)
+        localnodes.start_device_manager(cluster)
     return cluster
 
 
@@ -123,7 +133,7 @@ def simulate_nodes(kube: kubeclient.Kube, config: StackConfig, timeout: float = 
             return
         if time.monotonic() > deadline:
             msg = f"simulated nodes not Ready after {timeout:.0f} s: {', '.join(sorted(wanted - ready))}; see kwok.log"
-            raise localcluster.LocalClusterError(msg)
+            raise localprocs.LocalClusterError(msg)
         time.sleep(0.5)
 
 
@@ -147,7 +157,7 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     toolchain = engine.ensure_toolchain()
     try:
         cluster = start_cluster(cluster_dir, toolchain, config.cluster)
-    except localcluster.LocalClusterError as error:
+    except localprocs.LocalClusterError as error:
         print(f"local up: {error}", file=sys.stderr)
         return 1
     kube = cluster_access.connect(str(cluster.kubeconfig))
@@ -212,7 +222,7 @@ def down(stack_name: str = LOCAL_STACK) -> int:
     cluster_dir = local_state_dir()
     try:
         cluster = localcluster.attach(cluster_dir)
-    except localcluster.LocalClusterError as error:
+    except localprocs.LocalClusterError as error:
         _print(str(error))
         return 0
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig)
@@ -228,7 +238,7 @@ def status() -> int:
     """Say whether the local cluster runs, and print its ledger when it does."""
     try:
         cluster = localcluster.attach(local_state_dir())
-    except localcluster.LocalClusterError as error:
+    except localprocs.LocalClusterError as error:
         _print(str(error))
         return 1
     document = {

@@ -18,18 +18,26 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
-import sys
 import time
 import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from eks_hybrid_gpu import projectdir
-from eks_hybrid_gpu.localpaths import kube_dirs
+from eks_hybrid_gpu.localnodes import start_kwok
+from eks_hybrid_gpu.localprocs import (
+    LocalClusterError,
+    alive,
+    binary,
+    free_port,
+    kube_bin_dir,
+    log_tail,
+    progress,
+    recorded_pid,
+    start_process,
+)
 
 DEFAULT_CONTROLLERS = ("garbage-collector-controller", "namespace-controller")
 WORKLOAD_CONTROLLERS = (
@@ -45,24 +53,9 @@ WORKLOAD_CONTROLLERS = (
 )
 """What a real cluster runs for the objects the stacks create. No node-lifecycle or pod-GC controller: kwok
 keeps the simulated nodes Ready, and a pod on a non-kwok node (none exist) would never be evicted."""
-KWOK_NODE_ANNOTATION = ("kwok.x-k8s.io/node", "fake")
-"""kwok manages exactly the nodes with this annotation (`--manage-nodes-with-annotation-selector`)."""
-KWOK_STAGES = (
-    "node/fast/node-initialize.yaml",
-    "node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
-    "pod/fast/pod-ready.yaml",
-    "pod/fast/pod-complete.yaml",
-    "pod/fast/pod-delete.yaml",
-)
-"""kwok's own default stages (what `kwokctl` configures), copied from its module by scripts/toolchain.sh:
-nodes Ready with heartbeats and a Lease, pods Running/Ready at once, Job pods Succeeded, deleted pods gone."""
 PROCESSES = ("device-manager", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd")
 """Every process a state directory may hold, in stop order."""
 READY_TIMEOUT_SECONDS = 120.0
-
-
-class LocalClusterError(RuntimeError):
-    """The local control plane could not be started or reached."""
 
 
 @dataclass(frozen=True)
@@ -77,56 +70,6 @@ class LocalCluster:
     def kubeconfig(self) -> Path:
         """Kubeconfig of the cluster-admin user."""
         return self.state_dir / "kubeconfig"
-
-
-def _progress(message: str) -> None:
-    print(f"[local-cluster] {message}", file=sys.stderr, flush=True)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def kube_bin_dir(version: str) -> Path:
-    """The bin directory of the built Kubernetes whose minor is `version`'s (`1.37`, `1.37.2`, `v1.34.4`)."""
-    wanted = ".".join(version.removeprefix("v").split(".")[:2])
-    built = kube_dirs()
-    matches = sorted(v for v in built if ".".join(v.removeprefix("v").split(".")[:2]) == wanted)
-    if not matches:
-        have = ", ".join(sorted(built)) or "none"
-        msg = (
-            f"Kubernetes {version} is not built (built: {have}); add its version to KUBE_VERSIONS in "
-            "scripts/toolchain-versions.env and run scripts/toolchain.sh, or declare a built one in "
-            "cluster.kubernetesVersion"
-        )
-        raise LocalClusterError(msg)
-    return built[matches[-1]]
-
-
-def _binary(name: str, bin_dir: Path | None = None) -> str:
-    """`name` from the asked version's bin directory, never another version's from PATH; else from PATH."""
-    if bin_dir is not None:
-        if not (bin_dir / name).is_file():
-            msg = (
-                f"{name} is not in {bin_dir}, the asked Kubernetes version's bin directory; run `scripts/toolchain.sh`"
-            )
-            raise LocalClusterError(msg)
-        return str(bin_dir / name)
-    found = shutil.which(name)
-    if found is None:
-        msg = f"{name} is not on PATH; run `scripts/toolchain.sh` and put its bin directories on PATH"
-        raise LocalClusterError(msg)
-    return found
-
-
-def _start(state: Path, name: str, argv: list[str], env: Mapping[str, str] | None = None) -> None:
-    log = (state / f"{name}.log").open("wb")
-    # A new session, so the process outlives the command that started it (`local up`) until `local down`.
-    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)  # noqa: S603
-    (state / f"{name}.pid").write_text(str(process.pid))
 
 
 def _get(url: str, token: str) -> tuple[int, str]:
@@ -147,44 +90,12 @@ def _wait_ready(cluster: LocalCluster, timeout: float) -> None:
         status, _ = _get(f"{cluster.server}/readyz", cluster.token)
         if status == 200:
             return
-        if not _alive(cluster.state_dir, "kube-apiserver") or not _alive(cluster.state_dir, "etcd"):
+        if not alive(cluster.state_dir, "kube-apiserver") or not alive(cluster.state_dir, "etcd"):
             break
         time.sleep(0.5)
-    tail = _tail(cluster.state_dir / "kube-apiserver.log")
+    tail = log_tail(cluster.state_dir / "kube-apiserver.log")
     msg = f"the local API server did not become ready within {timeout:.0f} s; its log ends with:\n{tail}"
     raise LocalClusterError(msg)
-
-
-def _tail(path: Path, lines: int = 20) -> str:
-    if not path.exists():
-        return "<no log>"
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _pid(state: Path, name: str) -> int | None:
-    pid_file = state / f"{name}.pid"
-    return int(pid_file.read_text()) if pid_file.exists() else None
-
-
-def pid_of(state: Path, name: str) -> int | None:
-    """The pid of one of the cluster's processes (`PROCESSES`) while it runs; None when it does not."""
-    return _pid(state, name) if _alive(state, name) else None
-
-
-def _alive(state: Path, name: str) -> bool:
-    pid = _pid(state, name)
-    if pid is None:
-        return False
-    try:  # reap it if it is our own exited child, which would otherwise linger as a zombie
-        if os.waitpid(pid, os.WNOHANG)[0] == pid:
-            return False
-    except ChildProcessError:
-        pass
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def _write_kubeconfig(cluster: LocalCluster) -> None:
@@ -217,7 +128,7 @@ def start(
     control-plane component, the rest stay at that version's defaults. On any failure everything started so far is
     stopped and the state directory removed.
     """
-    if state_dir.exists() and any(_alive(state_dir, n) for n in ("etcd", "kube-apiserver")):
+    if state_dir.exists() and any(alive(state_dir, n) for n in ("etcd", "kube-apiserver")):
         msg = f"a local cluster is already running from {state_dir}; run `eks-hybrid-gpu local down` first"
         raise LocalClusterError(msg)
     bin_dir = kube_bin_dir(kubernetes_version) if kubernetes_version else None
@@ -237,9 +148,9 @@ def start(
 def _start_all(
     state: Path, controllers: tuple[str, ...], scheduler: bool, timeout: float, bin_dir: Path | None, gates: str
 ) -> LocalCluster:
-    etcd, apiserver = _binary("etcd"), _binary("kube-apiserver", bin_dir)
+    etcd, apiserver = binary("etcd"), binary("kube-apiserver", bin_dir)
     gate_flags = [f"--feature-gates={gates}"] if gates else []
-    etcd_port, peer_port, api_port = _free_port(), _free_port(), _free_port()
+    etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     token = secrets.token_hex(16)
     (state / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
     subprocess.run(  # noqa: S603
@@ -247,8 +158,8 @@ def _start_all(
         check=True,
         capture_output=True,
     )
-    _progress(f"starting etcd on 127.0.0.1:{etcd_port}")
-    _start(
+    progress(f"starting etcd on 127.0.0.1:{etcd_port}")
+    start_process(
         state,
         "etcd",
         [
@@ -268,15 +179,15 @@ def _start_all(
             "--initial-cluster",
             f"local=http://127.0.0.1:{peer_port}",
             "--listen-metrics-urls",
-            f"http://127.0.0.1:{_free_port()}",
+            f"http://127.0.0.1:{free_port()}",
             "--unsafe-no-fsync",
             "--log-level",
             "warn",
         ],
     )
-    _progress(f"starting kube-apiserver on 127.0.0.1:{api_port}")
+    progress(f"starting kube-apiserver on 127.0.0.1:{api_port}")
     server = f"https://127.0.0.1:{api_port}"
-    _start(
+    start_process(
         state,
         "kube-apiserver",
         [
@@ -303,10 +214,10 @@ def _start_all(
     cluster = LocalCluster(state, server, token)
     _write_kubeconfig(cluster)
     _wait_ready(cluster, timeout)
-    _progress(f"API server ready at {server}")
-    manager = _binary("kube-controller-manager", bin_dir)
-    _progress(f"starting kube-controller-manager ({', '.join(controllers)})")
-    _start(
+    progress(f"API server ready at {server}")
+    manager = binary("kube-controller-manager", bin_dir)
+    progress(f"starting kube-controller-manager ({', '.join(controllers)})")
+    start_process(
         state,
         "kube-controller-manager",
         [
@@ -315,7 +226,7 @@ def _start_all(
             f"--controllers={','.join(controllers)}",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
-            f"--secure-port={_free_port()}",
+            f"--secure-port={free_port()}",
             f"--cert-dir={state / 'kcm-certs'}",
             f"--service-account-private-key-file={state / 'sa.key'}",
             "--use-service-account-credentials=false",
@@ -323,16 +234,16 @@ def _start_all(
         ],
     )
     if scheduler:
-        _progress("starting kube-scheduler")
-        _start(
+        progress("starting kube-scheduler")
+        start_process(
             state,
             "kube-scheduler",
             [
-                _binary("kube-scheduler", bin_dir),
+                binary("kube-scheduler", bin_dir),
                 f"--kubeconfig={cluster.kubeconfig}",
                 "--leader-elect=false",
                 "--bind-address=127.0.0.1",
-                f"--secure-port={_free_port()}",
+                f"--secure-port={free_port()}",
                 f"--cert-dir={state / 'scheduler-certs'}",
                 *gate_flags,
             ],
@@ -341,62 +252,10 @@ def _start_all(
     return cluster
 
 
-def kwok_stages(kwok_binary: str) -> list[Path]:
-    """The stage files scripts/toolchain.sh put beside the kwok binary (`<kwok dir>/stages/...`)."""
-    stages_dir = Path(kwok_binary).resolve().parent.parent / "stages"
-    found = [stages_dir / stage for stage in KWOK_STAGES]
-    missing = [str(p) for p in found if not p.exists()]
-    if missing:
-        msg = f"kwok's stage files are missing ({', '.join(missing)}); run `scripts/toolchain.sh kwok` again"
-        raise LocalClusterError(msg)
-    return found
-
-
-def start_kwok(cluster: LocalCluster) -> None:
-    """Run kwok out of cluster against the cluster's kubeconfig; it opens no port (no --server-address)."""
-    binary = _binary("kwok")
-    config = cluster.state_dir / "kwok.yaml"
-    config.write_text("\n---\n".join(p.read_text().strip() for p in kwok_stages(binary)) + "\n")
-    key, value = KWOK_NODE_ANNOTATION
-    _progress("starting kwok (simulated kubelets; no listening port)")
-    _start(
-        cluster.state_dir,
-        "kwok",
-        [
-            binary,
-            f"--kubeconfig={cluster.kubeconfig}",
-            f"--config={config}",
-            "--manage-all-nodes=false",
-            f"--manage-nodes-with-annotation-selector={key}={value}",
-            "--cidr=10.244.0.0/16",
-            "--node-ip=127.0.0.1",
-            "--node-lease-duration-seconds=40",  # heartbeats through Leases in kube-node-lease, as kubelets do
-        ],
-    )
-    start_device_manager(cluster)
-    time.sleep(0.5)
-    for name in ("kwok", "device-manager"):
-        if not _alive(cluster.state_dir, name):
-            tail = _tail(cluster.state_dir / f"{name}.log")
-            msg = f"{name} exited at start; its log ends with:\n{tail}"
-            raise LocalClusterError(msg)
-
-
-def start_device_manager(cluster: LocalCluster) -> None:
-    """The simulated kubelet's device manager (`eks_hybrid_gpu.simulate.devicemanager`): it opens no port.
-
-    kwok plays the pod lifecycle; this process makes each simulated node publish what its allocator pods publish.
-    """
-    _progress("starting the simulated device manager (GPU publications follow the allocator pods)")
-    argv = [sys.executable, "-m", "eks_hybrid_gpu.simulate.devicemanager", f"--kubeconfig={cluster.kubeconfig}"]
-    # It imports `components` and `policy`: from the project, as this process does (eks_hybrid_gpu.projectdir).
-    _start(cluster.state_dir, "device-manager", argv, projectdir.child_environment())
-
-
 def controllers_of(state_dir: Path) -> tuple[str, ...]:
     """The `--controllers` of the state directory's running kube-controller-manager (empty when not running)."""
-    pid = _pid(state_dir, "kube-controller-manager")
-    if pid is None or not _alive(state_dir, "kube-controller-manager"):
+    pid = recorded_pid(state_dir, "kube-controller-manager")
+    if pid is None or not alive(state_dir, "kube-controller-manager"):
         return ()
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -410,13 +269,13 @@ def controllers_of(state_dir: Path) -> tuple[str, ...]:
 
 def running(state_dir: Path) -> list[str]:
     """The processes of the state directory that are alive."""
-    return [name for name in reversed(PROCESSES) if _alive(state_dir, name)]
+    return [name for name in reversed(PROCESSES) if alive(state_dir, name)]
 
 
 def running_kubeconfig(state_dir: Path) -> Path | None:
     """The kubeconfig of the local cluster of `state_dir` while its API server runs, else None."""
     kubeconfig = state_dir / "kubeconfig"
-    return kubeconfig if kubeconfig.is_file() and _alive(state_dir, "kube-apiserver") else None
+    return kubeconfig if kubeconfig.is_file() and alive(state_dir, "kube-apiserver") else None
 
 
 def attach(state_dir: Path) -> LocalCluster:
@@ -433,14 +292,14 @@ def stop(state_dir: Path) -> list[str]:
     """Stop every process of the state directory (controllers first, etcd last) and remove the directory."""
     stopped = []
     for name in PROCESSES:
-        pid = _pid(state_dir, name)
-        if pid is None or not _alive(state_dir, name):
+        pid = recorded_pid(state_dir, name)
+        if pid is None or not alive(state_dir, name):
             continue
         os.kill(pid, signal.SIGTERM)
         deadline = time.monotonic() + 10
-        while _alive(state_dir, name) and time.monotonic() < deadline:
+        while alive(state_dir, name) and time.monotonic() < deadline:
             time.sleep(0.1)
-        if _alive(state_dir, name):
+        if alive(state_dir, name):
             os.kill(pid, signal.SIGKILL)
         stopped.append(name)
     shutil.rmtree(state_dir, ignore_errors=True)

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from components.config import StackConfig
-from components.validation import load_stack_config
+from components.stack_loader import load_stack_config
 from eks_hybrid_gpu import projectdir
 from policy.gpu_allocation.vocab.labels import PROJECT
 from policy.gpu_allocation.vocab.stack_files import stack_file_name

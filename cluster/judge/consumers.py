@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from cluster.judge.publishers import Finding, is_gpu_resource
+from cluster.judge.node_findings import Finding
+from cluster.judge.publishers import is_gpu_resource
 from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from cluster.findings import Problem
-from cluster.judge.publishers import OPERATOR_KINDS, Finding, controller_of, labels_of, operator_managed, positive_count
+from cluster.judge.node_findings import Finding
+from cluster.judge.publishers import OPERATOR_KINDS, controller_of, labels_of, operator_managed, positive_count
 from cluster.judge.stack_view import CohortView, StackView
 from cluster.records.ledger import Ledger
 from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN

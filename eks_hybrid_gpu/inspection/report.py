@@ -8,9 +8,10 @@ from typing import Any
 from cluster.client.kubeclient import Kube
 from cluster.judge import consumers as gpu_consumers
 from cluster.judge import node_facts
+from cluster.judge.node_findings import Finding, findings
 from cluster.judge.node_state import TRANSIT_ANNOTATION
 from cluster.judge.operator_boundary import BoundaryNode, classify, inspect_findings, operand_pods, operator_cohort
-from cluster.judge.publishers import Finding, NodePublishers, findings, observe
+from cluster.judge.publishers import NodePublishers, observe
 from cluster.records.ledger import Ledger
 from eks_hybrid_gpu.inspection.snapshot import Snapshot
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, OWNERS

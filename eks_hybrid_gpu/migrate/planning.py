@@ -23,7 +23,7 @@ from cluster.records.migration import Migration, namespace_key
 from components.config import StackConfig
 from components.mid_migration import apply_to_raw
 from components.refusals import StackConfigError
-from components.validation import load_stack_config
+from components.stack_loader import load_stack_config
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
 from eks_hybrid_gpu.migrate.request import MigrateRequest

@@ -169,7 +169,7 @@ def main(argv: list[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """`eks-hybrid-gpu review [--stack NAME] [--base REF] [--out DIR] ...`."""
-    from eks_hybrid_gpu import engine, localcluster
+    from eks_hybrid_gpu import engine, localcluster, localprocs
     from eks_hybrid_gpu.review import gitref
     from eks_hybrid_gpu.review.render import chart_mirror, chart_repository, policy_setup
 
@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         KubeAccessError,
         RenderError,
         gitref.GitRefError,
-        localcluster.LocalClusterError,
+        localprocs.LocalClusterError,
         RuntimeError,
         OSError,
     ) as error:

@@ -50,7 +50,7 @@ def _default_kubeconfig() -> str:
 
 
 def _start(_: argparse.Namespace) -> int:
-    from eks_hybrid_gpu import engine, localcluster
+    from eks_hybrid_gpu import engine, localcluster, localprocs
     from eks_hybrid_gpu.localpaths import local_state_dir
 
     state = local_state_dir()
@@ -58,7 +58,7 @@ def _start(_: argparse.Namespace) -> int:
     toolchain.activate()
     try:
         cluster = localcluster.start(state, controllers=SIMULATION_CONTROLLERS, scheduler=True)
-    except localcluster.LocalClusterError as error:
+    except localprocs.LocalClusterError as error:
         print(f"simulate start: {error}", file=sys.stderr)
         return 1
     print(f"simulated cluster at {cluster.server} (kube-scheduler, {', '.join(SIMULATION_CONTROLLERS)})")

@@ -63,7 +63,7 @@ def run_pulumi(rehearsal: Rehearsal) -> int:
     """`simulate preview|up|destroy`: the stack file's program in a work copy, against the simulated fleet."""
     from pulumi import automation as auto
 
-    from eks_hybrid_gpu import chartmirror, engine, localcluster
+    from eks_hybrid_gpu import chartmirror, engine, localcluster, localprocs
     from eks_hybrid_gpu.engine import engine_state_dir
     from eks_hybrid_gpu.localpaths import local_state_dir
 
@@ -93,7 +93,7 @@ def run_pulumi(rehearsal: Rehearsal) -> int:
         charts = choice.overrides or None
     try:
         cluster = localcluster.attach(local_state_dir())
-    except localcluster.LocalClusterError as error:
+    except localprocs.LocalClusterError as error:
         print(f"simulate {rehearsal.action}: {error}; start it with `eks-hybrid-gpu simulate start`", file=sys.stderr)
         return ACCESS_EXIT_CODE
     env = engine.prepare(engine_state_dir(), cluster.kubeconfig)

@@ -21,7 +21,7 @@ from bench.proctree import descendants, memory_kib
 from bench.stats import fit_exponent, ratio, segment_exponents, summarize
 from bench.synthetic import synthetic_cohorts, synthetic_config, synthetic_document
 from components.refusals import StackConfigError
-from components.validation import load_stack_config
+from components.stack_loader import load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
 from policy.gpu_allocation.rules import props as k8s_props
 from policy.gpu_allocation.rules.ownership.single_owner import _first_of_each

@@ -12,7 +12,7 @@ import pulumi
 import pytest
 
 from components.refusals import StackConfigError
-from components.validation import load_stack_config
+from components.stack_loader import load_stack_config
 from tests.support.configs import Recorder, RunProgram, _base_config
 
 pytestmark = pytest.mark.unit

@@ -12,7 +12,8 @@ from pydantic import ValidationError
 from components import versions
 from components.config import CONFIG_KEYS, ChartPin, Mig, NoSharing, StackConfig, TimeSlicing
 from components.refusals import StackConfigError
-from components.validation import ClusterFacts, load_stack_config
+from components.stack_loader import load_stack_config
+from components.validation import ClusterFacts
 from eks_hybrid_gpu.mocks import ROOT, stack_config
 from tests.support import charts
 from tests.support.configs import (

@@ -10,7 +10,7 @@ import pulumi
 import pytest
 
 from components.refusals import StackConfigError
-from components.validation import load_stack_config
+from components.stack_loader import load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
 from tests.support.configs import (
     DIGEST_IMAGE,

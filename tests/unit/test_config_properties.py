@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from components.config import CONFIG_KEYS
 from components.refusals import StackConfigError
-from components.validation import load_stack_config
+from components.stack_loader import load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY
 from tests.support import charts

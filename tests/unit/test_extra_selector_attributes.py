@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from components.refusals import StackConfigError
-from components.validation import load_stack_config
+from components.stack_loader import load_stack_config
 from eks_hybrid_gpu.mocks import ROOT
 from policy.gpu_allocation.vocab.cel import fragment_problem
 from policy.gpu_allocation.vocab.dra_attributes import FULL_GPU_ATTRIBUTES, MIG_ATTRIBUTES

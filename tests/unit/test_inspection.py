@@ -677,7 +677,7 @@ def test_held_leases_are_shown_in_the_table_and_the_json_and_are_no_conflict(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     from cluster.records.lease_records import micro_time, utc_now
-    from tests.support.fake_kube import FakeKube
+    from testkit.fake_kube import FakeKube
 
     fake = FakeKube()
     for attribute in ("server", "kubeconfig", "context"):

@@ -20,8 +20,8 @@ from cluster.records.migration import Migration
 from components.mid_migration import apply_to_raw
 from eks_hybrid_gpu import migrate
 from eks_hybrid_gpu.movehost import MoveRefused, refuse_unkept_name
+from testkit.fake_kube import FakeKube
 from tests.support.configs import hybrid_node
-from tests.support.fake_kube import FakeKube
 from tests.unit.test_migrate import NODES, NS, RECORD, _args, cluster, publish
 
 pytestmark = pytest.mark.unit

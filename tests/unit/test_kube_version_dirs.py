@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eks_hybrid_gpu import engine, localcluster
+from eks_hybrid_gpu import engine, localprocs
 from eks_hybrid_gpu.localpaths import KUBE_DIRS_ENV, kube_dirs
 
 pytestmark = pytest.mark.unit
@@ -38,6 +38,6 @@ def test_the_printed_word_reads_back_as_every_version_and_its_directory(tmp_path
 
 def test_a_version_directory_without_its_binary_is_an_error_not_the_path_default(tmp_path: Path) -> None:
     (tmp_path / "kube-apiserver").write_text("")
-    assert localcluster._binary("kube-apiserver", tmp_path) == str(tmp_path / "kube-apiserver")
-    with pytest.raises(localcluster.LocalClusterError, match=r"kube-scheduler is not in .*asked Kubernetes version"):
-        localcluster._binary("kube-scheduler", tmp_path)
+    assert localprocs.binary("kube-apiserver", tmp_path) == str(tmp_path / "kube-apiserver")
+    with pytest.raises(localprocs.LocalClusterError, match=r"kube-scheduler is not in .*asked Kubernetes version"):
+        localprocs.binary("kube-scheduler", tmp_path)

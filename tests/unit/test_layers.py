@@ -12,7 +12,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-ABOVE_CLUSTER = ("components", "eks_hybrid_gpu", "bench", "tests", "payloads", "pulumi", "pulumi_kubernetes")
+ABOVE_CLUSTER = (
+    *("components", "eks_hybrid_gpu", "bench", "tests", "testkit", "payloads", "pulumi", "pulumi_kubernetes"),
+)
 FORBIDDEN: dict[str, tuple[str, ...]] = {
     # The cluster layer reads and records the live cluster: no Pulumi, nothing of the program or the CLI.
     "cluster": ABOVE_CLUSTER,
@@ -20,8 +22,12 @@ FORBIDDEN: dict[str, tuple[str, ...]] = {
     "cluster/records": (*ABOVE_CLUSTER, "cluster.judge", "cluster.findings"),
     # The CUDA probe runs alone inside the GPU container.
     "payloads": ("cluster", "components", "eks_hybrid_gpu", "bench", "tests", "policy"),
-    "components": ("eks_hybrid_gpu", "bench", "tests"),
-    "eks_hybrid_gpu": ("bench", "tests"),
+    "components": ("eks_hybrid_gpu", "bench", "tests", "testkit"),
+    "eks_hybrid_gpu": ("bench", "tests", "testkit"),
+    # Benchmarks measure the program; the in-memory API they count requests on is testkit's, not the suite's.
+    "bench": ("tests",),
+    # The doubles of the API server: beside the tests and benchmarks, below neither.
+    "testkit": ("bench", "tests", "eks_hybrid_gpu", "components", "payloads"),
     # The pack is published alone: nothing outside policy/, and inside it only relative imports.
     "policy": ("cluster", "components", "eks_hybrid_gpu", "bench", "tests", "payloads", "policy"),
     "policy/gpu_allocation/vocab": (

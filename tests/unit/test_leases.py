@@ -34,7 +34,7 @@ from cluster.records.lease_records import (
     utc_now,
 )
 from cluster.records.leases import LeaseHeld, LeaseLost, Leases, held_leases, leases_path
-from tests.support.fake_kube import FakeKube
+from testkit.fake_kube import FakeKube
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,8 @@ from cluster.judge.live import LiveCluster
 from cluster.judge.preflight import check, check_node_facts, check_nodes
 from components.config import StackConfig
 from eks_hybrid_gpu import local, placement, simulate, smoke
-from eks_hybrid_gpu.localcluster import KWOK_NODE_ANNOTATION, KWOK_STAGES, WORKLOAD_CONTROLLERS
+from eks_hybrid_gpu.localcluster import WORKLOAD_CONTROLLERS
+from eks_hybrid_gpu.localnodes import KWOK_NODE_ANNOTATION, KWOK_STAGES
 from policy.gpu_allocation.vocab.selectors import selects_node
 
 pytestmark = pytest.mark.unit

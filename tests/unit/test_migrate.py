@@ -25,8 +25,8 @@ from components.ownership_ledger import ownership_map
 from eks_hybrid_gpu import migrate
 from eks_hybrid_gpu.cli import parser
 from policy.gpu_allocation.vocab.labels import COHORT_LABEL, OWNER_LABEL
+from testkit.fake_kube import FakeKube
 from tests.support.configs import DRA_COHORT, PLUGIN_COHORT, _base_config, cohort, hybrid_node
-from tests.support.fake_kube import FakeKube
 
 pytestmark = pytest.mark.unit
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from cluster.judge.publishers import NodePublishers, findings, foreign, is_gpu_resource, observe
+from cluster.judge.node_findings import findings
+from cluster.judge.publishers import NodePublishers, foreign, is_gpu_resource, observe
 
 pytestmark = pytest.mark.unit
 

@@ -12,7 +12,7 @@ from cluster.client.kubeclient import Kube
 from cluster.judge.publishers import observe
 from eks_hybrid_gpu.simulate import Simulation
 from eks_hybrid_gpu.simulate.cluster import apply
-from tests.support.fake_kube import merge_patch as _merge  # RFC 7386, as the API server applies it
+from testkit.fake_kube import merge_patch as _merge  # RFC 7386, as the API server applies it
 
 pytestmark = pytest.mark.unit
 

@@ -13,7 +13,7 @@ import pytest
 from cluster.client import waits
 from cluster.client.kubeclient import KubeAccessError, KubeApiError, KubeUnreachable
 from eks_hybrid_gpu import transit
-from tests.support.fake_kube import FakeKube
+from testkit.fake_kube import FakeKube
 
 pytestmark = pytest.mark.unit
 

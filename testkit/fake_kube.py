@@ -1,4 +1,4 @@
-"""An in-memory API server for unit tests: objects by path, lists by prefix, create/replace with resourceVersions.
+"""An in-memory API server for unit tests and benchmarks: objects by path, lists by prefix, resourceVersions.
 
 It keeps the semantics the commands rely on: a create of an existing name and a replace over a changed
 resourceVersion are 409s, a missing object is a 404. The integration tests run the real API server.
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from cluster.client.kubeclient import KubeApiError
-from tests.support.recorded_api import selected
+from testkit.selectors import selected
 
 
 def merge_patch(target: dict[str, Any], patch: dict[str, Any]) -> None:
