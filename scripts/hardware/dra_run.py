@@ -325,6 +325,8 @@ def kubelet(
         "cgroupDriver": "cgroupfs",
         "containerRuntimeEndpoint": f"unix://{SOCKET}",
         "failSwapOn": False,
+        # 1.35+ kubelets refuse a cgroup v1 host unless told otherwise (KEP-5573); the lent machines so far were v2.
+        "failCgroupV1": False,
         "resolvConf": "",
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
         "imageGCHighThresholdPercent": 100,
