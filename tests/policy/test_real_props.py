@@ -115,6 +115,7 @@ def test_the_local_stack_passes_the_whole_pack() -> None:
         "chart-version-pinned": 26,
         "compute-domain-crds-one-owner": 1,
         "dra-api-current": 11,
+        "dra-claim-on-dra-cohort": 1,
         "dra-extended-resource-gate-on": 0,
         "dra-extended-resource-name-unique": 1,
         "dra-extended-resource-one-publisher": 0,
