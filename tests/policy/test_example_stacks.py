@@ -155,16 +155,34 @@ NO_MAPPING = ["dra-extended-resource-one-publisher"]
 NO_PLAIN_REQUEST = [*NO_MAPPING, "dra-extended-resource-request-served"]
 """No plain nvidia.com/gpu request beside a DRA driver (local and mixed have one: the device-plugin smoke Job)."""
 NO_CLASS = [*NO_PLAIN_REQUEST, "dra-extended-resource-name-unique"]
+NO_CLAIM_BESIDE_A_PLUGIN = ["dra-claim-on-dra-cohort"]
+"""No DRA claim beside a device plugin's cohort (local and mixed have both: the DRA cohort's smoke Job's claim)."""
 IDLE = {
-    "device-plugin": sorted([*NO_OPERATOR, *NO_CLASS, "dra-feature-gates-allowlisted", "dra-webhook-needs-tls"]),
-    "dra": sorted([*NO_OPERATOR, *NO_PLAIN_REQUEST, "dra-webhook-needs-tls", "mig-strategy-consistent"]),
+    "device-plugin": sorted(
+        [*NO_OPERATOR, *NO_CLASS, *NO_CLAIM_BESIDE_A_PLUGIN, "dra-feature-gates-allowlisted", "dra-webhook-needs-tls"]
+    ),
+    "dra": sorted(
+        [*NO_OPERATOR, *NO_PLAIN_REQUEST, *NO_CLAIM_BESIDE_A_PLUGIN, "dra-webhook-needs-tls", "mig-strategy-consistent"]
+    ),
     "local": sorted([*NO_OPERATOR, *NO_MAPPING, "dra-webhook-needs-tls"]),
     "mixed": sorted([*NO_OPERATOR, *NO_MAPPING, "dra-webhook-needs-tls"]),
     "operator-cluster-policy": sorted(
-        [*NO_CLASS, "dra-webhook-needs-tls", "gpu-discovery-affinity-kept", "mig-strategy-consistent"]
+        [
+            *NO_CLASS,
+            *NO_CLAIM_BESIDE_A_PLUGIN,
+            "dra-webhook-needs-tls",
+            "gpu-discovery-affinity-kept",
+            "mig-strategy-consistent",
+        ]
     ),
     "operator-gpu-cluster": sorted(
-        [*NO_PLAIN_REQUEST, "dra-webhook-needs-tls", "gpu-discovery-affinity-kept", "mig-strategy-consistent"]
+        [
+            *NO_PLAIN_REQUEST,
+            *NO_CLAIM_BESIDE_A_PLUGIN,
+            "dra-webhook-needs-tls",
+            "gpu-discovery-affinity-kept",
+            "mig-strategy-consistent",
+        ]
     ),
 }
 """The mandatory policies with nothing to judge in each example stack (no Operator, no DRA webhook, no MIG, no
