@@ -7,6 +7,7 @@ not current patch or branch recommendations: choose the actual driver and toolki
 for the GPU, OS and kernel.
 """
 
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
@@ -16,17 +17,19 @@ from policy.gpu_allocation.vocab.labels import OWNERS as KIND_ORDER
 from policy.gpu_allocation.vocab.owners import HostFloor, Mode, hostcheck_modes, hostcheck_owners
 
 if TYPE_CHECKING:
-    from typing import Final, Literal
+    from typing import Final
 
 Owner = str
 """A host check `--owner` value: one mode of an owner kind (a key of MODES)."""
-if TYPE_CHECKING:
+if sys.version_info >= (3, 8):
+    from typing import Literal
+
     MigExpectation = Literal["disabled", "enabled"]
-else:  # typing.Literal is 3.8+; the artifact runs on 3.6
+else:  # typing.Literal is 3.8+; the host check's artifact runs on 3.6 and 3.7
     MigExpectation = str
-if TYPE_CHECKING:
+if sys.version_info >= (3, 8):
     Status = Literal["pass", "fail", "warn", "info"]
-else:  # typing.Literal is 3.8+; the artifact runs on 3.6
+else:  # typing.Literal is 3.8+; the host check's artifact runs on 3.6 and 3.7
     Status = str
 
 FLOORS_NOTE: "Final" = "These are compatibility floors, not recommendations."

@@ -5,14 +5,17 @@ owner creates is stamped with these labels and annotations, and the cohort -> ow
 into the cluster as a ledger ConfigMap.
 """
 
+import sys
 from typing import TYPE_CHECKING, Tuple
 
 if TYPE_CHECKING:
-    from typing import Final, Literal
+    from typing import Final
 
-if TYPE_CHECKING:
+if sys.version_info >= (3, 8):
+    from typing import Literal
+
     Owner = Literal["device-plugin", "dra", "gpu-operator"]
-else:  # typing.Literal is 3.8+; the artifact runs on 3.6
+else:  # typing.Literal is 3.8+; the host check's artifact runs on 3.6 and 3.7
     Owner = str
 OWNERS: "Final[Tuple[Owner, ...]]" = ("device-plugin", "dra", "gpu-operator")
 DEVICE_PLUGIN: "Final[Owner]" = "device-plugin"

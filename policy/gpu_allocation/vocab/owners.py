@@ -10,23 +10,26 @@ the field notes (second publishers, old chart names).
 """
 
 import re
+import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, FrozenSet, Mapping, Optional, Set, Tuple
 
 from .labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
 
 if TYPE_CHECKING:
-    from typing import Final, Literal
+    from typing import Final
 
 Version = Tuple[int, int, int]
-if TYPE_CHECKING:
+if sys.version_info >= (3, 8):
+    from typing import Literal
+
     Mechanism = Literal["extended-resource", "dra"]
-else:  # typing.Literal is 3.8+; the artifact runs on 3.6
+else:  # typing.Literal is 3.8+; the host check's artifact runs on 3.6 and 3.7
     Mechanism = str
 """How a mode hands GPUs to pods: `nvidia.com/*` extended resources or `gpu.nvidia.com` ResourceSlices."""
-if TYPE_CHECKING:
+if sys.version_info >= (3, 8):
     ModeKey = Literal["device-plugin", "dra", "cluster-policy", "gpu-cluster"]
-else:  # typing.Literal is 3.8+; the artifact runs on 3.6
+else:  # typing.Literal is 3.8+; the host check's artifact runs on 3.6 and 3.7
     ModeKey = str
 
 
