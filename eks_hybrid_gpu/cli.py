@@ -23,7 +23,10 @@ from eks_hybrid_gpu.projectdir import ProjectDirError
 
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "local": ("eks_hybrid_gpu.local", "run the main job on the local default (control plane, kwok nodes, pulumi up)"),
-    "hostcheck": ("eks_hybrid_gpu.hostcheck.cli", "check a GPU host before it joins a cohort (run on the host)"),
+    "hostcheck": (
+        "eks_hybrid_gpu.hostartifact",
+        "check a GPU host before it joins a cohort (run on the host), or write it for one with --artifact PATH",
+    ),
     "simulate": ("eks_hybrid_gpu.simulate.cli", "simulated GPU cohorts on the local cluster, to rehearse a change"),
     "inspect": ("eks_hybrid_gpu.inspection", "who owns and who really publishes each GPU node; DRA slices and claims"),
     "move-host": ("eks_hybrid_gpu.movehost", "move a GPU host between cohorts in order: cordon, drain, relabel, wait"),

@@ -4,11 +4,12 @@ The program names it in its refusals, the commands read and write it, and the ho
 standard library only, so the path lives in the leaf vocabulary every layer may import.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-from typing import Final
+if TYPE_CHECKING:
+    from typing import Final
 
-STACKS_DIR: Final = "stacks"
+STACKS_DIR: "Final" = "stacks"
 """The project folder that holds `Pulumi.<stack>.yaml`, one per stack."""
 
 
