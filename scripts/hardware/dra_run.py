@@ -284,7 +284,7 @@ def containerd(
         env={"PATH": f"{hw}:{os.environ['PATH']}"},
     )
     wait("containerd's socket", lambda: SOCKET.exists(), 30)
-    ctr = [str(hw / "ctr"), "--address", str(SOCKET), "--namespace", "k8s.io"]
+    ctr = ctr_command(hw)
     detail["version"] = sh(*ctr, "version").split("Server:")[-1].split()[:4]
     detail["snapshotter"] = "overlayfs" if overlay else "native"
     for archive in archives:
@@ -295,15 +295,31 @@ def containerd(
     detail["images"] = [line.split()[0] for line in sh(*ctr, "images", "ls", "-q").split("\n") if line]
 
 
-def control_plane(run: Run, toolchain: Path, detail: dict[str, Any]) -> None:
+POD_SERVICE_ACCOUNT_CONTROLLERS = ("serviceaccount-controller", "root-ca-certificate-publisher-controller")
+"""What a cluster runs so that every namespace has its `default` ServiceAccount and `kube-root-ca.crt`."""
+
+
+def ctr_command(hw: Path) -> list[str]:
+    """`ctr` on the run's containerd, in the kubelet's image namespace."""
+    return [str(hw / "ctr"), "--address", str(SOCKET), "--namespace", "k8s.io"]
+
+
+def control_plane(run: Run, toolchain: Path, detail: dict[str, Any], *, pod_service_accounts: bool = False) -> None:
+    """etcd, the API server, the controller manager and the scheduler; with `pod_service_accounts`, pods get their
+    ServiceAccount's token, as on a cluster (ServiceAccount admission, default accounts, the root-CA publisher)."""
     bins = [str(p.parent) for p in toolchain.glob("*/bin/kube-apiserver")] + [
         str(p.parent) for p in toolchain.glob("*/bin/etcd")
     ]
     os.environ["PATH"] = ":".join([*bins, os.environ["PATH"]])
     # A real kubelet registers its node tainted not-ready; the node-lifecycle controller lifts the taint once the
     # node reports Ready (the local default leaves that controller out: kwok plays its nodes).
-    controllers = (*localcluster.WORKLOAD_CONTROLLERS, "node-lifecycle-controller")
-    run.cluster = localcluster.start(STATE, controllers=controllers, scheduler=True)
+    controllers: tuple[str, ...] = (*localcluster.WORKLOAD_CONTROLLERS, "node-lifecycle-controller")
+    if pod_service_accounts:
+        controllers += POD_SERVICE_ACCOUNT_CONTROLLERS
+    run.cluster = localcluster.start(
+        STATE, controllers=controllers, scheduler=True, pod_service_accounts=pod_service_accounts
+    )
+    detail["podServiceAccounts"] = pod_service_accounts
     detail["server"] = run.cluster.server
     detail["version"] = run.api("GET", "/version")[1].get("gitVersion")
 
