@@ -724,6 +724,19 @@ leaves it: it admits a slice only from a token bound to a pod of the slice's nod
 refusal would stop the run before the owner change it is for (the report names it not applied)."""
 
 
+def root_mount_shared(detail: dict[str, Any]) -> None:
+    """The DRA plugin's `plugins` mount is Bidirectional and the driver root's HostToContainer: runc refuses both
+    unless the host's / is a shared mount, which systemd makes it on a node; a machine booted otherwise is made so."""
+    root_mount = next(
+        (line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines() if line.split()[4] == "/"),
+        [],
+    )
+    detail["rootMountShared"] = any(field.startswith("shared:") for field in root_mount[6:])
+    if not detail["rootMountShared"]:
+        sh("mount", "--make-rshared", "/")
+        detail["rootMountMadeShared"] = "mount --make-rshared / (systemd's default on a node)"
+
+
 def label_for_affinity(run: Run, node_name: str, daemonset: dict[str, Any], detail: dict[str, Any]) -> None:
     """The chart's affinity asks NFD's NVIDIA PCI label, which NFD writes on a GPU node; no NFD runs here, so the
     node is given the label the DaemonSet's first required term asks (the kubelet may not set a kubernetes.io one)."""
@@ -761,16 +774,7 @@ def dra_daemonset(
         {o["kind"] for o in moved if o["kind"] not in PATHS}
         | {f"{o['kind']}/{o['metadata']['name']}" for o in moved if SLICE_POLICY in o["metadata"]["name"]}
     )
-    # The plugin's `plugins` mount is Bidirectional and the driver root's HostToContainer: runc refuses both unless
-    # the host's / is a shared mount, which systemd makes it on a node; a machine booted otherwise is made so here.
-    root_mount = next(
-        (line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines() if line.split()[4] == "/"),
-        [],
-    )
-    detail["rootMountShared"] = any(field.startswith("shared:") for field in root_mount[6:])
-    if not detail["rootMountShared"]:
-        sh("mount", "--make-rshared", "/")
-        detail["rootMountMadeShared"] = "mount --make-rshared / (systemd's default on a node)"
+    root_mount_shared(detail)
     label_for_affinity(run, node_name, daemonset, detail)
     began = time.monotonic()
     detail["created"] += create(run, [daemonset], ("DaemonSet",))

@@ -109,7 +109,7 @@ def write_stack(run: Run, images: Path, charts: Path, detail: dict[str, Any]) ->
     listed = sh("pulumi", "stack", "ls", "--cwd", str(REPO), check=False)
     if STACK not in listed:
         sh("pulumi", "stack", "init", STACK, "--cwd", str(REPO))
-    detail["pulumi"] = sh("pulumi", "version").strip()
+    detail["engine"] = {"pulumi": sh("pulumi", "version").strip(), "python": sys.version.split()[0]}
     return path
 
 
@@ -131,7 +131,10 @@ def cli(argv: list[str], name: str, detail: dict[str, Any]) -> list[str]:
     command = [sys.executable, "-m", "eks_hybrid_gpu", *argv]
     detail["command"] = " ".join(["eks-hybrid-gpu", *argv])
     lines: list[str] = []
-    with subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as process:
+    # No terminal: a question on stdin reads end-of-file instead of waiting out the device call.
+    with subprocess.Popen(
+        command, cwd=REPO, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as process:
         assert process.stdout is not None
         for line in process.stdout:
             print(f"  | {line}", end="", flush=True)
@@ -213,6 +216,7 @@ def main() -> int:
         with run.step("kubelet registers the node with the labels the cohort's DaemonSets select") as d:
             base.kubelet(run, args.hw, d, node_name=node_name, labels=plugin.node_labels(daemonset))
             plugin.label_for_affinity(run, node_name, kubelet_plugin, d)
+            plugin.root_mount_shared(d)
         with run.step("pods reach the API server: the kubernetes Service routed") as d:
             plugin.route_kubernetes_service(run, d)
         with run.step("the program's stack for this cluster (source kubeconfig) and its Pulumi stack") as d:

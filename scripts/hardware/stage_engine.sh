@@ -12,7 +12,8 @@
 #                       charts}. Each is at most LIMIT_MIB; the script fails when one is larger.
 # There, `source scripts/hardware/engine_env.sh` installs the wheels and sets the engine's environment.
 #
-# Usage: scripts/hardware/stage_engine.sh [all|wheels|stages]   (default all; wheels: download only)
+# Usage: scripts/hardware/stage_engine.sh [all|wheels|stages|1|2|3]   (default all; wheels: download only; a number:
+#   that stage only)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 part=${1:-all}
@@ -81,19 +82,24 @@ stage() {  # stage N TAR-ARGS...: one xz'd tar, unpacked at / there; refused abo
   fi
 }
 
-stages() {
-  [ -x "$PULUMI_BIN/pulumi" ] || { echo "stage_engine: no $PULUMI_BIN/pulumi: run scripts/toolchain.sh pulumi" >&2; exit 1; }
-  [ -x "$PROVIDER" ] || { echo "stage_engine: no $PROVIDER: run scripts/toolchain.sh provider" >&2; exit 1; }
-  [ -d "$ENGINE/wheels" ] || wheels
-  # The CLI's folder as built (pulumi and any language host or analyzer beside it), at its cache path.
-  stage 1 -C / "${PULUMI_BIN#/}"
-  stage 2 -C / "${PROVIDER#/}"
-  stage 3 -C "$ENGINE" --transform 's,^,opt/hw-engine/,' wheels charts
+engine_stage() {  # N: build stage N from what it holds
+  case "$1" in
+    1)  # the CLI's folder as built (pulumi and any language host or analyzer beside it), at its cache path
+      [ -x "$PULUMI_BIN/pulumi" ] || { echo "stage_engine: no $PULUMI_BIN/pulumi: run scripts/toolchain.sh pulumi" >&2; exit 1; }
+      stage 1 -C / "${PULUMI_BIN#/}" ;;
+    2)
+      [ -x "$PROVIDER" ] || { echo "stage_engine: no $PROVIDER: run scripts/toolchain.sh provider" >&2; exit 1; }
+      stage 2 -C / "${PROVIDER#/}" ;;
+    3)
+      [ -d "$ENGINE/wheels" ] || wheels
+      stage 3 -C "$ENGINE" --transform 's,^,opt/hw-engine/,' wheels charts ;;
+  esac
 }
 
 case "$part" in
-  all) wheels; stages ;;
+  all) wheels; engine_stage 1; engine_stage 2; engine_stage 3 ;;
   wheels) wheels ;;
-  stages) stages ;;
-  *) echo "usage: $0 [all|wheels|stages]" >&2; exit 2 ;;
+  stages) engine_stage 1; engine_stage 2; engine_stage 3 ;;
+  1|2|3) engine_stage "$part" ;;
+  *) echo "usage: $0 [all|wheels|stages|1|2|3]" >&2; exit 2 ;;
 esac

@@ -160,3 +160,19 @@ def test_the_stage_has_every_package_the_program_migrate_and_the_pack_import() -
     imported = {re.sub(r"[-_.]+", "-", name).lower() for name in json.loads(done.stdout)} - {"eks-hybrid-gpu"}
     staged = set(_staged_wheels())
     assert sorted(imported - staged - MACHINE_PACKAGES) == []
+
+
+STAGES = REPO / "out" / "hw"
+CALL_MIB = 56
+"""What one device call may carry besides the working tree (64 MiB in all): stage_engine.sh's LIMIT_MIB."""
+
+
+@pytest.mark.skipif(not (STAGES / "stage-engine-3").is_dir(), reason="scripts/hardware/stage_engine.sh has not run")
+def test_each_engine_stage_and_each_call_s_stages_fit_a_device_call() -> None:
+    script = (HARDWARE / "stage_engine.sh").read_text()
+    assert f"LIMIT_MIB=${{LIMIT_MIB:-{CALL_MIB}}}" in script
+    size = {path.parent.name: path.stat().st_size for path in STAGES.glob("stage-engine-*/bin.tar.xz")}
+    assert all(bytes_ <= CALL_MIB * 2**20 for bytes_ in size.values()), size
+    # docs/host-validation.md's call 3 carries the CLI and the wheels together.
+    if {"stage-engine-1", "stage-engine-3"} <= set(size):
+        assert size["stage-engine-1"] + size["stage-engine-3"] <= CALL_MIB * 2**20
