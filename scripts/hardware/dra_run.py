@@ -471,6 +471,24 @@ def apply_objects(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any
     return job
 
 
+def keep_allocated_claim(run: Run, namespace: str, allocated: dict[str, Any]) -> None:
+    """The claim a template generates is deleted once its pod has finished: keep it while it is allocated."""
+    _, claims_now = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+    for claim in (claims_now or {}).get("items", []):
+        if claim.get("status", {}).get("allocation"):
+            allocated.update(claim)
+
+
+def allocation_of(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each request's allocated device (driver, pool, device) and the DeviceClass it asked."""
+    results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+    classes = {r["name"]: r.get("exactly", {}).get("deviceClassName") for r in claim["spec"]["devices"]["requests"]}
+    return [
+        {**{k: r.get(k) for k in ("request", "driver", "pool", "device")}, "deviceClass": classes.get(r["request"])}
+        for r in results
+    ]
+
+
 def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> None:
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
 
@@ -488,11 +506,7 @@ def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> No
     allocated: dict[str, Any] = {}
 
     def observed() -> Any:
-        # The claim a template generates is deleted once its pod has finished: keep it while it is allocated.
-        _, claims_now = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
-        for claim in (claims_now or {}).get("items", []):
-            if claim.get("status", {}).get("allocation"):
-                allocated.update(claim)
+        keep_allocated_claim(run, namespace, allocated)
         answer = finished()
         if isinstance(answer, str) and (not seen or seen[-1] != answer):
             seen.append(answer)
@@ -525,12 +539,7 @@ def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> No
     claim = allocated or None
     run.report["claim"] = claim
     if claim:
-        results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
-        classes = {r["name"]: r.get("exactly", {}).get("deviceClassName") for r in claim["spec"]["devices"]["requests"]}
-        detail["allocation"] = [
-            {**{k: r.get(k) for k in ("request", "driver", "pool", "device")}, "deviceClass": classes.get(r["request"])}
-            for r in results
-        ]
+        detail["allocation"] = allocation_of(claim)
     plugin_log = LOGS / "gpu-kubelet-plugin.log"
     lines = plugin_log.read_text(errors="replace").splitlines() if plugin_log.exists() else []
     detail["driverPrepared"] = [line for line in lines if "newly prepared" in line][-1:]

@@ -493,8 +493,11 @@ def finish_job(
     match = job["spec"].get("selector", {}).get("matchLabels") or {"job-name": name}
     selector = ",".join(f"{k}%3D{v}" for k, v in sorted(match.items()))
     seen: list[str] = []
+    allocated: dict[str, Any] = {}
 
     def finished() -> Any:
+        if detail["claims"]:
+            base.keep_allocated_claim(run, namespace, allocated)
         items = pods_of(run, namespace, selector)
         if items and items[0]["status"].get("phase") in ("Succeeded", "Failed"):
             return items[0]
@@ -527,6 +530,8 @@ def finish_job(
         "node": pod["spec"].get("nodeName"),
         "runtimeClassName": pod["spec"].get("runtimeClassName"),
     }
+    if allocated:
+        detail["allocation"] = base.allocation_of(allocated)
     spec = _probe_spec()
     lines = _container_log(namespace, pod["metadata"]["name"])
     probe = next((json.loads(line) for line in lines if line.startswith('{"probe"')), None)
