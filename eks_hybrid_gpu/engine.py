@@ -27,6 +27,7 @@ from cluster.records.lease_records import pid_alive
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.localpaths import KUBE_DIRS_ENV
 from policy.gpu_allocation.vocab.labels import PROJECT
+from policy.gpu_allocation.vocab.stack_files import short_name
 
 TOOLCHAIN_SCRIPT = projectdir.tool_file("scripts/toolchain.sh")
 """The offline toolchain's build script, shipped with the package (with toolchain-versions.env beside it)."""
@@ -261,8 +262,12 @@ def stack(
     program: Callable[[], None] | None = None,
     charts: Mapping[str, Any] | None = None,
 ) -> auto.Stack:
-    """Select or create a stack whose config lives in `work_dir`/stacks (default: the project's), run inline."""
+    """Select or create a stack whose config lives in `work_dir`/stacks (default: the project's), run inline.
+
+    The private engine's backend has no organizations: `myorg/prod` is its stack `prod` (stacks/Pulumi.prod.yaml).
+    """
     project = work_dir or projectdir.current()
+    name = short_name(name)
 
     def default_program() -> None:
         from components.program import run

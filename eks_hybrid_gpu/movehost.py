@@ -38,7 +38,8 @@ from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.cluster_access import add_cluster_options, connect, run_reporting
 from eks_hybrid_gpu.inspection import DEFAULT_LEDGER
-from eks_hybrid_gpu.options import add_timeout_option, request_of
+from eks_hybrid_gpu.options import add_output_option, add_timeout_option, request_of
+from eks_hybrid_gpu.outcome import Outcome, reported
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
@@ -220,21 +221,23 @@ def _settled(state: NodeState, owner: str) -> tuple[bool, str]:
     return not others, ", ".join(others)
 
 
-def move(kube: Kube, request: MoveRequest, leases: Leases | None = None) -> int:
+def move(kube: Kube, request: MoveRequest, leases: Leases | None = None, outcome: Outcome | None = None) -> int:
     """Plan, then (unless --dry-run) run the move holding the node's and both cohorts' Leases; 0 when it serves.
 
     `leases` are the caller's when the move is one step of a larger run (`migrate --merge-into`), which then holds
-    the node's Lease in its own name; otherwise the move takes and releases its own.
+    the node's Lease in its own name; otherwise the move takes and releases its own. `outcome` (-o json|yaml)
+    records the plan, the node before and after, and the result.
     """
     if request.dry_run:
-        return _move(kube, request, None)
+        return _move(kube, request, None, outcome)
     if leases is not None:
-        return _move(kube, request, leases)
+        return _move(kube, request, leases, outcome)
     with Leases(kube, request.namespace, request.rerun(), _say) as own:
-        return _move(kube, request, own)
+        return _move(kube, request, own, outcome)
 
 
-def _move(kube: Kube, request: MoveRequest, leases: Leases | None) -> int:
+def _move(kube: Kube, request: MoveRequest, leases: Leases | None, outcome: Outcome | None) -> int:
+    outcome = outcome or Outcome("MoveHostResult", {})
     started = time.monotonic()
     cohorts, migration = _cohorts(kube, request.ledger)
     if leases is not None:  # taken before reading the node, so what is read is not changing under us
@@ -277,13 +280,16 @@ def _move(kube: Kube, request: MoveRequest, leases: Leases | None) -> int:
     if before.transit is not None:
         undo = "uncordon" if before.transit.get("cordonedByUs") else "leave cordoned (it was before)"
         steps.append(f"{undo} and clear the record")
+    outcome.planned(steps, key, [before])
     if not steps:
         _say(f"node {request.node} already serves cohort {request.to}; nothing to do")
+        outcome.result = "nothing-to-do"
         return 0
     _say("plan:\n" + "\n".join(f"  {i}. {s}" for i, s in enumerate(steps, 1)))
     if request.dry_run:
         show_held(held_on(kube, request.namespace, [request.node], [request.to, current]), _say)
         _say("--dry-run: nothing was changed")
+        outcome.result = "planned"
         return 0
     if leases is None:
         msg = "internal: a move that changes the cluster runs holding its Leases"
@@ -320,6 +326,7 @@ def _move(kube: Kube, request: MoveRequest, leases: Leases | None) -> int:
     transit.mark(kube, request.node, unschedulable=False if uncordon else None, transit=None)
     _say(f"{'uncordoned' if uncordon else 'left cordoned (it was cordoned before the move)'} {request.node}")
     after = read_state(kube, request.node)
+    outcome.after, outcome.result = [after], "done"
     _say("before:\n" + "\n".join(table_lines(transit.state_rows([before], key))))
     _say("after:\n" + "\n".join(table_lines(transit.state_rows([after], key))))
     _say(f"node {request.node} serves cohort {request.to} ({owner}) ({time.monotonic() - started:.1f} s)")
@@ -337,6 +344,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
     add_cluster_options(p)
+    add_output_option(p, ("table", "json", "yaml"))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -347,13 +355,19 @@ def main(argv: Sequence[str]) -> int:
 def run(args: argparse.Namespace) -> int:
     """0 moved (or nothing to do); 1 refused or a wait ran out (re-run to continue); 2 a bad name or no cluster."""
     refusals = (MoveRefused, WaitTimedOut, LedgerError, LeaseHeld, LeaseLost)
-    return run_reporting("move-host", lambda: _checked_move(MoveRequest.from_args(args)), refusals)
+    spec = {"node": args.node, "to": args.to, "drain": args.drain, "dryRun": args.dry_run, "timeout": args.timeout}
+    outcome = Outcome("MoveHostResult", spec)
+    return reported(
+        args.output,
+        outcome,
+        lambda: run_reporting("move-host", lambda: _checked_move(MoveRequest.from_args(args), outcome), refusals),
+    )
 
 
-def _checked_move(request: MoveRequest) -> int:
+def _checked_move(request: MoveRequest, outcome: Outcome | None = None) -> int:
     kube = connect(request.kubeconfig, request.context)
     try:
-        return move(kube, request)
+        return move(kube, request, None, outcome)
     except KubeApiError as error:
         if error.status != 404:
             raise

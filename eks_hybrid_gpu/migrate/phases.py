@@ -11,10 +11,12 @@ from cluster.judge.node_state import read_state
 from cluster.records.leases import Leases, held_on, show_held
 from cluster.records.migration import PHASES, Migration, steps
 from eks_hybrid_gpu import transit
+from eks_hybrid_gpu.confirm import DECLINED_EXIT_CODE, Confirm
 from eks_hybrid_gpu.migrate.merge import merge
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, kept_name, plan
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
 from eks_hybrid_gpu.migrate.request import MigrateRequest
+from eks_hybrid_gpu.outcome import Outcome
 from eks_hybrid_gpu.stackfile import write_owner
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import MIGRATION_NAME
@@ -74,38 +76,59 @@ def _finish(migration: Migration, kube: Kube, records: ClusterRecords) -> None:
     say(f"[phase uncordon] done in {records.timings['uncordon']:.1f} s; ConfigMap {MIGRATION_NAME} removed")
 
 
-def migrate(kube: Kube, stack: StackFile, request: MigrateRequest, up: Up) -> int:
+def migrate(
+    kube: Kube,
+    stack: StackFile,
+    request: MigrateRequest,
+    up: Up,
+    confirm: Confirm | None = None,
+    outcome: Outcome | None = None,
+) -> int:
     """Plan, then (unless --dry-run) run or resume the migration; 0 when the cohort is served by its new owner.
+
+    `confirm` (the command line's question, None with --yes) is asked once the plan is printed, before the first
+    change; a no changes nothing and returns DECLINED_EXIT_CODE. `outcome` (-o json|yaml) records the plan, the
+    nodes before and after, and the result.
 
     A run that changes the cluster holds the cohort's Lease (and the merge target's) from before it plans, and each
     node's Lease from when it knows the nodes, so no `move-host` or second `migrate` acts on them meanwhile.
     """
     records = ClusterRecords(kube, stack.config.namespaces.device_plugin)
+    outcome = outcome or Outcome("MigrateResult", {})
     if request.dry_run:
-        return _migrate(kube, stack, request, up, records, None)
+        return _migrate(kube, stack, request, up, records, None, None, outcome)
     with Leases(kube, records.namespace, request.rerun(), say) as leases:
         leases.acquire("cohort", [c for c in (request.cohort, request.merge_into) if c])
-        return _migrate(kube, stack, request, up, records, leases)
+        return _migrate(kube, stack, request, up, records, leases, confirm, outcome)
 
 
 def _migrate(
-    kube: Kube, stack: StackFile, request: MigrateRequest, up: Up, records: ClusterRecords, leases: Leases | None
+    kube: Kube,
+    stack: StackFile,
+    request: MigrateRequest,
+    up: Up,
+    records: ClusterRecords,
+    leases: Leases | None,
+    confirm: Confirm | None,
+    outcome: Outcome,
 ) -> int:
     started = time.monotonic()
     if request.merge_into:
         if records.migration() is not None:
             msg = "a migration is under way; finish it before merging (run the command it names)"
             raise MigrateRefused(msg)
-        return merge(kube, stack, records.ledger(), request, leases)
+        return merge(kube, stack, records.ledger(), request, leases, confirm, outcome)
     migration = plan(kube, stack, records, request)
     if migration is None:
         say(f"cohort {request.cohort} is already owned by {request.to} in the cluster's ledger; nothing to migrate")
+        outcome.result = "nothing-to-do"
         return _write_stack_file(stack, request.cohort, request.to, records)
     before = [read_state(kube, n) for n in migration.nodes]
     key = stack.config.cohort_label_key
     say(f"migrate: {migration.describe()} on {', '.join(migration.nodes)}")
     say("\n".join(table_lines(transit.state_rows(before, key))))
     say("plan:\n" + "\n".join(f"  {line}" for line in steps(migration)))
+    outcome.planned(steps(migration), key, before)
     kept = kept_name(stack, migration)
     if kept is not None:
         say(
@@ -117,7 +140,12 @@ def _migrate(
     if leases is None:
         show_held(held_on(kube, records.namespace, migration.nodes, [migration.cohort]), say)
         say("--dry-run: nothing was changed")
+        outcome.result = "planned"
         return 0
+    if confirm is not None and not confirm(f"Run this plan ({migration.describe()})?"):
+        say("not confirmed: nothing was changed")
+        outcome.result = "declined"
+        return DECLINED_EXIT_CODE
     leases.acquire("node", migration.nodes)
     rerun = request.rerun()
     if records.migration() is None:
@@ -128,6 +156,7 @@ def _migrate(
     leases.ensure()
     _finish(migration, kube, records)
     after = [read_state(kube, n) for n in migration.nodes]
+    outcome.after, outcome.result, outcome.timings = after, "done", records.timings
     say("before:\n" + "\n".join(table_lines(transit.state_rows(before, key))))
     say("after:\n" + "\n".join(table_lines(transit.state_rows(after, key))))
     timings = ", ".join(f"{p} {s:.1f} s" for p, s in records.timings.items())

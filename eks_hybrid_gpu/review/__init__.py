@@ -46,6 +46,7 @@ from pathlib import Path
 
 import yaml
 
+from cluster.client import names
 from cluster.client.errors import KubeAccessError
 from cluster.client.kubeconfig import Source, chosen_context
 from eks_hybrid_gpu import projectdir
@@ -173,6 +174,10 @@ def run(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu.review import gitref
     from eks_hybrid_gpu.review.render import chart_mirror, chart_repository, policy_setup
 
+    try:
+        names.stack_name(args.stack)
+    except names.NameRefused as error:
+        return _fail(str(error))
     project = projectdir.of(args.project)
     stack_file = projectdir.stack_file(args.stack, project)
     if not stack_file.is_file():
