@@ -69,7 +69,7 @@ def _declare_target(work: Path) -> None:
 def _argv(work: Path, state: Path, kubeconfig: Path) -> list[str]:
     return [
         "--stack", "keep", "--cohort", "plugin", "--to", "dra", "--drain", "--timeout", "120", "--project",
-        str(work), "--state-dir", str(state), "--kubeconfig", str(kubeconfig),
+        str(work), "--state-dir", str(state), "--kubeconfig", str(kubeconfig), "--yes",
     ]  # fmt: skip
 
 
