@@ -52,6 +52,7 @@ from cluster.client.kubeconfig import Source, chosen_context
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.options import add_output_option, emit
 from eks_hybrid_gpu.review.normalize import write_tree
 from eks_hybrid_gpu.review.render import (
     EMPTY,
@@ -142,6 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "from upstream into the user cache)",
     )
     parser.add_argument("--policy-config", type=Path, help="policy pack config (levels and settings) to review with")
+    add_output_option(parser, ("table", "json", "yaml"))
 
 
 def with_context(kubeconfig: Path, context: str, out: Path) -> Path:
@@ -232,8 +234,9 @@ def run(args: argparse.Namespace) -> int:
     ) as error:
         return _fail(str(error))
     write_review(result, args.out, list(levels))
-    print(
+    line = (
         f"{len(result.changes)} object(s) differ from {args.base}; "
         f"{len(result.mandatory_failures)} mandatory policy violation(s). Summary: {args.out / 'summary.md'}"
     )
+    print(emit("ReviewResult", result.as_json(), args.output, lambda: line))
     return result.exit_code

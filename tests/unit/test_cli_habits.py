@@ -358,3 +358,41 @@ def test_completion_prints_the_script_from_the_command_line(capsys: pytest.Captu
     assert cli.main(["completion", "fish"]) == 0
     assert capsys.readouterr().out == completion.script("fish")
     assert cli.main(["completion", "tcsh"]) == 2
+
+
+def test_review_prints_its_result_as_a_typed_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from contextlib import nullcontext
+    from types import SimpleNamespace
+
+    from eks_hybrid_gpu import engine
+    from eks_hybrid_gpu import review as review_command
+    from eks_hybrid_gpu.review import gitref
+    from eks_hybrid_gpu.review import render as review_render
+    from tests.unit.test_review_report import _review
+
+    shutil.copy(ROOT / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.local.yaml").write_text("config: {}\n")
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("{}")
+    result = _review()
+    base = SimpleNamespace(project_dir=tmp_path, label="`main` (abc)")
+    monkeypatch.setattr(gitref, "export", lambda *_: base)
+    monkeypatch.setattr(engine, "ensure_toolchain", lambda: SimpleNamespace(activate=lambda: None))
+    monkeypatch.setattr(review_render, "chart_repository", lambda *_: None)
+    monkeypatch.setattr(review_render, "chart_mirror", lambda _charts: nullcontext((None, None)))
+    monkeypatch.setattr(review_render, "policy_setup", lambda *_: ({}, None))
+    monkeypatch.setattr(review_command, "make_env", lambda *_a, **_k: None)
+    monkeypatch.setattr(review_command, "review", lambda *_: result)
+    argv = ["review", "--stack", "myorg/local", "--kubeconfig", str(kubeconfig), "--out", str(tmp_path / "out")]
+
+    assert cli.main([*argv, "--project", str(tmp_path), "-o", "yaml"]) == 0
+
+    assert yaml.safe_load(capsys.readouterr().out) == {
+        "apiVersion": API_VERSION,
+        "kind": "ReviewResult",
+        **result.as_json(),
+    }
+    assert json.loads((tmp_path / "out" / "result.json").read_text()) == result.as_json()
