@@ -396,3 +396,41 @@ def test_review_prints_its_result_as_a_typed_document(
         **result.as_json(),
     }
     assert json.loads((tmp_path / "out" / "result.json").read_text()) == result.as_json()
+
+
+def test_local_status_is_a_typed_document_in_json_or_yaml(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eks_hybrid_gpu import local, localcluster
+
+    running = localcluster.LocalCluster(tmp_path, "https://127.0.0.1:6443", "t")
+    monkeypatch.setattr(localcluster, "attach", lambda _state: running)
+    monkeypatch.setattr(localcluster, "running", lambda _state: ["kube-apiserver", "etcd"])
+    monkeypatch.setattr(local, "local_state_dir", lambda: tmp_path)
+    body = {"server": running.server, "kubeconfig": str(running.kubeconfig), "running": ["kube-apiserver", "etcd"]}
+    typed = {"apiVersion": API_VERSION, "kind": "LocalStatus", **body}
+
+    assert cli.main(["local", "status"]) == 0
+    assert json.loads(capsys.readouterr().out) == typed
+    assert cli.main(["local", "status", "-o", "yaml"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == typed
+
+
+def test_smoke_is_a_typed_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from eks_hybrid_gpu.smoke import cli as smoke_cli
+    from testkit.fake_kube import FakeKube
+
+    monkeypatch.setattr(smoke_cli.cluster_access, "connect", lambda *_: FakeKube())
+    assert cli.main(["smoke", "-o", "json", "--out", str(tmp_path / "results")]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document == {
+        "apiVersion": API_VERSION,
+        "kind": "SmokeReport",
+        "namespace": "ai-workloads",
+        "jobs": [],
+        "captured": [],
+        "simulatedNodes": [],
+        "removed": [],
+    }
