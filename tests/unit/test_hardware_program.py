@@ -17,13 +17,13 @@ from typing import Any
 import pytest
 
 from eks_hybrid_gpu.migrate.planning import read_stack_file
+from tests.support import charts
 
 REPO = Path(__file__).resolve().parents[2]
 HARDWARE = REPO / "scripts" / "hardware"
 sys.path.insert(0, str(HARDWARE))
 import program_run  # noqa: E402  (a script, not a package)
 
-SHARED_CHARTS = REPO.parent / "shared" / "charts"
 MACHINE_PACKAGES = {
     "grpcio", "protobuf", "pyyaml", "requests", "urllib3", "six", "typing-extensions", "setuptools", "pip", "packaging",
 }  # fmt: skip
@@ -43,11 +43,12 @@ def _values(tmp_path: Path, charts: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.skipif(not SHARED_CHARTS.is_dir(), reason="the pinned chart archives are in ../shared/charts")
+@pytest.mark.charts
 def test_the_run_s_stack_file_loads_as_the_program_loads_it(tmp_path: Path) -> None:
+    archives = charts.repository()  # the pinned archives (mirror, ../shared/charts or the cache); fails when none
     (tmp_path / "stacks").mkdir()
     shutil.copyfile(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
-    written = program_run.program_stack(program_run.TEMPLATE.read_text(), _values(tmp_path, SHARED_CHARTS))
+    written = program_run.program_stack(program_run.TEMPLATE.read_text(), _values(tmp_path, archives))
     (tmp_path / "stacks" / f"Pulumi.{program_run.STACK}.yaml").write_text(written)
 
     stack = read_stack_file(program_run.STACK, tmp_path)
@@ -57,7 +58,7 @@ def test_the_run_s_stack_file_loads_as_the_program_loads_it(tmp_path: Path) -> N
     assert [(c.name, c.owner) for c in stack.config.cohorts] == [(program_run.COHORT, "device-plugin")]
     assert stack.config.smoke_jobs.approved_cohort == program_run.COHORT
     assert stack.config.charts.device_plugin.source is not None
-    assert stack.config.charts.device_plugin.source.archive == f"{SHARED_CHARTS}/nvidia-device-plugin-0.20.0.tgz"
+    assert stack.config.charts.device_plugin.source.archive == f"{archives}/nvidia-device-plugin-0.20.0.tgz"
     assert not any(name in written for name in program_run.PLACEHOLDERS)
 
 
@@ -160,19 +161,3 @@ def test_the_stage_has_every_package_the_program_migrate_and_the_pack_import() -
     imported = {re.sub(r"[-_.]+", "-", name).lower() for name in json.loads(done.stdout)} - {"eks-hybrid-gpu"}
     staged = set(_staged_wheels())
     assert sorted(imported - staged - MACHINE_PACKAGES) == []
-
-
-STAGES = REPO / "out" / "hw"
-CALL_MIB = 56
-"""What one device call may carry besides the working tree (64 MiB in all): stage_engine.sh's LIMIT_MIB."""
-
-
-@pytest.mark.skipif(not (STAGES / "stage-engine-3").is_dir(), reason="scripts/hardware/stage_engine.sh has not run")
-def test_each_engine_stage_and_each_call_s_stages_fit_a_device_call() -> None:
-    script = (HARDWARE / "stage_engine.sh").read_text()
-    assert f"LIMIT_MIB=${{LIMIT_MIB:-{CALL_MIB}}}" in script
-    size = {path.parent.name: path.stat().st_size for path in STAGES.glob("stage-engine-*/bin.tar.xz")}
-    assert all(bytes_ <= CALL_MIB * 2**20 for bytes_ in size.values()), size
-    # docs/host-validation.md's call 3 carries the CLI and the wheels together.
-    if {"stage-engine-1", "stage-engine-3"} <= set(size):
-        assert size["stage-engine-1"] + size["stage-engine-3"] <= CALL_MIB * 2**20
