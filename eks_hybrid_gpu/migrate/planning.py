@@ -170,7 +170,9 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, request: Migrate
     migration = Migration(
         request.cohort, from_owner, request.to, "cordon", selector, tuple(nodes), (), request.drain, kept, from_cohort
     )
-    target = config_at(stack, migration.at("install"))  # the target owner's floors (hostDriverVerified, versions, ...)
+    if kept_name(stack, migration) is not None:
+        migration = _one_node_at_a_time(migration, stack.config.cohort_label_key)
+    target = config_at(stack, migration.at("uncordon"))  # the target owner's floors (hostDriverVerified, versions, ...)
     current = config_at(stack, migration)
     if from_cohort is not None:  # judge the hosts as the ledger names them: their allocator is stamped so
         current = current.model_copy(
@@ -201,7 +203,26 @@ def kept_name(stack: StackFile, migration: Migration) -> str | None:
     """The extended resource the migration keeps through the DRA class (`dra.extendedResourceName`), if any."""
     if migration.to_owner != DRA:
         return None
-    return config_at(stack, migration.at("install")).dra.extended_resource_name
+    return config_at(stack, migration.at("uncordon")).dra.extended_resource_name
+
+
+def _one_node_at_a_time(migration: Migration, key: str) -> Migration:
+    """The move to DRA keeping a name, one node at a time: the hosts' selector with the cohort label set to `dra`.
+
+    KEP-5004's advice is per node: the DRA driver is installed beside the device plugin on a selector no node has
+    yet, and each node in turn leaves the one (its label removed, its allocatable name 0) before the other selects
+    it, so the rest of the cohort keeps serving the name. Where the hosts' cohort label already says `dra` (no
+    value left to move them to), the cohort moves in one set of phases, all its nodes cordoned together.
+    """
+    if migration.from_owner != DEVICE_PLUGIN or migration.node_selector.get(key) in (None, DRA):
+        say(
+            f"cohort {migration.cohort} moves all its nodes at once: its selector {dict(migration.node_selector)} "
+            f"gives {key} no value other than {DRA} to move the nodes to one at a time; to move them one at a time, "
+            f"relabel the hosts (move-host) to another {key} value first"
+        )
+        return migration
+    target = {**migration.node_selector, key: DRA}
+    return dataclasses.replace(migration, phase="install", to_selector=target)
 
 
 def _refuse_lost_name(
