@@ -15,8 +15,13 @@ program reads it: see `cluster.records.migration`), each `pulumi up` a real one 
 6. uncordon (only what this command cordoned), clear the record, print before/after, write the new owner into
    the stack file (or print the exact edit).
 
+A move to DRA that keeps `nvidia.com/gpu` through the DRA class (`dra.extendedResourceName`, KEP-5004) runs one
+node at a time instead (`cluster.records.migration.NODE_PHASES`): install DRA beside the device plugin on the hosts'
+selector with the cohort label set to `dra` (no node has it yet) and wait for the mapping class; move each node in
+turn with move-host's steps (`transit.move_node`), the others serving meanwhile; remove the device plugin; clear.
+
 `--dry-run` prints the plan and changes nothing. Run again after Ctrl-C, a kill or a failed phase, the same
-command continues from the recorded phase.
+command continues from the recorded phase (and, one node at a time, from the node it was moving).
 
 The package, one job a module: `request` (the command line, parsed once), `records` (the ledger and the migration
 record in the cluster), `planning` (the stack file, the checks, the migration to run or resume), `phases` (running

@@ -21,6 +21,7 @@ from cluster.records.migration import Migration, parse_migration
 from components.mid_migration import apply_to_raw, beside_raw
 from eks_hybrid_gpu import migrate
 from eks_hybrid_gpu.movehost import MoveRefused, refuse_unkept_name
+from eks_hybrid_gpu.stackfile import edited
 from testkit.fake_kube import FakeKube
 from tests.support.configs import hybrid_node
 from tests.unit.test_migrate import LEDGER, NODES, NS, RECORD, _args, cluster
@@ -472,3 +473,21 @@ def test_move_host_into_dra_where_a_class_maps_a_name_needs_the_gate_on_that_nod
     assert str(refused.value).startswith("node gpu-1 into cohort dra (dra): cohort dra cannot keep nvidia.com/gpu")
     assert says in str(refused.value)
     assert kube.writes == []
+
+
+def test_the_stack_file_gets_the_hosts_new_selector_with_its_comments_kept() -> None:
+    text = (
+        "config:\n"
+        "  eks-hybrid-gpu:cohorts:\n"
+        "    - name: plugin  # the training fleet\n"
+        "      owner: device-plugin\n"
+        "      nodeSelector: {eks.amazonaws.com/compute-type: hybrid,\n"
+        "        workload.example.com/gpu-allocation: device-plugin}\n"
+        "      hostDriverVerified: true  # checked by hostcheck\n"
+    )
+    result = edited(text, "plugin", "dra", MOVED)
+    assert result is not None
+    assert "# the training fleet" in result
+    assert "# checked by hostcheck" in result
+    entry = yaml.safe_load(result)["config"]["eks-hybrid-gpu:cohorts"][0]
+    assert entry == {"name": "plugin", "owner": "dra", "nodeSelector": MOVED, "hostDriverVerified": True}
