@@ -12,10 +12,11 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from cluster.client.kubeclient import DEVICE_CLASSES, Kube, KubeApiError, segment
+from cluster.client.kubeclient import DAEMONSETS, DEVICE_CLASSES, Kube, KubeApiError, segment
 from cluster.client.waits import RETRY_BUDGET_SECONDS, NodeChanges, retrying, wait_for
 from cluster.judge.consumers import mechanism_of, other_mechanism
 from cluster.judge.node_state import TRANSIT_ANNOTATION, NodeState, read_state
+from policy.gpu_allocation.vocab.labels import COHORT_LABEL, OWNER_LABEL
 from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
 DEFAULT_TIMEOUT_SECONDS: Final = 600.0
@@ -176,6 +177,46 @@ def wait_mapped(
         timeout,
         progress,
         f"check that the install phase's `pulumi up` kept dra.extendedResourceName, then run `{rerun}` again",
+    )
+
+
+def wait_rolled_out(
+    kube: Kube, owner: str, cohort: str, timeout: float, progress: Callable[[str], None], rerun: str
+) -> None:
+    """Wait until every allocator DaemonSet of `owner` for `cohort` has its pods updated and available everywhere.
+
+    A change of its selector restarts its pods one node at a time; until that has passed every node, a node the
+    rollout is on does not serve, so no other node may be taken out of service meanwhile.
+    """
+
+    def check() -> tuple[bool, str]:
+        found = [
+            d
+            for d in kube.items(DAEMONSETS)
+            if (d["metadata"].get("labels") or {}).get(OWNER_LABEL) == owner
+            and (d["metadata"].get("labels") or {}).get(COHORT_LABEL) == cohort
+        ]
+        left = []
+        for daemonset in found:
+            status, meta = daemonset.get("status") or {}, daemonset["metadata"]
+            desired = int(status.get("desiredNumberScheduled") or 0)
+            current = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+            updated, available = int(status.get("updatedNumberScheduled") or 0), int(status.get("numberAvailable") or 0)
+            if not current or updated < desired or available < desired:
+                left.append(
+                    f"DaemonSet {meta.get('namespace')}/{meta['name']}: {updated} updated, {available} "
+                    f"available of {desired}"
+                )
+        if not found:
+            left.append(f"no {owner} DaemonSet of cohort {cohort}")
+        return not left, "; ".join(left)
+
+    wait_for(
+        f"{owner}'s DaemonSet of cohort {cohort} has restarted on every node",
+        check,
+        timeout,
+        progress,
+        f"check the {owner} DaemonSet's pods (`kubectl get ds -A -l {OWNER_LABEL}={owner}`), then run `{rerun}` again",
     )
 
 

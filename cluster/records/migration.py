@@ -20,15 +20,16 @@ from typing import Any, Final
 
 from cluster.records.ledger import LedgerError
 from policy.gpu_allocation.vocab.grammar import is_dns_label
-from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, DEVICE_PLUGIN, DRA
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS
 
 PHASES: Final = ("cordon", "remove", "wait-unpublished", "install", "wait-published", "uncordon")
 """The phases `migrate` records, in order; a re-run resumes from the recorded one."""
-NODE_PHASES: Final = ("install", "move-nodes", "remove", "uncordon")
-"""The phases of a move one node at a time (device plugin -> DRA keeping a name, KEP-5004): the new owner installed
-beside the old on the hosts' new selector, which no node has yet; each node moved to it in order; the old owner
-removed once it selects no node; the record cleared."""
+NODE_PHASES: Final = ("label", "install", "move-nodes", "remove", "uncordon")
+"""The phases of a move one node at a time (device plugin -> DRA keeping a name, KEP-5004): each host labelled
+`ALLOCATOR_LABEL=<old owner>`; the old owner's selector narrowed to that label and the new owner installed beside it
+on `ALLOCATOR_LABEL=<new owner>`, which no node has yet; each node's label changed in turn; the old owner removed
+once it selects no node; the record cleared. The cohort label stays, so workloads that select it still land."""
 BESIDE_PHASES: Final = ("install", "move-nodes")
 """Phases of a move one node at a time in which both owners are installed, on disjoint selectors."""
 PAUSED_PHASES: Final = ("remove", "wait-unpublished")
@@ -62,7 +63,7 @@ class Migration:
     from_cohort: str | None = None
     """A renamed cohort's name in the ledger (its release is named after it); None when the name stays."""
     to_selector: Mapping[str, str] | None = None
-    """A move one node at a time: the hosts' selector of the new owner (the cohort label's value changed), which
+    """A move one node at a time: the new owner's selector, the hosts' with `ALLOCATOR_LABEL=<new owner>`, which
     each node gets in turn; None for a move of the whole cohort in one set of phases."""
     moved: tuple[str, ...] = ()
     """A move one node at a time: the nodes that serve the new owner already, in order."""
@@ -87,11 +88,18 @@ class Migration:
         return self.to_owner if self.per_node and self.phase in BESIDE_PHASES else None
 
     @property
+    def from_selector(self) -> Mapping[str, str]:
+        """The old owner's selector while both are installed: the hosts' with `ALLOCATOR_LABEL=<old owner>`."""
+        if self.to_selector is None:
+            return self.node_selector
+        return {**self.node_selector, ALLOCATOR_LABEL: self.from_owner}
+
+    @property
     def selector_now(self) -> Mapping[str, str]:
         """The selector of the owner the program installs for the cohort in this phase."""
-        if self.to_selector is not None and self.phase not in BESIDE_PHASES:
-            return self.to_selector
-        return self.node_selector
+        if self.to_selector is None or self.phase == "label":
+            return self.node_selector
+        return self.from_selector if self.phase in BESIDE_PHASES else self.to_selector
 
     @property
     def relocation(self) -> bool:
@@ -106,7 +114,7 @@ class Migration:
     def installs(self) -> str | None:
         """The owner the program installs for the cohort in this phase; None while the old one is removed."""
         if self.per_node:
-            return self.from_owner if self.phase in BESIDE_PHASES else self.to_owner
+            return self.from_owner if self.phase in ("label", *BESIDE_PHASES) else self.to_owner
         if self.phase in PAUSED_PHASES:
             return None
         return self.from_owner if PHASES.index(self.phase) < PHASES.index("remove") else self.to_owner
@@ -176,14 +184,16 @@ def _node_steps(migration: Migration) -> list[str]:
     c, old, new = migration.cohort, migration.from_owner, migration.to_owner
     moving = [n for n in migration.nodes if n not in migration.moved]
     lines = {
-        "install": f"`pulumi up` with {new} installed beside {old} for cohort {c}, on selector "
-        f"{dict(migration.to_selector or {})}, which no node has yet",
+        "label": f"label {', '.join(migration.nodes)} {ALLOCATOR_LABEL}={old} (nothing selects it yet)",
+        "install": f"`pulumi up` with {old}'s selector narrowed to {ALLOCATOR_LABEL}={old} (its pods restart one "
+        f"node at a time) and {new} installed beside it on {dict(migration.to_selector or {})}, which no node has "
+        f"yet; wait until {old} serves every node again",
         "move-nodes": f"one node at a time ({', '.join(moving) or 'none left'}): cordon, "
-        f"{'evict' if migration.drain else 'wait for'} the pods holding its GPUs, remove the cohort label, wait "
-        f"until {old}'s pod and publication are gone, set the new value, wait until {new}'s allocator is Ready and "
+        f"{'evict' if migration.drain else 'wait for'} the pods holding its GPUs, remove {ALLOCATOR_LABEL}, wait "
+        f"until {old}'s pod and publication are gone, set it to {new}, wait until {new}'s allocator is Ready and "
         "publishing, uncordon; the other nodes keep serving meanwhile",
         "remove": f"`pulumi up` with cohort {c} owned by {new} alone: {old}'s release, which selects no node now, goes",
-        "uncordon": "clear the record, write the new owner and selector into the stack file",
+        "uncordon": "clear the record, write the new owner and its selector into the stack file",
     }
     start = NODE_PHASES.index(migration.phase)
     return [f"{i}. [{p}] {lines[p]}" for i, p in enumerate(NODE_PHASES, 1) if NODE_PHASES.index(p) >= start]

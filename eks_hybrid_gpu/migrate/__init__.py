@@ -16,9 +16,10 @@ program reads it: see `cluster.records.migration`), each `pulumi up` a real one 
    the stack file (or print the exact edit).
 
 A move to DRA that keeps `nvidia.com/gpu` through the DRA class (`dra.extendedResourceName`, KEP-5004) runs one
-node at a time instead (`cluster.records.migration.NODE_PHASES`): install DRA beside the device plugin on the hosts'
-selector with the cohort label set to `dra` (no node has it yet) and wait for the mapping class; move each node in
-turn with move-host's steps (`transit.move_node`), the others serving meanwhile; remove the device plugin; clear.
+node at a time instead (`cluster.records.migration.NODE_PHASES`): label the hosts `eks-hybrid-gpu.io/allocator=
+device-plugin`; narrow the device plugin to that label and install DRA beside it on `allocator=dra` (no node has it
+yet), wait for the plugin's restart and the mapping class; move each node's label in turn with move-host's steps
+(`transit.move_node`), the others serving meanwhile; remove the device plugin; clear. The cohort label stays.
 
 `--dry-run` prints the plan and changes nothing. Run again after Ctrl-C, a kill or a failed phase, the same
 command continues from the recorded phase (and, one node at a time, from the node it was moving).

@@ -85,12 +85,23 @@ def _run_node_phase(migration: Migration, run: _Run) -> Migration:
     kube, records, timeout, rerun = run.kube, run.records, run.timeout, run.rerun
     phase, cohort, old, new = migration.phase, migration.cohort, migration.from_owner, migration.to_owner
     target = dict(migration.to_selector or {})
-    if phase == "install":
-        run.up(f"install {new} for cohort {cohort} beside {old}, on selector {target} (no node has it yet)")
+    key = next(k for k, v in target.items() if migration.node_selector.get(k) != v)
+    if phase == "label":
+        for node in migration.nodes:
+            run.ensure()
+            transit.set_label(kube, node, key, old)
+            say(f"labelled {node} {key}={old}")
+    elif phase == "install":
+        run.up(
+            f"narrow {old}'s selector to {key}={old} and install {new} for cohort {cohort} beside it, on selector "
+            f"{target} (no node has it yet)"
+        )
+        transit.wait_rolled_out(kube, old, cohort, timeout, say, rerun)
+        for node in migration.nodes:
+            transit.wait_published(kube, node, old, timeout, say, rerun)
         if run.kept is not None:
             transit.wait_mapped(kube, run.kept, MAPPING_CLASS, timeout, say, rerun)
     elif phase == "move-nodes":
-        key = next(k for k, v in target.items() if migration.node_selector.get(k) != v)
         left = [n for n in migration.nodes if n not in migration.moved]
         for i, node in enumerate(left, len(migration.moved) + 1):
             started = time.monotonic()

@@ -28,7 +28,7 @@ from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
 from eks_hybrid_gpu.migrate.request import MigrateRequest
 from eks_hybrid_gpu.stackfile import raw_config
-from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
 from policy.gpu_allocation.vocab.selectors import selects_node
 
 
@@ -170,8 +170,8 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, request: Migrate
     migration = Migration(
         request.cohort, from_owner, request.to, "cordon", selector, tuple(nodes), (), request.drain, kept, from_cohort
     )
-    if kept_name(stack, migration) is not None:
-        migration = _one_node_at_a_time(migration, stack.config.cohort_label_key)
+    if kept_name(stack, migration) is not None and from_owner == DEVICE_PLUGIN:
+        migration = _one_node_at_a_time(migration)
     target = config_at(stack, migration.at("uncordon"))  # the target owner's floors (hostDriverVerified, versions, ...)
     current = config_at(stack, migration)
     if from_cohort is not None:  # judge the hosts as the ledger names them: their allocator is stamped so
@@ -206,23 +206,16 @@ def kept_name(stack: StackFile, migration: Migration) -> str | None:
     return config_at(stack, migration.at("uncordon")).dra.extended_resource_name
 
 
-def _one_node_at_a_time(migration: Migration, key: str) -> Migration:
-    """The move to DRA keeping a name, one node at a time: the hosts' selector with the cohort label set to `dra`.
+def _one_node_at_a_time(migration: Migration) -> Migration:
+    """The move to DRA keeping a name, one node at a time, by the node label `ALLOCATOR_LABEL`.
 
-    KEP-5004's advice is per node: the DRA driver is installed beside the device plugin on a selector no node has
-    yet, and each node in turn leaves the one (its label removed, its allocatable name 0) before the other selects
-    it, so the rest of the cohort keeps serving the name. Where the hosts' cohort label already says `dra` (no
-    value left to move them to), the cohort moves in one set of phases, all its nodes cordoned together.
+    KEP-5004's advice is per node: the device plugin's selector is narrowed to `ALLOCATOR_LABEL=device-plugin` (every
+    host labelled so first), the DRA driver installed beside it on `ALLOCATOR_LABEL=dra`, and each node in turn
+    leaves the one (label removed, its allocatable name 0) before the other selects it, so the rest of the cohort
+    keeps serving the name. The cohort label stays, so workloads that select it keep landing on the moved nodes.
     """
-    if migration.from_owner != DEVICE_PLUGIN or migration.node_selector.get(key) in (None, DRA):
-        say(
-            f"cohort {migration.cohort} moves all its nodes at once: its selector {dict(migration.node_selector)} "
-            f"gives {key} no value other than {DRA} to move the nodes to one at a time; to move them one at a time, "
-            f"relabel the hosts (move-host) to another {key} value first"
-        )
-        return migration
-    target = {**migration.node_selector, key: DRA}
-    return dataclasses.replace(migration, phase="install", to_selector=target)
+    target = {**migration.node_selector, ALLOCATOR_LABEL: migration.to_owner}
+    return dataclasses.replace(migration, phase="label", to_selector=target)
 
 
 def _refuse_lost_name(

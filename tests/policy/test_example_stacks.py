@@ -147,7 +147,8 @@ def _analyzed(stack: str, monkeypatch: pytest.MonkeyPatch) -> list[Item]:
 
 
 PLUGIN_HOSTS = {vocab.COMPUTE_TYPE_LABEL: vocab.HYBRID, vocab.DEFAULT_COHORT_LABEL_KEY: "device-plugin"}
-MOVED_HOSTS = {**PLUGIN_HOSTS, vocab.DEFAULT_COHORT_LABEL_KEY: "dra"}
+MOVED_HOSTS = {**PLUGIN_HOSTS, vocab.ALLOCATOR_LABEL: "dra"}
+OLD_HOSTS = {**PLUGIN_HOSTS, vocab.ALLOCATOR_LABEL: "device-plugin"}
 
 
 def _moving_one_node_at_a_time(phase: str, monkeypatch: pytest.MonkeyPatch) -> list[Item]:
@@ -157,7 +158,7 @@ def _moving_one_node_at_a_time(phase: str, monkeypatch: pytest.MonkeyPatch) -> l
     raw["cluster"]["kubernetesVersion"] = "1.37.2"
     raw["cohorts"][0] = {**raw["cohorts"][0], "owner": "dra"}
     raw["dra"] = {"extendedResourceName": "nvidia.com/gpu"}
-    base = StackConfig.model_validate(_base_config_of(raw, "device-plugin", PLUGIN_HOSTS))
+    base = StackConfig.model_validate(_base_config_of(raw, "device-plugin", OLD_HOSTS))
     beside = StackConfig.model_validate(_base_config_of(raw, "dra", MOVED_HOSTS))
     record = {
         "cohort": "plugin",
@@ -174,7 +175,7 @@ def _moving_one_node_at_a_time(phase: str, monkeypatch: pytest.MonkeyPatch) -> l
     labels = {vocab.OPERANDS_OPT_OUT_LABEL: "false"}
     nodes = [
         {"metadata": {"name": name, "labels": {**hosts, **labels}}, "status": {"nodeInfo": node_info("v1.37.2-eks-1")}}
-        for name, hosts in (("node-0", MOVED_HOSTS), ("node-1", PLUGIN_HOSTS))
+        for name, hosts in (("node-0", MOVED_HOSTS), ("node-1", OLD_HOSTS))
     ]
     monkeypatch.setattr("components.program.read_cluster", lambda *_args: LiveCluster(nodes, records=records))
     recorder = run_program(raw, "device-plugin", _Mocks(eks_cluster={**EKS_CLUSTER, "version": "1.37"}))
@@ -221,7 +222,7 @@ def test_an_owner_beside_on_the_same_nodes_is_refused_by_the_pack(
         spec = item.props.get("spec") if isinstance(item.props, dict) else None
         template = (spec or {}).get("template", {}).get("spec", {}) if isinstance(spec, dict) else {}
         if item.name.startswith("gpu-plugin-chart-beside") and isinstance(template.get("nodeSelector"), dict):
-            template["nodeSelector"] = dict(PLUGIN_HOSTS)
+            template["nodeSelector"] = dict(OLD_HOSTS)
     findings = _mandatory_findings(harness, items)
     assert any(f.startswith("single-allocation-owner:") and "can select the same nodes" in f for f in findings)
     assert any(f.startswith("dra-extended-resource-one-publisher:") for f in findings)

@@ -22,9 +22,10 @@ from components.mid_migration import apply_to_raw, beside_raw
 from eks_hybrid_gpu import migrate
 from eks_hybrid_gpu.movehost import MoveRefused, refuse_unkept_name
 from eks_hybrid_gpu.stackfile import edited
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, COHORT_LABEL, OWNER_LABEL
 from testkit.fake_kube import FakeKube
 from tests.support.configs import hybrid_node
-from tests.unit.test_migrate import LEDGER, NODES, NS, RECORD, _args, cluster
+from tests.unit.test_migrate import NODES, NS, RECORD, _args, cluster
 from tests.unit.test_migrate import _pod as _pod_of
 
 pytestmark = pytest.mark.unit
@@ -192,26 +193,27 @@ def test_a_deployment_that_would_lose_nvidia_gpu_refuses_a_move_that_does_not_ke
     assert planned is not None
 
 
-KEY = "workload.example.com/gpu-allocation"
+KEY = ALLOCATOR_LABEL
+OLD = {**HOSTS, KEY: "device-plugin"}
 MOVED = {**HOSTS, KEY: "dra"}
 
 
 class Fleet(FakeKube):
     """The fake API server with the two DaemonSets' controller and the kubelets: after every write each node runs
-    the allocator whose installed selector its cohort label matches (device plugin: allocatable 4; DRA: its slice,
+    the allocator whose installed selector its labels match (device plugin: allocatable 4; DRA: its slice,
     allocatable 0), or none; `samples` keeps each node's allocators and whether it serves `nvidia.com/gpu`."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.installed: dict[str, str] = {"device-plugin": "device-plugin"}
+        self.installed: dict[str, dict[str, str]] = {"device-plugin": dict(HOSTS)}
         """owner -> the cohort label value its DaemonSet selects."""
         self.samples: list[dict[str, tuple[list[str], bool]]] = []
 
     def settle(self) -> None:
         for node in NODES:
             path = f"/api/v1/nodes/{node}"
-            value = self.objects[path]["metadata"]["labels"].get(KEY)
-            owners = [o for o, v in self.installed.items() if v == value]
+            labels = self.objects[path]["metadata"]["labels"]
+            owners = [o for o, wanted in self.installed.items() if all(labels.get(k) == v for k, v in wanted.items())]
             for other in ("device-plugin", "dra"):
                 if other not in owners:
                     self.objects.pop(f"/api/v1/pods/{other}-{node}", None)
@@ -272,7 +274,13 @@ class UpKeeping:
         phase = json.loads(self.kube.objects[RECORD]["data"]["migration.json"])["phase"]
         self.calls.append(phase)
         if phase == "install":
-            self.kube.installed["dra"] = "dra"
+            self.kube.installed.update({"device-plugin": OLD, "dra": MOVED})
+            status = {"desiredNumberScheduled": 2, "updatedNumberScheduled": 2, "numberAvailable": 2}
+            labels = {OWNER_LABEL: "device-plugin", COHORT_LABEL: "plugin"}
+            self.kube.objects["/apis/apps/v1/daemonsets/plugin"] = {
+                "metadata": {"name": "plugin", "namespace": NS, "labels": labels, "generation": 2},
+                "status": {**status, "observedGeneration": 2},
+            }
             self.kube.objects[f"{DEVICE_CLASSES}/gpu.nvidia.com"] = copy.deepcopy(MAPPING)
         if phase == "remove":
             self.kube.installed.pop("device-plugin")
@@ -292,8 +300,9 @@ def test_keeping_the_name_moves_one_node_at_a_time_and_one_always_serves(
     assert migrate.migrate(kube, stack, _args(project, "--dry-run"), UpKeeping(kube)) == 0  # type: ignore[arg-type]
     out = capsys.readouterr().out
     assert "keeps nvidia.com/gpu, one node at a time: the install phase's DeviceClass gpu.nvidia.com maps it" in out
-    assert "1. [install] `pulumi up` with dra installed beside device-plugin for cohort plugin" in out
-    assert "2. [move-nodes] one node at a time (gpu-1, gpu-2): cordon, wait for the pods" in out
+    assert f"1. [label] label gpu-1, gpu-2 {KEY}=device-plugin (nothing selects it yet)" in out
+    assert f"2. [install] `pulumi up` with device-plugin's selector narrowed to {KEY}=device-plugin" in out
+    assert "3. [move-nodes] one node at a time (gpu-1, gpu-2): cordon, wait for the pods" in out
     up = UpKeeping(kube)
     assert migrate.migrate(kube, stack, _args(project, "--timeout", "5"), up) == 0  # type: ignore[arg-type]
     out = capsys.readouterr().out
@@ -310,6 +319,7 @@ def test_keeping_the_name_moves_one_node_at_a_time_and_one_always_serves(
     for node in NODES:
         state = kube.objects[f"/api/v1/nodes/{node}"]
         assert state["metadata"]["labels"][KEY] == "dra"
+        assert state["metadata"]["labels"]["workload.example.com/gpu-allocation"] == "device-plugin"  # kept
         assert not state["spec"].get("unschedulable")
         assert TRANSIT not in state["metadata"].get("annotations", {})
     assert RECORD not in kube.objects
@@ -372,21 +382,6 @@ def test_a_mapping_class_that_never_comes_moves_no_node(project: Path) -> None:
     assert not any(kube.objects[f"/api/v1/nodes/{n}"]["spec"].get("unschedulable") for n in NODES)
 
 
-def test_hosts_labelled_dra_already_move_as_a_cohort_at_once(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _keeping(project)
-    kube = _cluster()
-    stack = migrate.read_stack_file("t", project)
-    ledger = json.loads(kube.objects[LEDGER]["data"]["ownership.json"])
-    ledger["cohorts"]["plugin"]["nodeSelector"] = MOVED
-    kube.objects[LEDGER]["data"]["ownership.json"] = json.dumps(ledger)
-    for node in NODES:
-        kube.objects[f"/api/v1/nodes/{node}"]["metadata"]["labels"][KEY] = "dra"
-    planned = migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project))  # type: ignore[arg-type]
-    assert planned is not None
-    assert (planned.per_node, planned.phase) == (False, "cordon")
-    assert "gives workload.example.com/gpu-allocation no value other than dra" in capsys.readouterr().out
-
-
 def test_each_phase_installs_the_old_owner_the_new_beside_it_or_the_new_alone() -> None:
     raw = {
         "cohorts": [{"name": "plugin", "owner": "dra", "nodeSelector": HOSTS}],
@@ -394,8 +389,9 @@ def test_each_phase_installs_the_old_owner_the_new_beside_it_or_the_new_alone() 
     }
     moving = Migration("plugin", "device-plugin", "dra", "install", HOSTS, NODES, to_selector=MOVED)
     for phase, owner, selector, beside in (
-        ("install", "device-plugin", HOSTS, MOVED),
-        ("move-nodes", "device-plugin", HOSTS, MOVED),
+        ("label", "device-plugin", HOSTS, None),
+        ("install", "device-plugin", OLD, MOVED),
+        ("move-nodes", "device-plugin", OLD, MOVED),
         ("remove", "dra", MOVED, None),
         ("uncordon", "dra", MOVED, None),
     ):
