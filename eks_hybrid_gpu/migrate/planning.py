@@ -213,7 +213,16 @@ def _one_node_at_a_time(migration: Migration) -> Migration:
     host labelled so first), the DRA driver installed beside it on `ALLOCATOR_LABEL=dra`, and each node in turn
     leaves the one (label removed, its allocatable name 0) before the other selects it, so the rest of the cohort
     keeps serving the name. The cohort label stays, so workloads that select it keep landing on the moved nodes.
+    Where the hosts' selector already holds that label (a cohort moved so before and back), relabelling the hosts
+    would take the device plugin off every node at once: the cohort moves in one set of phases instead.
     """
+    if ALLOCATOR_LABEL in migration.node_selector:
+        say(
+            f"cohort {migration.cohort} moves all its nodes at once: its selector {dict(migration.node_selector)} "
+            f"already holds {ALLOCATOR_LABEL}, which a move one node at a time changes on each node; to move one "
+            f"node at a time, remove it from the cohort's nodeSelector with `pulumi up` first"
+        )
+        return migration
     target = {**migration.node_selector, ALLOCATOR_LABEL: migration.to_owner}
     return dataclasses.replace(migration, phase="label", to_selector=target)
 

@@ -25,7 +25,7 @@ from eks_hybrid_gpu.stackfile import edited
 from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, COHORT_LABEL, OWNER_LABEL
 from testkit.fake_kube import FakeKube
 from tests.support.configs import hybrid_node
-from tests.unit.test_migrate import NODES, NS, RECORD, _args, cluster
+from tests.unit.test_migrate import LEDGER, NODES, NS, RECORD, _args, cluster
 from tests.unit.test_migrate import _pod as _pod_of
 
 pytestmark = pytest.mark.unit
@@ -380,6 +380,23 @@ def test_a_mapping_class_that_never_comes_moves_no_node(project: Path) -> None:
         migrate.migrate(kube, stack, _args(project, "--timeout", "1"), without_mapping)  # type: ignore[arg-type]
     assert _record(kube)["phase"] == "install"
     assert not any(kube.objects[f"/api/v1/nodes/{n}"]["spec"].get("unschedulable") for n in NODES)
+
+
+def test_hosts_already_selected_by_the_allocator_label_move_as_a_cohort_at_once(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _keeping(project)
+    kube = _cluster()
+    stack = migrate.read_stack_file("t", project)
+    ledger = json.loads(kube.objects[LEDGER]["data"]["ownership.json"])
+    ledger["cohorts"]["plugin"]["nodeSelector"] = MOVED
+    kube.objects[LEDGER]["data"]["ownership.json"] = json.dumps(ledger)
+    for node in NODES:
+        kube.objects[f"/api/v1/nodes/{node}"]["metadata"]["labels"][KEY] = "dra"
+    planned = migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project))  # type: ignore[arg-type]
+    assert planned is not None
+    assert (planned.per_node, planned.phase) == (False, "cordon")
+    assert f"already holds {KEY}, which a move one node at a time changes" in capsys.readouterr().out
 
 
 def test_each_phase_installs_the_old_owner_the_new_beside_it_or_the_new_alone() -> None:
