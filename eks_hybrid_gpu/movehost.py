@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from cluster.client import names
 from cluster.client.kubeclient import DEVICE_CLASSES, Kube, KubeApiError
-from cluster.client.waits import NodeChanges, WaitTimedOut, wait_for
+from cluster.client.waits import WaitTimedOut
 from cluster.judge.consumers import mechanism_of, other_mechanism
 from cluster.judge.kept_name import gate_refusal, minor_of, node_gates
 from cluster.judge.live import server_version
@@ -42,7 +42,6 @@ from eks_hybrid_gpu.options import add_output_option, add_timeout_option, reques
 from eks_hybrid_gpu.outcome import Outcome, reported
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
-from policy.gpu_allocation.vocab.owners import allocates_through_dra
 from policy.gpu_allocation.vocab.selectors import selects_node
 
 MOVABLE_OWNERS = (DEVICE_PLUGIN, DRA)
@@ -211,16 +210,6 @@ def refuse_unkept_name(kube: Kube, state: NodeState, to: str) -> None:
         raise MoveRefused(msg)
 
 
-def _settled(state: NodeState, owner: str) -> tuple[bool, str]:
-    """Only `owner`'s allocators left on a node already labelled for it, the other mechanism's publication gone."""
-    others = [p.what for p in state.allocators if p.owner != owner]
-    if allocates_through_dra(owner):
-        others += [f"{k}={v}" for k, v in state.resources.items()]
-    else:
-        others += [f"ResourceSlice {s}" for s in state.slices]
-    return not others, ", ".join(others)
-
-
 def move(kube: Kube, request: MoveRequest, leases: Leases | None = None, outcome: Outcome | None = None) -> int:
     """Plan, then (unless --dry-run) run the move holding the node's and both cohorts' Leases; 0 when it serves.
 
@@ -254,7 +243,7 @@ def _move(kube: Kube, request: MoveRequest, leases: Leases | None, outcome: Outc
     if not already and owner == DRA:
         refuse_unkept_name(kube, before, request.to)
     stray = other_mechanism(before.consumers, mechanism_of(owner))
-    settled, _ = _settled(before, owner)
+    settled, _ = transit.settled(before, owner)
     _say(
         f"move-host: node {request.node} from {current or 'no cohort'} to cohort {request.to} ({owner}), "
         f"label {key}={value}"
@@ -295,36 +284,18 @@ def _move(kube: Kube, request: MoveRequest, leases: Leases | None, outcome: Outc
         msg = "internal: a move that changes the cluster runs holding its Leases"
         raise RuntimeError(msg)
     record = before.transit or {"to": request.to, "key": key, "value": value, "cordonedByUs": not before.cordoned}
-    if not already or stray or not settled:
-        leases.ensure()
-        transit.mark(kube, request.node, unschedulable=True, transit=record)
-        _say(f"cordoned {request.node}")
-        transit.drain_consumers(
-            kube, request.node, drain=request.drain, timeout=request.timeout, progress=_say, rerun=rerun
-        )
-    if not already:
-        if key in read_state(kube, request.node).labels:
-            transit.set_label(kube, request.node, key, None)
-            _say(f"removed label {key} from {request.node}: no cohort selects it now")
-        transit.wait_unpublished(kube, request.node, request.timeout, _say, rerun)
-        leases.ensure()
-        transit.set_label(kube, request.node, key, value)
-        _say(f"labelled {request.node} {key}={value}")
-    elif stray or not settled:
-        with NodeChanges(kube, request.node) as changes:
-            wait_for(
-                f"only {owner}'s allocator is left on {request.node}",
-                lambda: _settled(read_state(kube, request.node), owner),
-                request.timeout,
-                _say,
-                f"remove what else allocates there (see `eks-hybrid-gpu inspect`), then run `{rerun}` again",
-                changes,
-            )
-    transit.wait_published(kube, request.node, owner, request.timeout, _say, rerun)
-    uncordon = bool(record.get("cordonedByUs"))
-    leases.ensure()
-    transit.mark(kube, request.node, unschedulable=False if uncordon else None, transit=None)
-    _say(f"{'uncordoned' if uncordon else 'left cordoned (it was cordoned before the move)'} {request.node}")
+    transit.move_node(
+        kube,
+        request.node,
+        label=(key, value),
+        owner=owner,
+        record=record,
+        drain=request.drain,
+        timeout=request.timeout,
+        progress=_say,
+        rerun=rerun,
+        ensure=leases.ensure,
+    )
     after = read_state(kube, request.node)
     outcome.after, outcome.result = [after], "done"
     _say("before:\n" + "\n".join(table_lines(transit.state_rows([before], key))))

@@ -38,6 +38,9 @@ APPROVED_ANNOTATION: "Final" = f"{LABEL_PREFIX}/approved-to-run"
 CONFIG_PATH_ANNOTATION: "Final" = f"{LABEL_PREFIX}/config-path"
 """Annotation: the stack-config path that produced the object, for remediation messages."""
 CHART_ANNOTATION: "Final" = f"{LABEL_PREFIX}/chart"
+ALLOCATOR_LABEL: "Final" = f"{LABEL_PREFIX}/allocator"
+"""The node label `migrate` moves a cohort's hosts by, one node at a time (device-plugin -> dra keeping a name): the
+old owner selects `=<old>`, the new one `=<new>`; the cohort label (and so every workload's nodeSelector) stays."""
 """Annotation on every object a chart rendered: `<chart reference>@<version input>`. Chart v4's own inputs
 are not sent to policy packs (it is a remote component), so the version the stack asked for travels here."""
 LEDGER_LABEL: "Final" = f"{LABEL_PREFIX}/ledger"
