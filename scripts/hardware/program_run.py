@@ -217,6 +217,9 @@ def main() -> int:
             base.kubelet(run, args.hw, d, node_name=node_name, labels=plugin.node_labels(daemonset))
             plugin.label_for_affinity(run, node_name, kubelet_plugin, d)
             plugin.root_mount_shared(d)
+            # The DRA DaemonSet's prestart script and plugin look for the driver under /driver-root (the host's /):
+            # on the lent layout its links must be relative and nvidia-smi a file in /usr/bin (docs/host-validation.md).
+            plugin.driver_files_inside_the_container(d)
         with run.step("pods reach the API server: the kubernetes Service routed") as d:
             plugin.route_kubernetes_service(run, d)
         with run.step("the program's stack for this cluster (source kubeconfig) and its Pulumi stack") as d:
