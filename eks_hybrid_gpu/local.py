@@ -26,6 +26,7 @@ from eks_hybrid_gpu import (
     chartmirror,
     cluster_access,
     engine,
+    engine_tools,
     localcluster,
     localnodes,
     localprocs,
@@ -154,7 +155,7 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     for notice in charts.notices:
         _print(notice)
     cluster_dir = local_state_dir()
-    toolchain = engine.ensure_toolchain()
+    toolchain = engine_tools.choose(engine_tools.LOCAL_CLUSTER_TOOLS)
     try:
         cluster = start_cluster(cluster_dir, toolchain, config.cluster)
     except localprocs.LocalClusterError as error:

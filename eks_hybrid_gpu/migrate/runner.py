@@ -59,7 +59,7 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
             stack.name,
             project_name=PROJECT,
             program=user_program,
-            opts=auto.LocalWorkspaceOptions(work_dir=str(stack.project_dir)),
+            opts=auto.LocalWorkspaceOptions(work_dir=str(stack.project_dir), pulumi_command=_users_pulumi(stack)),
         )
 
         def before_up() -> None:
@@ -80,6 +80,29 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
             raise UpFailed(text[-900:]) from None
 
     return up
+
+
+def _users_pulumi(stack: StackFile) -> Any:
+    """The user's own Pulumi CLI for a stack in the user's own backend; MigrateRefused, in words to act on, without.
+
+    A missing Kubernetes provider is only said: the user's Pulumi installs its plugins itself, where it may.
+    """
+    from pulumi import automation as auto
+
+    from eks_hybrid_gpu import engine_tools
+
+    found = engine_tools.user_engine()
+    if found.pulumi is None or found.version is None:
+        msg = (
+            f"migrate runs `pulumi up` of stack {stack.name} ({stack.config.cluster.source} source) with your own "
+            f"Pulumi CLI and its backend, and {found.problem.split(', and ')[0]}: install the Pulumi CLI, log in to "
+            f"the stack's backend (`pulumi login`), then run the command again (`--dry-run` needs neither)"
+        )
+        raise MigrateRefused(msg)
+    if found.problem:
+        then = "upgrade it if `pulumi up` fails" if found.provider else "`pulumi up` installs it where it can download"
+        say(f"notice: {found.problem}; {then}")
+    return auto.PulumiCommand(root=str(found.pulumi.parent.parent), skip_version_check=True)
 
 
 def _target(stack: StackFile, cohort_name: str, to: str) -> Migration:
