@@ -217,3 +217,30 @@ def test_review_from_the_wheel_runs_the_users_own_pulumi_and_provider(
     assert "toolchain.sh" not in ran.stderr
     assert "stack select" in (tools / "calls.log").read_text()  # the render ran the user's CLI
     assert not (tmp_path / "cache" / "toolchain").exists()  # and built nothing
+
+
+def test_the_wheel_carries_the_license_and_the_metadata_an_index_shows(installed: wheel.Installed) -> None:
+    from email.parser import Parser
+
+    names = installed.names()
+    license_file = "eks_hybrid_gpu-0.1.0.dist-info/licenses/LICENSE"
+    assert license_file in names
+    assert (installed.site_packages / license_file).read_text() == (wheel.REPO / "LICENSE").read_text()
+    metadata = Parser().parsestr((installed.site_packages / "eks_hybrid_gpu-0.1.0.dist-info" / "METADATA").read_text())
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata.get_all("License-File") == ["LICENSE"]
+    assert metadata["Description-Content-Type"] == "text/markdown"
+    assert metadata.get_payload().startswith("# eks-hybrid-gpu\n")  # the README is the long description
+    classifiers = metadata.get_all("Classifier") or []
+    assert "Programming Language :: Python :: 3.11" in classifiers
+    assert "Environment :: Console" in classifiers
+    assert not [c for c in classifiers if c.startswith("License ::")]  # the SPDX expression says it (PEP 639)
+    assert "kubernetes" in (metadata["Keywords"] or "")
+
+
+def test_the_license_is_the_apache_2_0_text_unchanged() -> None:
+    import hashlib
+
+    text = (wheel.REPO / "LICENSE").read_bytes()
+    # The md5 of https://www.apache.org/licenses/LICENSE-2.0.txt, the text every Apache-2.0 project ships.
+    assert hashlib.md5(text).hexdigest() == "3b83ef96387f14655fc854ddc3c6bd57"  # noqa: S324 (an identity, not security)
