@@ -91,13 +91,16 @@ def connect(
     kubeconfig: str | None = None,
     context: str | None = None,
     request_timeout: float | None = DEFAULT_REQUEST_SECONDS,
+    *,
+    say_waits: bool = True,
 ) -> Kube:
     """A client for the kubeconfig's context; a missing or unusable kubeconfig is a KubeAccessError.
 
     `kubeconfig` is one file (`--kubeconfig`, as kubectl's); without it, $KUBECONFIG's files are merged as kubectl
     merges them, and `context` may come from any of them. With no --kubeconfig, no $KUBECONFIG and no
     ~/.kube/config, the local default's cluster is used, and the command says so. Each request waits
-    `request_timeout` seconds for its answer (None: no limit), and one still waiting after a few seconds is said.
+    `request_timeout` seconds for its answer (None: no limit), and one still waiting after a few seconds is said
+    on stderr (not with `say_waits=False`: a background process such as the simulated device manager).
     """
     files = (kubeconfig,) if kubeconfig else kubeconfig_files()
     if kubeconfig is None and not os.environ.get("KUBECONFIG") and not Path(files[0]).is_file():
@@ -111,7 +114,7 @@ def connect(
             files = (str(local),)
     single = len(files) == 1
     source = Source(files[0], context=context) if single else Source(None, context=context, kubeconfig_files=files)
-    return open_cluster(source, request_timeout, say_waiting)
+    return open_cluster(source, request_timeout, say_waiting if say_waits else None)
 
 
 def run_reporting(

@@ -156,7 +156,7 @@ def user_engine(environ: Mapping[str, str] = os.environ) -> UserEngine:
         f"{PROVIDER_PLUGIN} {wanted}` puts it there)"
     )
     if pulumi is None:
-        problem = "no `pulumi` on PATH (nor ~/.pulumi/bin/pulumi)"
+        problem = "no `pulumi` on PATH or in ~/.pulumi/bin"
         return UserEngine(None, None, provider, problem + ("" if provider else f", and {missing_provider}"))
     version = cli_version(pulumi, environ)
     floor = sdk_floor()

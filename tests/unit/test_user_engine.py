@@ -113,7 +113,7 @@ def test_pulumi_home_and_the_installer_folder_are_looked_in(tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ("no-pulumi", "no `pulumi` on PATH (nor ~/.pulumi/bin/pulumi)"),
+        ("no-pulumi", "no `pulumi` on PATH or in ~/.pulumi/bin"),
         ("old-pulumi", "is Pulumi v3.100.0, older than the Pulumi SDK"),
         ("no-provider", f"the Kubernetes provider {provider_version()} is not in"),
         ("other-provider", f"the Kubernetes provider {provider_version()} is not in"),

@@ -28,8 +28,9 @@ PROJECT_DATA = {
     "scripts/toolchain-versions.env",
 }
 """What the commands need that is not Python, beside the example stacks."""
-WHEEL_SIZE_LIMIT = 600_000
-"""The wheel is about 430 kB; a wheel far larger has picked up something it should not ship (tests, charts)."""
+WHEEL_SIZE_LIMIT = 800_000
+"""The wheel is about 580 kB (the README rides in its metadata); a wheel far larger has picked up something it should
+not ship (tests, charts: a single chart archive is larger than that)."""
 
 
 @pytest.fixture(scope="module")
