@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +33,7 @@ WORKLOADS_NAMESPACE: str = NamespacesConfig.model_fields["workloads"].default
 
 def request_timeout(text: str) -> float | None:
     """`--request-timeout` as kubectl reads it: a duration (`30s`, `2m`; a bare number is seconds), or 0 for none."""
-    if text.strip() in ("0", "0s"):
+    if re.fullmatch(r"0+(?:\.0+)?(?:ms|s|m|h)?", text.strip(), re.ASCII):
         return None
     return duration(text)
 

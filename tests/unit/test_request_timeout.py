@@ -77,6 +77,7 @@ def test_the_request_timeout_reads_as_kubectl_s() -> None:
     assert cluster_access.request_timeout("2m") == 120
     assert cluster_access.request_timeout("10") == 10
     assert cluster_access.request_timeout("0") is None  # kubectl's "no limit"
+    assert cluster_access.request_timeout("0s") is cluster_access.request_timeout("0m") is None
     parser = cli.parser("inspect")
     assert parser.parse_args(["inspect"]).request_timeout == DEFAULT_REQUEST_SECONDS == 30
     with pytest.raises(SystemExit):
