@@ -67,6 +67,13 @@ def provider_version() -> str:
     return _versions()["K8S_PROVIDER_VERSION"]
 
 
+class EngineUnavailable(RuntimeError):
+    """No engine can be had: no usable Pulumi of the user's and the offline toolchain could not be built.
+
+    The message is one line that says what to install; every command that runs the engine prints it and exits 1.
+    """
+
+
 @dataclass(frozen=True)
 class Toolchain:
     """Where the built tools are."""
@@ -88,7 +95,7 @@ class Toolchain:
 def ensure_toolchain(steps: Sequence[str] = ()) -> Toolchain:
     """Build (or find in the cache) every tool, or only `steps` (`etcd`, `kube`, `pulumi`, `provider`, `kwok`).
 
-    Progress goes to stderr, so long builds are visible. A failed build is a RuntimeError whose words fit where the
+    Progress goes to stderr, so long builds are visible. A failed build is EngineUnavailable, whose words fit where the
     command runs from (a checkout names the script; an installed wheel names what to install instead).
     """
     result = subprocess.run(  # noqa: S603
@@ -100,7 +107,7 @@ def ensure_toolchain(steps: Sequence[str] = ()) -> Toolchain:
     if result.returncode != 0:
         from eks_hybrid_gpu.engine_tools import toolchain_failed
 
-        raise RuntimeError(toolchain_failed(result.returncode))
+        raise EngineUnavailable(toolchain_failed(result.returncode, steps))
     path_entries: tuple[str, ...] = ()
     provider = kube_dirs = ""
     for line in result.stdout.splitlines():

@@ -26,8 +26,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Final
 
-from eks_hybrid_gpu import projectdir
-from eks_hybrid_gpu.engine import PROVIDER_PLUGIN, Toolchain, ensure_toolchain, provider_version
+from eks_hybrid_gpu import engine, projectdir
+from eks_hybrid_gpu.engine import PROVIDER_PLUGIN, Toolchain, provider_version
 
 LOCAL_CLUSTER_TOOLS: Final = ("etcd", "kube", "kwok")
 """What a local cluster with simulated nodes needs from the toolchain whatever the engine (`local up`)."""
@@ -177,14 +177,15 @@ def choose(
     local_tools: Sequence[str] = (),
     say: Callable[[str], None] = _say,
     environ: Mapping[str, str] = os.environ,
-    build: Callable[[Sequence[str]], Toolchain] = lambda steps: ensure_toolchain(steps),
+    build: Callable[[Sequence[str]], Toolchain] | None = None,
 ) -> Toolchain:
     """The engine a command runs: the user's Pulumi CLI and provider when usable, else the offline toolchain's.
 
     `local_tools` are the toolchain steps the command needs besides the engine (`LOCAL_CLUSTER_TOOLS`,
     `API_SERVER_TOOLS`); they come from the toolchain either way. One line says which engine runs, and why the
-    toolchain is built when it is.
+    toolchain is built when it is. `build` (default `engine.ensure_toolchain`) raises EngineUnavailable.
     """
+    build = build or engine.ensure_toolchain
     found = user_engine(environ)
     if found.usable and found.provider is not None:
         say(f"engine: your Pulumi {found.version} ({found.pulumi}) and Kubernetes provider ({found.provider.parent})")
@@ -201,12 +202,19 @@ def offline_cost() -> str:
     return "which needs Go 1.26 on PATH and takes about 40 minutes on 2 cores"
 
 
-def toolchain_failed(code: int) -> str:
+def toolchain_failed(code: int, steps: Sequence[str] = ()) -> str:
     """The refusal when the offline toolchain could not be made: what the person can do, wherever they run from.
 
     From an installed wheel there is no `scripts/` folder to name: the words are the two ways out (the user's own
-    Pulumi, or Go for the build); in a checkout the script is named too.
+    Pulumi, or Go for the build); in a checkout the script is named too. With `steps` (only a local cluster's
+    binaries, which no Pulumi install has) the way out is Go alone.
     """
+    if steps and "pulumi" not in steps:
+        return (
+            f"{', '.join(steps)} (a local API server's binaries, which no Pulumi install has) come from the offline "
+            f"toolchain, and building them failed (exit {code}; its lines above say where): install Go 1.26 and run "
+            "the command again"
+        )
     wanted = provider_version()
     own = (
         f"install the Pulumi CLI ({_shown(sdk_floor())} or newer) and its Kubernetes provider (`pulumi plugin install "

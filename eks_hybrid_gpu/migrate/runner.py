@@ -31,7 +31,10 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
         from eks_hybrid_gpu.localpaths import local_kubeconfig
 
         state = Path(request.state_dir) if request.state_dir else engine.engine_state_dir()
-        env = engine.prepare(state, Path(kubeconfig) if kubeconfig else local_kubeconfig())
+        try:
+            env = engine.prepare(state, Path(kubeconfig) if kubeconfig else local_kubeconfig())
+        except engine.EngineUnavailable as error:
+            raise MigrateRefused(str(error)) from None
         charts: dict[str, Any] = {}
         target = config_at(stack, _target(stack, request.cohort, request.to))
         try:

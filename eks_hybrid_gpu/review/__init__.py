@@ -172,7 +172,7 @@ def main(argv: list[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """`eks-hybrid-gpu review [--stack NAME] [--base REF] [--out DIR] ...`."""
-    from eks_hybrid_gpu import engine_tools, localcluster, localprocs
+    from eks_hybrid_gpu import engine, engine_tools, localcluster, localprocs
     from eks_hybrid_gpu.review import gitref
     from eks_hybrid_gpu.review.render import chart_mirror, chart_repository, policy_setup
 
@@ -239,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
         RuntimeError,
         OSError,
     ) as error:
+        if isinstance(error, engine.EngineUnavailable) and args.kubeconfig is None:
+            return _fail(f"{error}; or pass --kubeconfig of a cluster to read Helm's capabilities from (none started)")
         return _fail(str(error))
     write_review(result, args.out, list(levels))
     line = (

@@ -54,7 +54,11 @@ def _start(_: argparse.Namespace) -> int:
     from eks_hybrid_gpu.localpaths import local_state_dir
 
     state = local_state_dir()
-    toolchain = engine.ensure_toolchain(("etcd", "kube"))  # a control plane only: `simulate up` finds its engine
+    try:
+        toolchain = engine.ensure_toolchain(("etcd", "kube"))  # a control plane only: `simulate up` finds its engine
+    except engine.EngineUnavailable as error:
+        print(f"simulate start: {error}", file=sys.stderr)
+        return 1
     toolchain.activate()
     try:
         cluster = localcluster.start(state, controllers=SIMULATION_CONTROLLERS, scheduler=True)

@@ -251,3 +251,42 @@ def test_a_project_outside_git_is_told_so_not_to_fetch(tmp_path: Path) -> None:
         f"{tmp_path} is not in a git repository, and review compares the project with the git ref --base main: run "
         "it in a git checkout of the project, or pass --project DIR of one"
     )
+
+
+def _no_engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No pulumi of the user's, and a toolchain build that fails at once (as without Go)."""
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("EKS_HYBRID_GPU_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("PULUMI_HOME", raising=False)
+
+    def failing(*_args: object, **_kwargs: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess([], 1, "", "")
+
+    monkeypatch.setattr(engine.subprocess, "run", failing)
+
+
+@pytest.mark.charts
+def test_local_up_without_any_engine_is_one_line_not_a_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support import charts
+
+    _no_engine(monkeypatch, tmp_path)
+    assert cli.main(["local", "up", "--chart-mirror", str(charts.repository())]) == 1
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines()[-2].startswith("engine: the offline toolchain (no `pulumi` on PATH or in ~/.pulumi/bin")
+    assert err.splitlines()[-1].startswith("local up: scripts/toolchain.sh failed with exit code 1; ")
+
+
+def test_simulate_start_without_go_names_what_to_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _no_engine(monkeypatch, tmp_path)
+    assert cli.main(["simulate", "start"]) == 1
+    assert capsys.readouterr().err == (
+        "simulate start: etcd, kube (a local API server's binaries, which no Pulumi install has) come from the "
+        "offline toolchain, and building them failed (exit 1; its lines above say where): install Go 1.26 and run "
+        "the command again\n"
+    )
