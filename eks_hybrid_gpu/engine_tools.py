@@ -185,7 +185,7 @@ def choose(
     `API_SERVER_TOOLS`); they come from the toolchain either way. One line says which engine runs, and why the
     toolchain is built when it is. `build` (default `engine.ensure_toolchain`) raises EngineUnavailable.
     """
-    build = build or engine.ensure_toolchain
+    build = build or _build
     found = user_engine(environ)
     if found.usable and found.provider is not None:
         say(f"engine: your Pulumi {found.version} ({found.pulumi}) and Kubernetes provider ({found.provider.parent})")
@@ -195,6 +195,11 @@ def choose(
         f"cached, {offline_cost()}"
     )
     return build(())
+
+
+def _build(steps: Sequence[str]) -> Toolchain:
+    """The toolchain's `steps`, or all of it (`engine.ensure_toolchain`, looked up when called)."""
+    return engine.ensure_toolchain(steps) if steps else engine.ensure_toolchain()
 
 
 def offline_cost() -> str:

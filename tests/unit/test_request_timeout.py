@@ -133,3 +133,13 @@ def test_ctrl_c_while_waiting_exits_130_with_one_line(command: str, silent: tupl
     lines = rest.strip().splitlines()
     assert len(lines) == 1, rest
     assert lines[0].startswith((f"eks-hybrid-gpu {command}: interrupted", f"{command}: interrupted"))
+
+
+def test_the_request_timeout_may_stand_before_the_command_as_kubectl_s_global_flag(
+    silent: tuple[str, str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    _url, kubeconfig = silent
+    started = time.monotonic()
+    assert cli.main(["--request-timeout", "1s", "--kubeconfig", kubeconfig, "inspect"]) == 2
+    assert time.monotonic() - started < 4
+    assert "no answer within 1 s" in capsys.readouterr().err
