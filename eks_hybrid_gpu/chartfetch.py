@@ -6,11 +6,17 @@ for every chart's upstream: an internal proxy, or the tests' loopback server. Th
 (`$EKS_HYBRID_GPU_CACHE/charts`, default ~/.cache/eks-hybrid-gpu/charts) holds `<chart>-<version>.tgz` and an
 index.yaml, so it can be served as a Helm repository like any mirror. Digests are checked by the caller
 (eks_hybrid_gpu.chartmirror) before an archive is kept.
+
+Every download goes through the proxy the environment names, as curl and requests read it: `https_proxy` /
+`HTTPS_PROXY` for https, `http_proxy` / `HTTP_PROXY` for http (the lower-case name first), `all_proxy` for either,
+and none for a host that `no_proxy` / `NO_PROXY` lists (`*`, a domain and its subdomains, `host:port`, an address or
+a CIDR range). `helm pull` reads the same variables itself.
 """
 
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import socket
 import subprocess
@@ -29,7 +35,8 @@ from eks_hybrid_gpu import helmbin
 
 UPSTREAM_ENV = "EKS_HYBRID_GPU_CHART_UPSTREAM"
 REACH_TIMEOUT_SECONDS = 3.0
-"""A TCP connect to the upstream host first, so an offline machine fails in seconds, not a download timeout."""
+"""A TCP connect first, to the proxy when one applies, else to the upstream host: an offline machine fails in
+seconds, not a download timeout."""
 FETCH_TIMEOUT_SECONDS = 20.0
 INDEX_MAX_BYTES = 64 << 20
 ARCHIVE_MAX_BYTES = 64 << 20
@@ -61,38 +68,118 @@ def upstream_of(upstream: str, environ: Mapping[str, str] = os.environ) -> str:
     return environ.get(UPSTREAM_ENV) or upstream
 
 
-def _probe(location: str) -> None:
-    """FetchError when no TCP connection to the location's host (and port) opens within REACH_TIMEOUT_SECONDS."""
-    parsed = urlparse(location)
+def proxies_of(environ: Mapping[str, str]) -> dict[str, str]:
+    """Scheme -> proxy URL, and `no` -> the bypass list, as urllib reads them: the lower-case name wins."""
+    found: dict[str, str] = {}
+    for lower_only in (False, True):
+        for name, value in environ.items():
+            if not name.lower().endswith("_proxy") or (lower_only and name != name.lower()):
+                continue
+            key = name.lower().removesuffix("_proxy")
+            if value:
+                found[key] = value
+            elif lower_only:
+                found.pop(key, None)
+    return found
+
+
+def bypassed(url: str, no_proxy: str) -> bool:
+    """Whether `no_proxy` (comma-separated, as curl and requests read it) names the URL's host."""
+    parsed = urlparse(url)
+    host = (parsed.hostname or "").lower()
+    try:
+        port = parsed.port
+    except ValueError:
+        port = None
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        address = None
+    for entry in (e.strip().lower() for e in no_proxy.split(",")):
+        if not entry:
+            continue
+        if entry == "*":
+            return True
+        if address is not None:
+            try:
+                if address in ipaddress.ip_network(entry, strict=False):
+                    return True
+            except ValueError:
+                pass
+        name, _, entry_port = entry.lstrip(".").partition(":") if entry.count(":") == 1 else (entry, "", "")
+        if entry_port and port is not None and entry_port != str(port):
+            continue
+        if host == name.strip("[]") or host.endswith("." + name):
+            return True
+    return False
+
+
+def proxy_for(url: str, environ: Mapping[str, str]) -> str | None:
+    """The proxy a download of `url` goes through (None: direct), from the environment as curl reads it."""
+    proxies = proxies_of(environ)
+    scheme = urlparse(url).scheme
+    chosen = proxies.get("http" if scheme == "http" else "https") or proxies.get("all")
+    if not chosen or bypassed(url, proxies.get("no", "")):
+        return None
+    return chosen if "://" in chosen else f"http://{chosen}"
+
+
+def shown(proxy: str) -> str:
+    """A proxy URL as a message prints it: without its password."""
+    parsed = urlparse(proxy)
+    if parsed.password is None:
+        return proxy
+    return proxy.replace(f":{parsed.password}@", ":***@", 1)
+
+
+def _probe(location: str, environ: Mapping[str, str]) -> None:
+    """FetchError when no TCP connection opens within REACH_TIMEOUT_SECONDS.
+
+    The connection is to the proxy that applies to the location (the proxy reaches the upstream), else to the
+    location's host and port.
+    """
+    proxy = proxy_for(location, environ)
+    target = proxy or location
+    parsed = urlparse(target)
     default = 80 if parsed.scheme == "http" else 443
     try:
         port = parsed.port or default
     except ValueError:
         port = default
     if not parsed.hostname:
-        msg = f"{location} names no host"
+        msg = f"{shown(target)} names no host"
         raise FetchError(msg)
     try:
         with socket.create_connection((parsed.hostname, port), timeout=REACH_TIMEOUT_SECONDS):
             return
     except OSError as error:
-        msg = f"{location} cannot be reached ({error.strerror or error})"
+        via = f" through the proxy {shown(proxy)}: the proxy" if proxy else ""
+        msg = f"{location} cannot be reached{via} ({error.strerror or error})"
         raise FetchError(msg) from None
 
 
-def _get(url: str, limit: int) -> bytes:
+def _opener(url: str, environ: Mapping[str, str]) -> tuple[urllib.request.OpenerDirector, str | None]:
+    """An opener through the proxy for `url` (CONNECT for https, `user:password@` as Basic auth), or direct."""
+    proxy = proxy_for(url, environ)
+    handler = urllib.request.ProxyHandler({urlparse(url).scheme: proxy} if proxy else {})
+    return urllib.request.build_opener(handler), proxy
+
+
+def _get(url: str, limit: int, environ: Mapping[str, str] = os.environ) -> bytes:
     if urlparse(url).scheme not in ("http", "https"):
         msg = f"{url} is not an http(s) URL"
         raise FetchError(msg)
+    opener, proxy = _opener(url, environ)
+    via = f" through the proxy {shown(proxy)}" if proxy else ""
     try:
-        with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_SECONDS) as response:  # noqa: S310 (scheme checked)
+        with opener.open(url, timeout=FETCH_TIMEOUT_SECONDS) as response:
             body: bytes = response.read(limit + 1)
     except urllib.error.HTTPError as error:
-        msg = f"{url} answered HTTP {error.code}"
+        msg = f"{url} answered HTTP {error.code}{via}"
         raise FetchError(msg) from None
     except (urllib.error.URLError, OSError, ValueError) as error:
         reason = getattr(error, "reason", error)
-        msg = f"{url} cannot be reached ({reason})"
+        msg = f"{url} cannot be reached{via} ({reason})"
         raise FetchError(msg) from None
     if len(body) > limit:
         msg = f"{url} is larger than {limit >> 20} MiB"
@@ -100,11 +187,11 @@ def _get(url: str, limit: int) -> bytes:
     return body
 
 
-def _from_repository(repo: str, chart: str, version: str, target: Path) -> str:
+def _from_repository(repo: str, chart: str, version: str, target: Path, environ: Mapping[str, str]) -> str:
     """Download the archive that the repository's index.yaml lists for chart@version; returns its URL."""
     index_url = urljoin(repo.rstrip("/") + "/", "index.yaml")
     try:
-        index: Any = yaml.safe_load(_get(index_url, INDEX_MAX_BYTES))
+        index: Any = yaml.safe_load(_get(index_url, INDEX_MAX_BYTES, environ))
     except yaml.YAMLError:
         msg = f"{index_url} is not valid YAML"
         raise FetchError(msg) from None
@@ -115,7 +202,7 @@ def _from_repository(repo: str, chart: str, version: str, target: Path) -> str:
         msg = f"{index_url} lists no {chart} {version}"
         raise FetchError(msg)
     url = urljoin(index_url, str(urls[0]))
-    target.write_bytes(_get(url, ARCHIVE_MAX_BYTES))
+    target.write_bytes(_get(url, ARCHIVE_MAX_BYTES, environ))
     return url
 
 
@@ -155,7 +242,7 @@ def fetch(
     Raises FetchError (unreachable, not listed, helm missing) or whatever `check` raises; nothing partial stays.
     """
     location = upstream_of(upstream, environ)
-    _probe(location)
+    _probe(location, environ)
     cache.mkdir(parents=True, exist_ok=True)
     final = cache / f"{chart}-{version}.tgz"
     partial = cache / f".{final.name}.partial-{os.getpid()}"
@@ -163,7 +250,7 @@ def fetch(
         if location.startswith("oci://"):
             source = _from_oci(location, chart, version, partial)
         else:
-            source = _from_repository(location, chart, version, partial)
+            source = _from_repository(location, chart, version, partial, environ)
         check(partial, source)
         partial.replace(final)
     finally:

@@ -8,6 +8,9 @@ Every command takes `--project DIR` (anywhere on the line); `main` settles the p
 before it imports the command, because the command modules import `components` and `policy` from the project.
 The flags commands share (`SHARED_FLAGS`) are taken before the command too, as kubectl and pulumi take them:
 `eks-hybrid-gpu --kubeconfig X inspect` is `eks-hybrid-gpu inspect --kubeconfig X`.
+
+Ctrl-C (SIGINT) stops every command with one line and exit code 130, as a shell reports it; a command that has
+more to say about where it stopped (`migrate`: the phase recorded in the cluster) says it in that line itself.
 """
 
 from __future__ import annotations
@@ -127,10 +130,24 @@ def parser(chosen: str | None = None, *, every: bool = False) -> argparse.Argume
     return root
 
 
+INTERRUPTED_EXIT_CODE: Final = 130
+"""Exit code after Ctrl-C (SIGINT): 128 + 2, what a shell reports for a command SIGINT stopped."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Parse, then run the chosen command; a usage error exits 2 and --help 0, as argparse does."""
+    """Parse, then run the chosen command; a usage error exits 2 and --help 0, as argparse does; Ctrl-C 130."""
+    args_list = list(sys.argv[1:] if argv is None else argv)
     try:
-        project, args_list = _project_option(list(sys.argv[1:] if argv is None else argv))
+        return _main(args_list)
+    except KeyboardInterrupt:
+        named = next((a for a in args_list if a in COMMANDS), None)
+        print(f"eks-hybrid-gpu{' ' + named if named else ''}: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+        return INTERRUPTED_EXIT_CODE
+
+
+def _main(argv: list[str]) -> int:
+    try:
+        project, args_list = _project_option(argv)
         args_list = _shared_flags_behind(args_list)
         located = projectdir.locate(project)
     except ProjectDirError as error:

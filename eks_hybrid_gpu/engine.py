@@ -1,4 +1,7 @@
-"""Drive the real Pulumi engine offline: toolchain, isolated Pulumi home, file backend, inline program.
+"""Drive the real Pulumi engine: its tools, an isolated Pulumi home, a file backend, the inline program.
+
+The tools are the user's own `pulumi` and Kubernetes provider where they are installed, else the offline toolchain
+(`eks_hybrid_gpu.engine_tools.choose`); either way each run gets its own Pulumi home and backend.
 
 The program runs in-process through the Automation API, whose language server stands in for the Python
 language host (the offline toolchain has none: the Go module proxy does not serve it). The policy pack
@@ -64,6 +67,13 @@ def provider_version() -> str:
     return _versions()["K8S_PROVIDER_VERSION"]
 
 
+class EngineUnavailable(RuntimeError):
+    """No engine can be had: no usable Pulumi of the user's and the offline toolchain could not be built.
+
+    The message is one line that says what to install; every command that runs the engine prints it and exits 1.
+    """
+
+
 @dataclass(frozen=True)
 class Toolchain:
     """Where the built tools are."""
@@ -82,17 +92,22 @@ class Toolchain:
         os.environ["PATH"] = os.pathsep.join([*self.path_entries, os.environ.get("PATH", "")])
 
 
-def ensure_toolchain() -> Toolchain:
-    """Build (or find in the cache) every tool; progress goes to stderr, so long builds are visible."""
+def ensure_toolchain(steps: Sequence[str] = ()) -> Toolchain:
+    """Build (or find in the cache) every tool, or only `steps` (`etcd`, `kube`, `pulumi`, `provider`, `kwok`).
+
+    Progress goes to stderr, so long builds are visible. A failed build is EngineUnavailable, whose words fit where the
+    command runs from (a checkout names the script; an installed wheel names what to install instead).
+    """
     result = subprocess.run(  # noqa: S603
-        ["bash", str(TOOLCHAIN_SCRIPT), "--print-env"],  # noqa: S607
+        ["bash", str(TOOLCHAIN_SCRIPT), "--print-env", *steps],  # noqa: S607
         check=False,
         stdout=subprocess.PIPE,
         text=True,
     )
     if result.returncode != 0:
-        msg = f"scripts/toolchain.sh failed with exit code {result.returncode}; its progress output above says where"
-        raise RuntimeError(msg)
+        from eks_hybrid_gpu.engine_tools import toolchain_failed
+
+        raise EngineUnavailable(toolchain_failed(result.returncode, steps))
     path_entries: tuple[str, ...] = ()
     provider = kube_dirs = ""
     for line in result.stdout.splitlines():
@@ -155,8 +170,12 @@ def isolated_variables(path_entries: Sequence[str], pulumi_home: Path, backend: 
 
 
 def prepare(state_dir: Path, kubeconfig: Path, toolchain: Toolchain | None = None) -> EngineEnv:
-    """Register the locally built Kubernetes provider under the exact version the Python SDK asks for."""
-    engine = EngineEnv(state_dir, toolchain or ensure_toolchain(), kubeconfig)
+    """Register the Kubernetes provider (the user's, else the toolchain's) under the exact version the SDK asks for."""
+    if toolchain is None:
+        from eks_hybrid_gpu.engine_tools import choose
+
+        toolchain = choose()
+    engine = EngineEnv(state_dir, toolchain, kubeconfig)
     version = provider_version()
     plugin_dir = engine.pulumi_home / "plugins" / f"resource-{PROVIDER_PLUGIN}-v{version}"
     if not (plugin_dir / f"pulumi-resource-{PROVIDER_PLUGIN}").exists():
@@ -295,7 +314,7 @@ def _which(binary: str, engine: EngineEnv) -> str:
         candidate = Path(entry) / binary
         if candidate.exists():
             return str(candidate)
-    msg = f"{binary} not found in the toolchain; run scripts/toolchain.sh"
+    msg = f"{binary} is in none of the engine's folders ({', '.join(engine.toolchain.path_entries) or 'none'})"
     raise RuntimeError(msg)
 
 

@@ -26,6 +26,7 @@ from eks_hybrid_gpu import (
     chartmirror,
     cluster_access,
     engine,
+    engine_tools,
     localcluster,
     localnodes,
     localprocs,
@@ -154,7 +155,11 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     for notice in charts.notices:
         _print(notice)
     cluster_dir = local_state_dir()
-    toolchain = engine.ensure_toolchain()
+    try:
+        toolchain = engine_tools.choose(engine_tools.LOCAL_CLUSTER_TOOLS)
+    except engine.EngineUnavailable as error:
+        print(f"local up: {error}", file=sys.stderr)
+        return 1
     try:
         cluster = start_cluster(cluster_dir, toolchain, config.cluster)
     except localprocs.LocalClusterError as error:
@@ -225,7 +230,11 @@ def down(stack_name: str = LOCAL_STACK) -> int:
     except localprocs.LocalClusterError as error:
         _print(str(error))
         return 0
-    env = engine.prepare(engine_state_dir(), cluster.kubeconfig)
+    try:
+        env = engine.prepare(engine_state_dir(), cluster.kubeconfig)
+    except engine.EngineUnavailable as error:
+        print(f"local down: {error}", file=sys.stderr)
+        return 1
     stack = engine.stack(env, stack_name)
     stack.destroy(on_output=_print, color="never")
     stack.workspace.remove_stack(stack_name)

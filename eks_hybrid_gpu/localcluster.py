@@ -77,8 +77,11 @@ def _get(url: str, token: str) -> tuple[int, str]:
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE  # the loopback server's certificate is self-signed, made at start
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})  # noqa: S310
+    # The loopback API server is never reached through $HTTPS_PROXY: kubectl and the Pulumi provider (Go) skip a
+    # proxy for loopback too, so a machine behind a proxy starts its local cluster as any other.
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context))
     try:
-        with urllib.request.urlopen(request, context=context, timeout=5) as response:  # noqa: S310
+        with direct.open(request, timeout=5) as response:
             return response.status, response.read().decode()
     except OSError as error:
         return 0, str(error)

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from cluster.client import names
+from cluster.client.kube_http import DEFAULT_REQUEST_SECONDS
 from cluster.client.kubeclient import DEVICE_CLASSES, Kube, KubeApiError
 from cluster.client.waits import WaitTimedOut
 from cluster.judge.consumers import mechanism_of, other_mechanism
@@ -36,7 +37,7 @@ from cluster.records.migration import Migration
 from cluster.records.read import read_records
 from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
-from eks_hybrid_gpu.cluster_access import add_cluster_options, connect, run_reporting
+from eks_hybrid_gpu.cluster_access import add_cluster_options, connect, request_timeout_flag, run_reporting
 from eks_hybrid_gpu.inspection import DEFAULT_LEDGER
 from eks_hybrid_gpu.options import add_output_option, add_timeout_option, request_of
 from eks_hybrid_gpu.outcome import Outcome, reported
@@ -70,6 +71,8 @@ class MoveRequest:
     """The ledger ConfigMap as NAMESPACE/NAME; the Leases live in its namespace."""
     kubeconfig: str | None = None
     context: str | None = None
+    request_timeout: float | None = DEFAULT_REQUEST_SECONDS
+    """How long one API request may wait for its answer (None: no limit)."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MoveRequest:
@@ -93,6 +96,7 @@ class MoveRequest:
             ("--context", self.context),
             ("--ledger", self.ledger if self.ledger != DEFAULT_LEDGER else None),
             ("--timeout", self.timeout if self.timeout != transit.DEFAULT_TIMEOUT_SECONDS else None),
+            ("--request-timeout", request_timeout_flag(self.request_timeout)),
         ]
         return transit.rerun_command("move-host", self.node, options=options)
 
@@ -336,7 +340,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _checked_move(request: MoveRequest, outcome: Outcome | None = None) -> int:
-    kube = connect(request.kubeconfig, request.context)
+    kube = connect(request.kubeconfig, request.context, request.request_timeout)
     try:
         return move(kube, request, None, outcome)
     except KubeApiError as error:

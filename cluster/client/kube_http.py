@@ -7,23 +7,88 @@ refusal wording.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
+from urllib.parse import urlparse
 
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from urllib3.util.retry import Retry
 
-REQUEST_TIMEOUT = (5.0, 30.0)
+CONNECT_SECONDS = 5.0
+"""How long a connection to the API server may take to open (within the request timeout)."""
+DEFAULT_REQUEST_SECONDS = 30.0
+"""How long one request may wait for its answer unless the caller says otherwise (`--request-timeout`)."""
+REQUEST_TIMEOUT: tuple[float, float | None] = (CONNECT_SECONDS, DEFAULT_REQUEST_SECONDS)
 """Connect and read timeouts: an unreachable server fails in seconds, not minutes."""
+
+
+def request_timeout(seconds: float | None) -> tuple[float, float | None]:
+    """Connect and read timeouts of a request that may take `seconds` (None: wait for its answer however long)."""
+    if seconds is None:
+        return (CONNECT_SECONDS, None)
+    return (min(CONNECT_SECONDS, seconds), seconds)
 
 
 class Unreachable(Exception):
     """No HTTP answer at all (connection refused, DNS, TLS); the message is the innermost cause, on one line."""
+
+
+class TimedOut(Unreachable):
+    """The connection did not open, or the server did not answer, within the request's timeout."""
+
+
+class _NoSecondWait(Retry):
+    """urllib3's default retries, less the retry of a timeout.
+
+    A server that took the connection and never answered is waited for once, not four times (urllib3's default
+    turned a 30 s read timeout into 122 s of silence).
+    """
+
+    def increment(
+        self,
+        method: str | None = None,
+        url: str | None = None,
+        response: Any = None,
+        error: Exception | None = None,
+        _pool: Any = None,
+        _stacktrace: TracebackType | None = None,
+    ) -> Self:
+        """Stop at a timeout (MaxRetryError, as urllib3 does when retries run out); else urllib3's count."""
+        if error is not None and timed_out(error):
+            raise urllib3.exceptions.MaxRetryError(_pool, str(url or ""), error)
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
+def loopback(host_url: str) -> bool:
+    """True for `localhost` and loopback addresses: hosts kubectl (Go's proxy rules) never reaches through a proxy."""
+    host = (urlparse(host_url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def transport(api: client.ApiClient) -> client.ApiClient:
+    """The client with kubectl's routes and this project's retries, on a connection pool made for them.
+
+    A proxy from `HTTPS_PROXY`/`HTTP_PROXY` (the client reads them, and `NO_PROXY`) is not used for a loopback
+    server, as kubectl does not; a kubeconfig's `proxy-url` always is. A timed-out request is not retried.
+    """
+    configuration = api.configuration
+    if getattr(configuration, "_proxy_from_env", False) and loopback(str(configuration.host)):
+        configuration.proxy = None
+    configuration.retries = _NoSecondWait(3)  # urllib3's default, Retry(3), but for timeouts
+    return client.ApiClient(configuration=configuration)
 
 
 @dataclass(frozen=True)
@@ -54,7 +119,7 @@ def _call(
     query: Sequence[tuple[str, str]],
     headers: Mapping[str, str],
     body: Any,
-    timeout: tuple[float, float],
+    timeout: tuple[float, float | None],
 ) -> Any:
     """One request with the kubeconfig's credentials, its body not yet read; no answer at all raises Unreachable."""
     serialized = api.param_serialize(
@@ -68,7 +133,7 @@ def _call(
                 warnings.simplefilter("ignore", urllib3.exceptions.InsecureRequestWarning)
             return api.call_api(*serialized, _request_timeout=timeout)
     except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise Unreachable(one_line(error)) from None
+        raise (TimedOut if timed_out(error) else Unreachable)(one_line(error)) from None
     except ApiException as error:  # TLS problems surface as status 0
         raise Unreachable(one_line(error.reason)) from None
 
@@ -111,7 +176,7 @@ def send(
     query: Mapping[str, str] | None = None,
     headers: Mapping[str, str] | None = None,
     body: Any = None,
-    timeout: tuple[float, float] = REQUEST_TIMEOUT,
+    timeout: tuple[float, float | None] = REQUEST_TIMEOUT,
 ) -> Response:
     """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable."""
     headers = dict(headers or {"Accept": "application/json"})
@@ -119,15 +184,29 @@ def send(
     try:
         data = response.read()
     except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise Unreachable(one_line(error)) from None
+        raise (TimedOut if timed_out(error) else Unreachable)(one_line(error)) from None
     text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
     return Response(response.status, str(response.reason or ""), text)
+
+
+def timed_out(error: BaseException) -> bool:
+    """Whether a transport error is a timeout (no connection, or no answer, in time)."""
+    if isinstance(error, urllib3.exceptions.MaxRetryError) and error.reason is not None:
+        return timed_out(error.reason)
+    if isinstance(error, urllib3.exceptions.NewConnectionError):  # urllib3 files "refused" under connect timeouts
+        return False
+    return isinstance(error, urllib3.exceptions.TimeoutError | TimeoutError)
 
 
 def one_line(reason: object) -> str:
     """The innermost readable cause: `connection refused`, not urllib3's whole retry chain."""
     if isinstance(reason, urllib3.exceptions.MaxRetryError) and reason.reason is not None:
         reason = reason.reason
+    if isinstance(reason, BaseException) and timed_out(reason):
+        seconds = re.search(r"timeout=([0-9.]+)", str(reason))
+        within = f" within {float(seconds.group(1)):g} s" if seconds else " in time"
+        connecting = isinstance(reason, urllib3.exceptions.ConnectTimeoutError)
+        return f"no connection{within}" if connecting else f"no answer{within}"
     text = " ".join(str(reason).split())
     found = re.search(r"\[Errno -?\d+\] ([^'\")\]]+)", text)
     return found.group(1).strip().lower() if found else text[:300]

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Mapping
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -20,7 +22,7 @@ from kubernetes import client
 
 from cluster.client import names
 from cluster.client.errors import KubeAccessError, KubeApiError, KubeUnreachable
-from cluster.client.kube_http import REQUEST_TIMEOUT, Unreachable, send, watch
+from cluster.client.kube_http import REQUEST_TIMEOUT, TimedOut, Unreachable, request_timeout, send, transport, watch
 from cluster.client.kubeconfig import Hints, Source, open_client
 
 NODES = "/api/v1/nodes"
@@ -33,6 +35,8 @@ RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
 """The cluster-wide lists the readers read."""
 LIST_PAGE = 500
 """Items per page of `Kube.items`: what kubectl asks for."""
+SLOW_SECONDS = 3.0
+"""A request still unanswered after this long is told once (`Kube.slow`), so a slow server is never silence."""
 
 __all__ = ["KubeAccessError", "KubeApiError", "KubeUnreachable"]
 
@@ -47,10 +51,13 @@ class Kube:
     server: str
     source: Source | None = field(default=None, compare=False)
     """How refusals name the kubeconfig and what they tell the person; None: the day-2 commands' words."""
-    timeout: tuple[float, float] = field(default=REQUEST_TIMEOUT, compare=False)
+    timeout: tuple[float, float | None] = field(default=REQUEST_TIMEOUT, compare=False)
     """Connect and read timeouts of each request."""
+    slow: Callable[[str], None] | None = field(default=None, compare=False)
+    """Told (once, until the server answers again) of a request unanswered after SLOW_SECONDS; None: silence."""
+    _slow_told: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
 
-    def own_connection(self, timeout: tuple[float, float]) -> Kube:
+    def own_connection(self, timeout: tuple[float, float | None]) -> Kube:
         """The same cluster and user through a connection pool of its own, with its own request deadline.
 
         What must not wait behind the other requests of a run (a Lease's renewal behind a slow list, a throttled
@@ -88,10 +95,17 @@ class Kube:
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
         params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (query or {}).items()}
+        notice = self._slow_notice(f"{method} {path}")
         try:
             response = send(self.api, method, path, query=params, headers=headers, body=body, timeout=self.timeout)
+        except TimedOut as error:
+            raise KubeUnreachable(self._unreachable(str(error), self.hints.timed_out), f"{method} {path}") from None
         except Unreachable as error:
             raise KubeUnreachable(self._unreachable(str(error)), f"{method} {path}") from None
+        finally:
+            if notice is not None:
+                notice.cancel()
+        self._slow_told.clear()
         text = response.text
         if 200 <= response.status <= 299:
             return text if raw else (json.loads(text) if text else {})
@@ -106,8 +120,26 @@ class Kube:
             raise KubeAccessError(msg)
         raise KubeApiError(response.status, message, what, self.where, f"{method} {path}")
 
-    def _unreachable(self, reason: str) -> str:
-        return f"cannot reach the Kubernetes API ({self.where}): {reason}; {self.hints.unreachable}"
+    def _unreachable(self, reason: str, fix: str | None = None) -> str:
+        return f"cannot reach the Kubernetes API ({self.where}): {reason}; {fix or self.hints.unreachable}"
+
+    def _slow_notice(self, request: str) -> threading.Timer | None:
+        """A timer that tells `slow` of this request if it is still unanswered after SLOW_SECONDS."""
+        if self.slow is None or self._slow_told.is_set():
+            return None
+        tell = self.slow
+        limit = self.timeout[1]
+        within = f"gives up after {limit:g} s" if limit else "waits for it (no request timeout)"
+
+        def told() -> None:
+            if not self._slow_told.is_set():
+                self._slow_told.set()
+                tell(f"waiting for the API server at {self.server} to answer {request} ({within})")
+
+        timer = threading.Timer(SLOW_SECONDS, told)
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def get(self, path: str, *, what: str = "", **query: str | int | bool) -> dict[str, Any]:
         """One object (or a list object) as JSON."""
@@ -191,10 +223,19 @@ class Kube:
         return found
 
 
-def open_cluster(source: Source) -> Kube:
-    """A client for the source's kubeconfig and context; an unusable kubeconfig is a KubeAccessError."""
+def open_cluster(
+    source: Source, timeout_seconds: float | None = REQUEST_TIMEOUT[1], slow: Callable[[str], None] | None = None
+) -> Kube:
+    """A client for the source's kubeconfig and context; an unusable kubeconfig is a KubeAccessError.
+
+    Each request waits `timeout_seconds` for its answer (None: as long as it takes, kubectl's
+    `--request-timeout=0`); `slow` is told of a request still unanswered after SLOW_SECONDS.
+    """
     api, context = open_client(source)
-    return Kube(api, source.kubeconfig_path or "", context, str(api.configuration.host), source)
+    api = transport(api)
+    where = os.pathsep.join(source.files)
+    timeout = request_timeout(timeout_seconds)
+    return Kube(api, where, context, str(api.configuration.host), source, timeout, slow)
 
 
 def segment(value: str) -> str:

@@ -1,4 +1,9 @@
-"""Which cluster, as whom: a kubeconfig (a file, or the text the program generated for EKS) opened into a `Kube`.
+"""Which cluster, as whom: a kubeconfig (a file, several merged, or the program's EKS text) opened into a `Kube`.
+
+Several files (a `$KUBECONFIG` list, which the CLI reads) are merged as kubectl merges them: files that do not
+exist or are empty are passed over; the first file that names a cluster, user or context wins for that name; the
+first file that sets `current-context` sets it; relative paths (certificate files, a token file, an exec command
+given by path) are resolved against the folder of the file that holds them. A `--context` may come from any file.
 
 Every way of not getting a usable client — no file, a folder, unparsable YAML, a context the file lacks — is a
 `KubeAccessError` whose one line names the kubeconfig and says what to do. The words of the fix belong to the
@@ -9,6 +14,8 @@ caller (`Hints`): the day-2 commands name their `--kubeconfig/--context`, the pr
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +33,10 @@ class Hints:
     missing: str = "pass --kubeconfig PATH (and --context) of the cluster to inspect"
     unusable: str = "pass a valid --kubeconfig/--context"
     unreachable: str = "check that the cluster is running and pass the right --kubeconfig/--context"
+    timed_out: str = (
+        "check that the cluster is running and pass the right --kubeconfig/--context, or give it longer with "
+        "--request-timeout"
+    )
     unauthorized: str = "refresh the token or pass the administrator --kubeconfig/--context"
     forbidden: str = "use the administrator --kubeconfig/--context or ask the cluster owner for that permission"
 
@@ -41,11 +52,22 @@ class Source:
     described_as: str = ""
     """`kubeconfig PATH` or `the kubeconfig generated for EKS cluster NAME`: a refusal's first words."""
     hints: Hints = field(default_factory=Hints)
+    kubeconfig_files: tuple[str, ...] = ()
+    """Several kubeconfig files (a `$KUBECONFIG` list), merged as kubectl merges them; used without a path."""
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The kubeconfig files this source reads, in kubectl's order of precedence."""
+        return (self.kubeconfig_path,) if self.kubeconfig_path else self.kubeconfig_files
 
     @property
     def name(self) -> str:
         """How refusals name this kubeconfig."""
-        return self.described_as or f"kubeconfig {self.kubeconfig_path}"
+        if self.described_as:
+            return self.described_as
+        if len(self.files) > 1:
+            return f"kubeconfig {os.pathsep.join(self.files)} (merged)"
+        return f"kubeconfig {self.kubeconfig_path or ''.join(self.files)}"
 
 
 def missing_file(path: str) -> str:
@@ -63,19 +85,113 @@ def _unusable(source: Source, error: Exception) -> KubeAccessError:
     return KubeAccessError(f"{source.name} cannot be used ({' '.join(str(error).split())}); {source.hints.unusable}")
 
 
-def chosen_context(source: Source) -> str:
-    """The context the source names in its kubeconfig file, else the current one; KubeAccessError if it has none."""
-    path = source.kubeconfig_path or ""
+SECTIONS = (("clusters", "cluster"), ("users", "user"), ("contexts", "context"))
+"""The named lists of a kubeconfig that a merge takes per name, each entry's body under its own key."""
+RELATIVE_FILES = {"cluster": ("certificate-authority",), "user": ("client-certificate", "client-key", "tokenFile")}
+"""The file fields kubectl resolves against the folder of the kubeconfig that holds them."""
+
+
+class MergeError(ValueError):
+    """One of the merged files cannot be used; the message names it."""
+
+
+def _absolute(body: Mapping[str, object], kind: str, folder: str) -> dict[str, object]:
+    """`body` with its relative file paths made absolute against `folder`, as kubectl resolves them."""
+    resolved = dict(body)
+    for key in RELATIVE_FILES.get(kind, ()):
+        value = resolved.get(key)
+        if isinstance(value, str) and value and not os.path.isabs(value):
+            resolved[key] = os.path.join(folder, value)
+    plugin = resolved.get("exec")
+    command = plugin.get("command") if isinstance(plugin, Mapping) else None
+    if isinstance(plugin, Mapping) and isinstance(command, str) and os.sep in command and not os.path.isabs(command):
+        resolved["exec"] = {**plugin, "command": os.path.join(folder, command)}
+    return resolved
+
+
+def merged(paths: Sequence[str]) -> dict[str, object]:
+    """One kubeconfig document from several files, merged as kubectl merges a `$KUBECONFIG` list.
+
+    A file that does not exist or is empty adds nothing; the first file that names a cluster, user or context wins
+    for that name, and the first that sets `current-context` sets it. MergeError names a file that cannot be used.
+    """
+    document: dict[str, object] = {"apiVersion": "v1", "kind": "Config", "current-context": ""}
+    taken: dict[str, dict[str, object]] = {section: {} for section, _ in SECTIONS}
+    for path in paths:
+        path = os.path.expanduser(path)
+        if not path or not os.path.exists(path):
+            continue
+        try:
+            with open(path, encoding="utf-8") as handle:
+                loaded = yaml.safe_load(handle)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+            msg = f"{path}: {' '.join(str(error).split())}"
+            raise MergeError(msg) from None
+        if loaded is None:
+            continue
+        if not isinstance(loaded, Mapping):
+            msg = f"{path} is not a kubeconfig (its top level is not a mapping)"
+            raise MergeError(msg)
+        folder = os.path.dirname(os.path.abspath(path))
+        for section, kind in SECTIONS:
+            for entry in loaded.get(section) or []:
+                name = entry.get("name") if isinstance(entry, Mapping) else None
+                if not isinstance(name, str) or not name:
+                    msg = f"{path}: an entry of {section} has no name"
+                    raise MergeError(msg)
+                body = entry.get(kind) if isinstance(entry.get(kind), Mapping) else {}
+                taken[section].setdefault(name, {"name": name, kind: _absolute(body, kind, folder)})
+        current = loaded.get("current-context")
+        if not document["current-context"] and isinstance(current, str):
+            document["current-context"] = current
+    for section, _ in SECTIONS:
+        document[section] = list(taken[section].values())
+    return document
+
+
+def _merged_document(source: Source) -> dict[str, object]:
     try:
-        contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
-        names = sorted(c["name"] for c in contexts or [])
-        current = (active or {}).get("name", "")
+        return merged(source.files)
+    except MergeError as error:
+        raise _unusable(source, error) from None
+
+
+def _context_names(source: Source) -> tuple[list[str], str]:
+    """The source's context names (sorted) and its current context."""
+    if len(source.files) > 1:
+        document = _merged_document(source)
+        contexts = document.get("contexts") or []
+        names = sorted(str(c["name"]) for c in contexts)  # type: ignore[attr-defined, index]
+        return names, str(document.get("current-context") or "")
+    try:
+        contexts, active = config.list_kube_config_contexts(config_file=source.files[0])  # type: ignore[no-untyped-call]
+        return sorted(c["name"] for c in contexts or []), str((active or {}).get("name", ""))
     except UNUSABLE as error:
         raise _unusable(source, error) from None
+
+
+def chosen_context(source: Source) -> str:
+    """The context the source names in its kubeconfig file(s), else the current one; KubeAccessError if none."""
+    names, current = _context_names(source)
     if source.context is not None and source.context not in names:
         msg = f"{source.name} has no context {source.context}; pick one of: {', '.join(names) or 'none'}"
         raise KubeAccessError(msg)
+    if not source.context and not current and len(source.files) > 1:
+        msg = f"{source.name} sets no current-context; pass --context (one of: {', '.join(names) or 'none'})"
+        raise KubeAccessError(msg)
     return str(source.context or current)
+
+
+def _missing(source: Source) -> KubeAccessError | None:
+    """Why the source's files give no kubeconfig at all (one missing file, or none of several), else None."""
+    files = source.files
+    if len(files) == 1 and not Path(files[0]).is_file():
+        return KubeAccessError(f"{source.name} {missing_file(files[0])}; {source.hints.missing}")
+    if len(files) > 1 and not any(Path(os.path.expanduser(f)).is_file() for f in files):
+        return KubeAccessError(f"{source.name}: none of these files exists; {source.hints.missing}")
+    if not files:
+        return KubeAccessError(f"no kubeconfig file was named; {source.hints.missing}")
+    return None
 
 
 def open_client(source: Source) -> tuple[client.ApiClient, str]:
@@ -87,13 +203,17 @@ def open_client(source: Source) -> tuple[client.ApiClient, str]:
         except UNUSABLE as error:
             raise _unusable(source, error) from None
         return api, str(source.context or document.get("current-context") or "")
-    path = source.kubeconfig_path or ""
-    if not Path(path).is_file():
-        msg = f"{source.name} {missing_file(path)}; {source.hints.missing}"
-        raise KubeAccessError(msg)
+    missing = _missing(source)
+    if missing is not None:
+        raise missing
     chosen = chosen_context(source)
     try:
-        api = config.new_client_from_config(config_file=path, context=source.context)  # type: ignore[no-untyped-call]
+        if len(source.files) > 1:
+            merged_document = _merged_document(source)
+            api = config.new_client_from_config_dict(merged_document, context=chosen)  # type: ignore[no-untyped-call]
+        else:
+            # One file: the client's own loader, which also writes refreshed auth-provider tokens back to it.
+            api = config.new_client_from_config(config_file=source.files[0], context=source.context)  # type: ignore[no-untyped-call]
     except UNUSABLE as error:
         raise _unusable(source, error) from None
     return api, chosen

@@ -38,7 +38,7 @@ class LiveReadError(Exception):
 
 def preflight_hints(fix: str) -> Hints:
     """The preflight's words: `fix` (the stack's cluster settings) for every failure but a refused list."""
-    return Hints(missing=fix, unusable=fix, unreachable=fix, unauthorized=fix, forbidden=FORBIDDEN_FIX)
+    return Hints(missing=fix, unusable=fix, unreachable=fix, timed_out=fix, unauthorized=fix, forbidden=FORBIDDEN_FIX)
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     names.configmap_ref(args.ledger)
     names.namespace_name(args.namespace)
-    kube = cluster_access.connect(args.kubeconfig, args.context)
+    kube = cluster_access.connect(args.kubeconfig, args.context, args.request_timeout)
     document = report(gather(kube, args.namespace, args.ledger), kube)
     document["leases"] = [lease.as_json() for lease in held_leases(kube, args.ledger.split("/", 1)[0])]
     wide = args.output == "wide"

@@ -92,7 +92,7 @@ def _migrate(request: MigrateRequest, outcome: Outcome) -> int:
             kubeconfig = str(local_kubeconfig())
         elif kubeconfig is None and stack.config.cluster.source == "kubeconfig":
             kubeconfig = stack.config.cluster.kubeconfig
-        kube = connect(kubeconfig, request.context or stack.config.cluster.context)
+        kube = connect(kubeconfig, request.context or stack.config.cluster.context, request.request_timeout)
         # A merge runs no `pulumi up`: it moves hosts with move-host's order. Building the runner would judge the
         # config of a cohort turned into the target owner (for a DRA target, a second DRA cohort), which a merge
         # never installs: the real run refused what its --dry-run showed.

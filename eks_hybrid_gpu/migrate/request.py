@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cluster.client import names
+from cluster.client.kube_http import DEFAULT_REQUEST_SECONDS
 from eks_hybrid_gpu import projectdir, transit
+from eks_hybrid_gpu.cluster_access import request_timeout_flag
 from eks_hybrid_gpu.options import request_of
 
 
@@ -38,6 +40,8 @@ class MigrateRequest:
     chart_mirror: Path | None = None
     kubeconfig: str | None = None
     context: str | None = None
+    request_timeout: float | None = DEFAULT_REQUEST_SECONDS
+    """How long one API request may wait for its answer (None: no limit)."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> MigrateRequest:
@@ -68,5 +72,6 @@ class MigrateRequest:
             ("--kubeconfig", self.kubeconfig),
             ("--context", self.context),
             ("--timeout", self.timeout if self.timeout != transit.DEFAULT_TIMEOUT_SECONDS else None),
+            ("--request-timeout", request_timeout_flag(self.request_timeout)),
         ]
         return transit.rerun_command("migrate", options=flags)

@@ -31,7 +31,10 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
         from eks_hybrid_gpu.localpaths import local_kubeconfig
 
         state = Path(request.state_dir) if request.state_dir else engine.engine_state_dir()
-        env = engine.prepare(state, Path(kubeconfig) if kubeconfig else local_kubeconfig())
+        try:
+            env = engine.prepare(state, Path(kubeconfig) if kubeconfig else local_kubeconfig())
+        except engine.EngineUnavailable as error:
+            raise MigrateRefused(str(error)) from None
         charts: dict[str, Any] = {}
         target = config_at(stack, _target(stack, request.cohort, request.to))
         try:
@@ -59,7 +62,7 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
             stack.name,
             project_name=PROJECT,
             program=user_program,
-            opts=auto.LocalWorkspaceOptions(work_dir=str(stack.project_dir)),
+            opts=auto.LocalWorkspaceOptions(work_dir=str(stack.project_dir), pulumi_command=_users_pulumi(stack)),
         )
 
         def before_up() -> None:
@@ -80,6 +83,29 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
             raise UpFailed(text[-900:]) from None
 
     return up
+
+
+def _users_pulumi(stack: StackFile) -> Any:
+    """The user's own Pulumi CLI for a stack in the user's own backend; MigrateRefused, in words to act on, without.
+
+    A missing Kubernetes provider is only said: the user's Pulumi installs its plugins itself, where it may.
+    """
+    from pulumi import automation as auto
+
+    from eks_hybrid_gpu import engine_tools
+
+    found = engine_tools.user_engine()
+    if found.pulumi is None or found.version is None:
+        msg = (
+            f"migrate runs `pulumi up` of stack {stack.name} ({stack.config.cluster.source} source) with your own "
+            f"Pulumi CLI and its backend, and {found.problem.split(', and ')[0]}: install the Pulumi CLI, log in to "
+            f"the stack's backend (`pulumi login`), then run the command again (`--dry-run` needs neither)"
+        )
+        raise MigrateRefused(msg)
+    if found.problem:
+        then = "upgrade it if `pulumi up` fails" if found.provider else "`pulumi up` installs it where it can download"
+        say(f"notice: {found.problem}; {then}")
+    return auto.PulumiCommand(root=str(found.pulumi.parent.parent), skip_version_check=True)
 
 
 def _target(stack: StackFile, cohort_name: str, to: str) -> Migration:

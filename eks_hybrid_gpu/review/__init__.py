@@ -172,7 +172,7 @@ def main(argv: list[str]) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """`eks-hybrid-gpu review [--stack NAME] [--base REF] [--out DIR] ...`."""
-    from eks_hybrid_gpu import engine, localcluster, localprocs
+    from eks_hybrid_gpu import engine, engine_tools, localcluster, localprocs
     from eks_hybrid_gpu.review import gitref
     from eks_hybrid_gpu.review.render import chart_mirror, chart_repository, policy_setup
 
@@ -185,6 +185,12 @@ def run(args: argparse.Namespace) -> int:
     if not stack_file.is_file():
         known = sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in stack_file.parent.glob("*.yaml"))
         return _fail(f"no stack '{args.stack}': {stack_file_name(args.stack)} does not exist (stacks: {known})")
+    if project == projectdir.SHIPPED and project.name == "_project":  # an installed wheel's example stacks
+        return _fail(
+            f"no project was found from {Path.cwd()} upwards (a folder whose {projectdir.PROJECT_FILE} says `name: "
+            f"{projectdir.PROJECT_NAME}`), and the one this package ships is no git repository to compare with "
+            f"--base {args.base}: run review in a git checkout of your project, or pass --project DIR of one"
+        )
     if args.context is not None and args.kubeconfig is None:
         return _fail("--context needs --kubeconfig: the private API server the review starts has one context")
     for option, path in (("--kubeconfig", args.kubeconfig), ("--policy-config", args.policy_config)):
@@ -197,7 +203,8 @@ def run(args: argparse.Namespace) -> int:
             from_env = os.environ.get(CHART_MIRROR_ENV)
             mirror = args.chart_mirror or (Path(from_env) if from_env else None)
             charts = chart_repository(stack_file, mirror, scratch / "charts")
-            toolchain = engine.ensure_toolchain()
+            # The user's own pulumi and provider when installed; a private API server needs etcd and kube-apiserver.
+            toolchain = engine_tools.choose(() if args.kubeconfig else engine_tools.API_SERVER_TOOLS)
             toolchain.activate()
             kubeconfig = args.kubeconfig
             if kubeconfig is not None and args.context is not None:
@@ -232,6 +239,8 @@ def run(args: argparse.Namespace) -> int:
         RuntimeError,
         OSError,
     ) as error:
+        if isinstance(error, engine.EngineUnavailable) and args.kubeconfig is None:
+            return _fail(f"{error}; or pass --kubeconfig of a cluster to read Helm's capabilities from (none started)")
         return _fail(str(error))
     write_review(result, args.out, list(levels))
     line = (

@@ -32,8 +32,25 @@ class BaseCheckout:
         return f"`{self.ref}` ({self.commit[:12]})"
 
 
+def in_git(repo: Path) -> bool:
+    """Whether `repo` lies in a git repository's working tree."""
+    inside = subprocess.run(  # noqa: S603
+        ["git", "-C", str(repo), "rev-parse", "--is-inside-work-tree"],  # noqa: S607
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    return inside.returncode == 0 and inside.stdout.strip() == "true"
+
+
 def resolve(repo: Path, ref: str) -> str:
     """The commit a ref names, or GitRefError saying how to make it available."""
+    if not in_git(repo):
+        msg = (
+            f"{repo} is not in a git repository, and review compares the project with the git ref --base {ref}: "
+            "run it in a git checkout of the project, or pass --project DIR of one"
+        )
+        raise GitRefError(msg)
     found = subprocess.run(  # noqa: S603
         ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],  # noqa: S607
         check=False,

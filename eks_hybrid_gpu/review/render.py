@@ -317,7 +317,7 @@ def make_env(toolchain: engine.Toolchain, kubeconfig: Path, scratch: Path, **opt
             root = Path(entry).parent
             break
     else:
-        msg = "pulumi is not in the toolchain; run scripts/toolchain.sh"
+        msg = f"pulumi is in none of the engine's folders ({', '.join(toolchain.path_entries) or 'none'})"
         raise RenderError(msg)
     return RenderEnv(
         pulumi_root=root,

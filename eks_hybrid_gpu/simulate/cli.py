@@ -54,7 +54,11 @@ def _start(_: argparse.Namespace) -> int:
     from eks_hybrid_gpu.localpaths import local_state_dir
 
     state = local_state_dir()
-    toolchain = engine.ensure_toolchain()
+    try:
+        toolchain = engine.ensure_toolchain(("etcd", "kube"))  # a control plane only: `simulate up` finds its engine
+    except engine.EngineUnavailable as error:
+        print(f"simulate start: {error}", file=sys.stderr)
+        return 1
     toolchain.activate()
     try:
         cluster = localcluster.start(state, controllers=SIMULATION_CONTROLLERS, scheduler=True)
@@ -77,7 +81,7 @@ def _stop(_: argparse.Namespace) -> int:
 
 def _apply(args: argparse.Namespace) -> int:
     simulation = load(Path(args.file).read_text(), args.file) if args.file else default_simulation()
-    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context, args.request_timeout)
     _loopback_only(kube)
     result = apply(kube, simulation)
     print(f"simulated nodes: {', '.join(result.nodes)}")
@@ -124,7 +128,7 @@ def _fleet(args: argparse.Namespace) -> int:
 
 
 def _clear(args: argparse.Namespace) -> int:
-    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context, args.request_timeout)
     _loopback_only(kube)
     removed = clear(kube)
     print(f"removed simulated nodes: {', '.join(removed) or 'none'}")
@@ -132,7 +136,7 @@ def _clear(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
-    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context, args.request_timeout)
     rows = describe(kube)
     if args.output in ("json", "yaml"):
         print(serialized("SimulatedNodeList", {"items": rows}, args.output))
@@ -142,7 +146,7 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _finish(args: argparse.Namespace) -> int:
-    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context, args.request_timeout)
     _loopback_only(kube)
     done = finish_pods(kube, args.namespace, succeeded=not args.failed)
     print(f"reported {'failed' if args.failed else 'succeeded'}: {', '.join(done) or 'no bound, unfinished pods'}")
@@ -150,7 +154,7 @@ def _finish(args: argparse.Namespace) -> int:
 
 
 def _reap(args: argparse.Namespace) -> int:
-    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
+    kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context, args.request_timeout)
     _loopback_only(kube)
     reaped = reap_pods(kube, args.namespace)
     print(f"removed terminating pods: {', '.join(reaped) or 'none'}")

@@ -341,7 +341,7 @@ class DeviceManager:
 
 def run(kubeconfig: str, resync: float = RESYNC_SECONDS) -> int:
     """Watch and publish forever; a pass that fails (the API server restarting) is logged and retried."""
-    kube = connect(kubeconfig)
+    kube = connect(kubeconfig, say_waits=False)  # a background process: its requests are no one's wait
     print(
         f"simulated device manager for {kube.server}: watching the simulated nodes, resync every {resync} s", flush=True
     )

@@ -101,7 +101,11 @@ def run_pulumi(rehearsal: Rehearsal) -> int:
     except localprocs.LocalClusterError as error:
         print(f"simulate {rehearsal.action}: {error}; start it with `eks-hybrid-gpu simulate start`", file=sys.stderr)
         return ACCESS_EXIT_CODE
-    env = engine.prepare(engine_state_dir(), cluster.kubeconfig)
+    try:
+        env = engine.prepare(engine_state_dir(), cluster.kubeconfig)
+    except engine.EngineUnavailable as error:
+        print(f"simulate {rehearsal.action}: {error}", file=sys.stderr)
+        return 1
     work_dir = rehearsal_work_dir(stack_file, name, engine_state_dir())
     stack = engine.stack(env, name, work_dir=work_dir, charts=charts)
     try:

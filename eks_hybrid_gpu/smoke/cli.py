@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
 def _smoke(args: argparse.Namespace) -> int:
     now = datetime.now(UTC)
     ns = names.namespace_name(args.namespace)
-    kube = cluster_access.connect(args.kubeconfig, args.context)
+    kube = cluster_access.connect(args.kubeconfig, args.context, args.request_timeout)
     jobs = kube.items(f"/apis/batch/v1/namespaces/{ns}/jobs", labelSelector=f"{SMOKE_JOB_LABEL}=true")
     pods = kube.items(f"/api/v1/namespaces/{ns}/pods")
     claims = kube.items(f"/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims")

@@ -20,6 +20,7 @@ from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA
 from policy.gpu_allocation.vocab.owners import archive_digests, owner_kind
 from tests.policy.helm import template
 from tests.support import charts
+from tests.support.forward_proxy import forward_proxy
 
 pytestmark = pytest.mark.unit
 
@@ -216,6 +217,26 @@ def test_upstream_pulls_the_pinned_archives_once_into_the_cache_and_they_render(
     )
     assert again.notices == []
     assert again.found == sources.found
+
+
+@pytest.mark.charts
+def test_behind_a_proxy_the_pinned_archives_are_pulled_through_it(upstream: tuple[str, Path], tmp_path: Path) -> None:
+    """The upstream is a name only the proxy resolves: the proxy must see every request of the chain's download."""
+    url, _folder = upstream
+    port = int(url.rsplit(":", 1)[1])
+    behind = f"http://charts.corp.test:{port}"
+    with forward_proxy({"charts.corp.test": port}) as (proxy, seen):
+        sources = chartmirror.resolve(
+            charts.PINNED_CHARTS,
+            local=False,
+            environ={chartfetch.UPSTREAM_ENV: behind, "HTTPS_PROXY": proxy, "HTTP_PROXY": proxy},
+            shared=tmp_path / "no-shared",
+            cache=tmp_path / "cache",
+        )
+    assert sorted(sources.found) == sorted(w.name for w in charts.PINNED_CHARTS)
+    assert seen.requests == [
+        line for w in charts.PINNED_CHARTS for line in (f"GET {behind}/index.yaml", f"GET {behind}/{w.file}")
+    ]
 
 
 @pytest.mark.charts
