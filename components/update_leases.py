@@ -122,7 +122,7 @@ def warn_held(kube: Kube, namespace: str, declared: Sequence[str], holder: str |
         return set()
     warned = set()
     for lease in held:
-        if lease.holder == holder or lease.held_by_this_process() or lease.expired():
+        if lease.holder == holder or lease.held_by_this_process() or lease.expired() or lease.holder_exited():
             continue
         warned.add(lease.name)
         pulumi.log.warn(

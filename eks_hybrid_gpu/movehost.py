@@ -294,10 +294,17 @@ def _move(kube: Kube, request: MoveRequest, leases: Leases | None) -> int:
         transit.mark(kube, request.node, unschedulable=True, transit=record)
         _say(f"cordoned {request.node}")
         transit.drain_consumers(
-            kube, request.node, drain=request.drain, timeout=request.timeout, progress=_say, rerun=rerun
+            kube,
+            request.node,
+            drain=request.drain,
+            timeout=request.timeout,
+            progress=_say,
+            rerun=rerun,
+            before_eviction=leases.ensure,
         )
     if not already:
         if key in read_state(kube, request.node).labels:
+            leases.ensure()  # the drain may have waited long: no relabel on a Lease that went unrenewed
             transit.set_label(kube, request.node, key, None)
             _say(f"removed label {key} from {request.node}: no cohort selects it now")
         transit.wait_unpublished(kube, request.node, request.timeout, _say, rerun)

@@ -74,9 +74,20 @@ def evict(kube: Kube, pod: str) -> tuple[bool, str]:
 
 
 def drain_consumers(
-    kube: Kube, node: str, *, drain: bool, timeout: float, progress: Callable[[str], None], rerun: str
+    kube: Kube,
+    node: str,
+    *,
+    drain: bool,
+    timeout: float,
+    progress: Callable[[str], None],
+    rerun: str,
+    before_eviction: Callable[[], None] | None = None,
 ) -> None:
-    """Wait until no pod holds a GPU on the node; with `drain`, evict them (PodDisruptionBudgets respected)."""
+    """Wait until no pod holds a GPU on the node; with `drain`, evict them (PodDisruptionBudgets respected).
+
+    `before_eviction` runs before each eviction is asked (the run's `Leases.ensure`): an eviction is a change, and a
+    drain held for minutes by a budget or a throttled API server must not evict on a Lease that went unrenewed.
+    """
     asked: set[str] = set()
 
     def check() -> tuple[bool, str]:
@@ -87,6 +98,8 @@ def drain_consumers(
             for consumer in held:
                 if consumer.pod is None or consumer.pod in asked:
                     continue
+                if before_eviction is not None:
+                    before_eviction()
                 accepted, why = evict(kube, consumer.pod)
                 if accepted:
                     asked.add(consumer.pod)
