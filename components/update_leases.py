@@ -21,7 +21,8 @@ from collections.abc import Callable, Sequence
 import pulumi
 
 from cluster.client.errors import KubeAccessError, KubeApiError
-from cluster.client.kubeclient import Kube
+from cluster.client.kubeclient import Kube, segment
+from cluster.client.names import NameRefused
 from cluster.records.lease_records import HOLDER_ENV, HeldLease, lease_name, micro_time, started_this_process
 from cluster.records.leases import LeaseHeld, LeaseLost, Leases, held_leases
 from cluster.records.ledger import LedgerError, ledger_ref_of
@@ -76,10 +77,14 @@ def hold(kube: Kube, namespace: str, declared: Sequence[str], stack: str, holder
     """Take the Lease of every cohort the update may change, renewed until the update ends; a RunError when not."""
     leases = Leases(kube, namespace, up_command(stack), pulumi.log.info, on_behalf_of=checked_holder(holder))
     try:
+        if kube.get_or_none(f"/api/v1/namespaces/{segment(namespace)}", what=f"namespace {namespace}") is None:
+            # No run can hold a Lease in a namespace that does not exist yet: this update (the first) creates it.
+            pulumi.log.info(f"namespace {namespace} does not exist yet: no run holds a Lease there; none taken")
+            return leases
         leases.acquire("cohort", changed_cohorts(declared, kube, namespace))
     except LeaseHeld as error:
         raise pulumi.RunError(_refusal(stack, namespace, error)) from None
-    except (KubeAccessError, KubeApiError, LedgerError) as error:
+    except (KubeAccessError, KubeApiError, LedgerError, NameRefused) as error:
         msg = (
             f"pulumi up of stack {stack} refused, nothing was changed: the cohorts' Leases in namespace {namespace} "
             f"could not be read or taken ({error}); an update that cannot see whether `migrate` or `move-host` is "
@@ -114,7 +119,7 @@ def warn_held(kube: Kube, namespace: str, declared: Sequence[str], holder: str |
     try:
         wanted = {lease_name("cohort", c): c for c in changed_cohorts(declared, kube, namespace)}
         held = [lease for lease in held_leases(kube, namespace) if lease.name in wanted]
-    except (KubeAccessError, KubeApiError, LedgerError) as error:
+    except (KubeAccessError, KubeApiError, LedgerError, NameRefused) as error:
         pulumi.log.warn(
             f"the cohorts' Leases in namespace {namespace} could not be read ({error}): a `pulumi up` would refuse "
             "until they can be"

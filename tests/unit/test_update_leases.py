@@ -48,6 +48,7 @@ MIGRATE = "eks-hybrid-gpu migrate --stack test --cohort plugin --to dra"
 @pytest.fixture
 def kube(monkeypatch: pytest.MonkeyPatch) -> FakeKube:
     fake = FakeKube()
+    fake.objects[f"/api/v1/namespaces/{NS}"] = {"metadata": {"name": NS}}
     monkeypatch.setattr("components.program.lease_client", lambda *_a: fake)
     return fake
 
@@ -234,6 +235,18 @@ def test_a_preview_takes_no_lease_and_warns_of_a_running_migration(
         " that run is changing these GPUs now, and a `pulumi up` of this stack is refused until it finishes "
         "(`eks-hybrid-gpu inspect` shows the Leases)"
     ]
+
+
+def test_the_first_update_takes_no_lease_in_the_namespace_it_creates(
+    kube: FakeKube, logged: dict[str, list[str]]
+) -> None:
+    del kube.objects[f"/api/v1/namespaces/{NS}"]  # nobody can hold a Lease there: the update creates it
+
+    recorder = _run()
+
+    assert recorder.registrations
+    assert not [path for path in kube.objects if "/leases/" in path]
+    assert "namespace gpu-system does not exist yet: no run holds a Lease there; none taken" in logged["info"]
 
 
 def test_a_cohort_of_another_stack_does_not_hold_this_update(kube: FakeKube) -> None:
