@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -176,6 +177,8 @@ class LeaseWatch:
     """holderIdentity -> its command."""
     longest: dict[str, float] = field(default_factory=dict)
     """holderIdentity -> the most seconds seen since its renewTime."""
+    ages: list[tuple[float, float]] = field(default_factory=list)
+    """(time.monotonic(), seconds since its renewTime) at each read that found it."""
     stop: threading.Event = field(default_factory=threading.Event)
 
     def run(self) -> None:
@@ -185,8 +188,14 @@ class LeaseWatch:
                 continue
             lease = HeldLease.of(found)
             age = lease.age(utc_now()) or 0.0
+            self.ages.append((time.monotonic(), age))
             self.holders[lease.holder] = lease.command
             self.longest[lease.holder] = max(self.longest.get(lease.holder, 0.0), age)
+
+    def age_at(self, moment: float) -> float | None:
+        """The Lease's age at the last read before `moment` plus the time since: how long unrenewed then, at least."""
+        before = [(t, age) for t, age in self.ages if t <= moment]
+        return before[-1][1] + (moment - before[-1][0]) if before else None
 
     def __enter__(self) -> LeaseWatch:
         self.thread = threading.Thread(target=self.run, daemon=True)
