@@ -34,6 +34,8 @@ setup(
     ],
     package_dir={PROJECT: "."},
     package_data={
+        # Python 3.6's missing dataclasses, which the host check's artifact carries (a folder, not a package).
+        "eks_hybrid_gpu.hostcheck": ["py36/*.py"],
         # Pulumi.yaml, the example stacks and the offline toolchain's script and versions (review and local up).
         PROJECT: ["Pulumi.yaml", "stacks/*.yaml", "scripts/toolchain.sh", "scripts/toolchain-versions.env"],
         # The pack's manifest, its executable entry point for the offline engine, and its own requirements.

@@ -40,7 +40,11 @@ from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
 
 from bench.stats import summarize
 from policy.gpu_allocation.pack import PACK_NAME, build_policies
-from policy.gpu_allocation.rules.sdk_internals import AnalyzerServicer, NotApplicable
+from policy.gpu_allocation.rules.sdk_internals import (
+    AnalyzerServicer,
+    NotApplicable,
+    share_deserialization_per_request,
+)
 
 
 def load_records(path: Path) -> tuple[list[Any], list[Any], list[float]]:
@@ -58,6 +62,7 @@ def load_records(path: Path) -> tuple[list[Any], list[Any], list[float]]:
 
 
 def _servicer() -> Any:
+    share_deserialization_per_request()  # as the pack's serve() does before it serves
     return AnalyzerServicer(PACK_NAME, "0.1.0", build_policies(), EnforcementLevel.ADVISORY)
 
 

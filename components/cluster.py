@@ -34,8 +34,27 @@ class ClusterTarget:
     context: str | None
 
 
-def eks_kubeconfig(name: str, region: str, endpoint: str, ca_data: str) -> str:
-    """A kubeconfig that authenticates through `aws eks get-token`, so no token is stored in state."""
+def get_token_args(name: str, region: str, profile: str | None = None, role_arn: str | None = None) -> list[str]:
+    """`aws eks get-token`'s arguments, with the stack's profile and role where it names them.
+
+    `--profile` (cluster.awsProfile) is stronger than the caller's environment credentials, as AWS_PROFILE is not;
+    `--role-arn` (cluster.roleArn) is assumed from those credentials.
+    """
+    args = ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"]
+    if profile is not None:
+        args += ["--profile", profile]
+    if role_arn is not None:
+        args += ["--role-arn", role_arn]
+    return args
+
+
+def eks_kubeconfig(
+    name: str, region: str, endpoint: str, ca_data: str, profile: str | None = None, role_arn: str | None = None
+) -> str:
+    """A kubeconfig that authenticates through `aws eks get-token`, so no token is stored in state.
+
+    The token is the stack's AWS identity's (`cluster.awsProfile`, `cluster.roleArn`), not whoever runs the update.
+    """
     document = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -47,7 +66,7 @@ def eks_kubeconfig(name: str, region: str, endpoint: str, ca_data: str) -> str:
                     "exec": {
                         "apiVersion": "client.authentication.k8s.io/v1beta1",
                         "command": "aws",
-                        "args": ["eks", "get-token", "--cluster-name", name, "--region", region, "--output", "json"],
+                        "args": get_token_args(name, region, profile, role_arn),
                         "interactiveMode": "Never",
                     }
                 },
@@ -77,9 +96,16 @@ def resolve_target(
         if cluster.name is None or cluster.region is None:
             msg = "cluster.name and cluster.region are required for source eks"
             raise ValueError(msg)
-        found = aws.eks.get_cluster(name=cluster.name, region=cluster.region)
+        found = aws.eks.get_cluster(name=cluster.name, region=cluster.region, opts=_aws_identity(cluster))
         auto_mode = any(bool(c.enabled) for c in found.compute_configs)
-        content = eks_kubeconfig(found.name, cluster.region, found.endpoint, found.certificate_authorities[0].data)
+        content = eks_kubeconfig(
+            found.name,
+            cluster.region,
+            found.endpoint,
+            found.certificate_authorities[0].data,
+            cluster.aws_profile,
+            cluster.role_arn,
+        )
         facts = ClusterFacts(kubernetes_version=found.version, auto_mode=auto_mode)
         pulumi.log.info(
             f"EKS {found.name}: Kubernetes {found.version}, Auto Mode {'on' if auto_mode else 'off'}, "
@@ -95,6 +121,20 @@ def resolve_target(
         )
         raise ValueError(msg)
     return ClusterTarget(ClusterFacts(), str(local_kubeconfig) if local_kubeconfig else None, None, None)
+
+
+def _aws_identity(cluster: ClusterConfig) -> pulumi.InvokeOptions | None:
+    """The EKS describe as the stack's AWS identity (`cluster.awsProfile`, `cluster.roleArn`), the token's own.
+
+    None (the default provider: the ambient credentials) when the stack names neither.
+    """
+    if cluster.aws_profile is None and cluster.role_arn is None:
+        return None
+    import pulumi_aws as aws
+
+    roles = [aws.ProviderAssumeRoleArgs(role_arn=cluster.role_arn)] if cluster.role_arn is not None else None
+    provider = aws.Provider("eks-identity", profile=cluster.aws_profile, region=cluster.region, assume_roles=roles)
+    return pulumi.InvokeOptions(provider=provider)
 
 
 def make_provider(target: ClusterTarget, *, secret: bool = False, render_dir: str | None = None) -> k8s.Provider:
@@ -125,14 +165,15 @@ def make_provider(target: ClusterTarget, *, secret: bool = False, render_dir: st
 def source_of(cluster: ClusterConfig, target: ClusterTarget) -> Source:
     """How to read the target, and what to tell the person when that fails, per cluster source."""
     if cluster.source == "eks":
+        token = " ".join(get_token_args(str(cluster.name), str(cluster.region), cluster.aws_profile, cluster.role_arn))
         return Source(
             None,
             target.kubeconfig_content,
             None,
             f"the kubeconfig generated for EKS cluster {cluster.name} ({cluster.region})",
             preflight_hints(
-                f"check the AWS credentials that `aws eks get-token --cluster-name {cluster.name} --region "
-                f"{cluster.region}` uses, and that this IAM principal has an EKS access entry with cluster-admin "
+                f"check the AWS credentials that `aws {token}` uses (set cluster.awsProfile or cluster.roleArn to "
+                "choose them), and that this IAM principal has an EKS access entry with cluster-admin "
                 "(or list and get on nodes, pods, daemonsets, resourceslices and resourceclaims)"
             ),
         )

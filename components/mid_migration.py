@@ -35,12 +35,24 @@ def apply_to_raw(raw: Mapping[str, Any], migration: Migration) -> tuple[dict[str
         return changed, [problem]
     entry = cohorts[names.index(migration.cohort)]
     entry["owner"] = migration.installs or migration.from_owner
-    entry["nodeSelector"] = dict(migration.node_selector)
+    entry["nodeSelector"] = dict(migration.selector_now)
     if migration.keeps_namespaces():
         namespaces = changed.get("namespaces")
         changed["namespaces"] = {**(namespaces if isinstance(namespaces, dict) else {}), **migration.kept_namespaces}
     _without_unused_mapping(changed, cohorts)
     return changed, []
+
+
+def beside_raw(raw: Mapping[str, Any], migration: Migration) -> dict[str, Any] | None:
+    """The raw config whose entry of the migrating cohort is installed beside its owner in this phase, or None.
+
+    A move one node at a time installs the new owner, on the hosts' new selector, beside the old from its install
+    phase until the old is removed: the config of its `remove` phase (the new owner alone, with its mapping).
+    """
+    if migration.beside is None:
+        return None
+    changed, _ = apply_to_raw(raw, migration.at("remove"))
+    return changed
 
 
 def _without_unused_mapping(changed: dict[str, Any], cohorts: list[Any]) -> None:

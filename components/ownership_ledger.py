@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pulumi
@@ -10,11 +11,16 @@ import pulumi_kubernetes as k8s
 
 from components.config import StackConfig
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_LABEL, LEDGER_NAME
+from policy.gpu_allocation.vocab.ledger import BESIDE_KEY
 
 
-def ownership_map(config: StackConfig) -> dict[str, Any]:
-    """Cohort -> owner, selector, sharing, namespace and driver verification; plus the Operator mode, if any."""
-    cohorts = {
+def ownership_map(config: StackConfig, beside: Mapping[str, StackConfig] | None = None) -> dict[str, Any]:
+    """Cohort -> owner, selector, sharing, namespace and driver verification; plus the Operator mode, if any.
+
+    `beside`: cohort -> the config whose entry of that cohort is installed beside it (`migrate` one node at a
+    time); its owner and selector are recorded under the cohort's `beside` key.
+    """
+    cohorts: dict[str, dict[str, Any]] = {
         cohort.name: {
             "owner": cohort.owner,
             "nodeSelector": cohort.selector(config.cohort_label_key),
@@ -24,6 +30,13 @@ def ownership_map(config: StackConfig) -> dict[str, Any]:
         }
         for cohort in config.cohorts
     }
+    for name, other in (beside or {}).items():
+        cohort = next(c for c in other.cohorts if c.name == name)
+        cohorts[name][BESIDE_KEY] = {
+            "owner": cohort.owner,
+            "nodeSelector": cohort.selector(other.cohort_label_key),
+            "namespace": other.namespaces.of(cohort.owner),
+        }
     return {"cohorts": cohorts, "operatorMode": config.operator_mode}
 
 

@@ -18,7 +18,7 @@ from cluster.records.read import Records
 from components import update_leases
 from components.cluster import ClusterTarget, lease_client, make_provider, read_cluster, resolve_target
 from components.config import StackConfig
-from components.mid_migration import apply_to_raw
+from components.mid_migration import apply_to_raw, beside_raw
 from components.refusals import StackConfigError, redact
 from components.stack import HybridGpuCluster
 from components.stack_loader import load_stack_config
@@ -67,22 +67,33 @@ def _mid_migration(
     target: ClusterTarget,
     stack_file: str,
     secret_keys: frozenset[str],
-) -> tuple[StackConfig, dict[str, Any]]:
-    """The config this phase of a migration installs: the record decides the cohort's owner, not the stack file."""
+) -> tuple[StackConfig, dict[str, Any], dict[str, StackConfig]]:
+    """The config this phase of a migration installs: the record decides the cohort's owner, not the stack file.
+
+    The third value: cohort -> the config of the owner installed beside its own (a move one node at a time).
+    """
     installs = migration.installs
     doing = f"installs no owner for cohort {migration.cohort}" if installs is None else f"installs {installs} for it"
+    if migration.beside is not None:
+        doing += f" and {migration.beside} beside it on {dict(migration.to_selector or {})}"
     pulumi.log.warn(
         f"mid-migration: {migration.describe()} (ConfigMap {MIGRATION_NAME}); this update {doing}; continue with "
         f"`eks-hybrid-gpu migrate --stack {pulumi.get_stack()} --cohort {migration.cohort} --to {migration.to_owner}`"
     )
     changed, problems = apply_to_raw(raw, migration)
+    other = beside_raw(raw, migration)
+    beside: dict[str, StackConfig] = {}
     try:
         if problems:
             raise StackConfigError(problems, stack_file)
         config = load_stack_config(changed, project_dir, target.facts, stack_file=stack_file, secret_keys=secret_keys)
+        if other is not None:
+            beside[migration.cohort] = load_stack_config(
+                other, project_dir, target.facts, stack_file=stack_file, secret_keys=secret_keys
+            )
     except StackConfigError as error:
         raise pulumi.RunError(str(error)) from None
-    return config, changed
+    return config, changed, beside
 
 
 def preflight_line(live: LiveCluster, seconds: float) -> str:
@@ -177,6 +188,7 @@ def run(
     if cohort_leases and not render_only:
         leases, warned = _cohort_leases(config, target, lease_holder)
     migration: Migration | None = None
+    beside: dict[str, StackConfig] = {}
     if config.cluster.preflight:
         pulumi.log.info("preflight: reading the cohorts' nodes, who publishes their GPUs, and the ownership ledger")
         started = time.perf_counter()
@@ -190,7 +202,7 @@ def run(
         if records is not None:
             _show_leases(records, leases, lease_holder, warned)
         if migration is not None:
-            config, raw = _mid_migration(migration, raw, project_dir, target, stack_file, secret_keys)
+            config, raw, beside = _mid_migration(migration, raw, project_dir, target, stack_file, secret_keys)
         paused = paused_cohorts(migration)
         # A cohort whose owner is being removed gets no allocator from this update, so nothing it installs can
         # double-book; what still publishes or holds its GPUs is what `migrate` waits on before the install phase.
@@ -212,6 +224,7 @@ def run(
         render_only=render_only,
         paused=paused_cohorts(migration),
         migration=migration.as_json() if migration is not None else None,
+        beside=beside,
         opts=pulumi.ResourceOptions(provider=provider),
     )
     pulumi.export("ownership", cluster.ownership)

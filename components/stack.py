@@ -42,10 +42,11 @@ def _needs_dra_objects(config: StackConfig) -> bool:
     return any(allocates_through_dra(cohort.owner, config.operator.mode) for cohort in config.cohorts)
 
 
-def namespace_roles(config: StackConfig) -> dict[str, tuple[str, str]]:
+def namespace_roles(config: StackConfig, beside: Collection[StackConfig] = ()) -> dict[str, tuple[str, str]]:
     """Role -> (namespace, Pod Security level): the ledger's home, the workloads, then each owner kind in use.
 
-    An owner kind's role is its owner key; its namespace is privileged (the allocators mount host paths).
+    An owner kind's role is its owner key; its namespace is privileged (the allocators mount host paths). The
+    configs `beside` (an owner installed beside a cohort's own, `migrate` one node at a time) add their kinds.
     """
     namespaces = config.namespaces
     wanted: dict[str, tuple[str, str]] = {
@@ -53,8 +54,9 @@ def namespace_roles(config: StackConfig) -> dict[str, tuple[str, str]]:
         WORKLOADS_ROLE: (namespaces.workloads, RESTRICTED),
     }
     for owner in OWNER_KINDS:
-        if owner not in wanted and config.cohorts_of(owner):
-            wanted[owner] = (namespaces.of(owner), PRIVILEGED)
+        for each in (config, *beside):
+            if owner not in wanted and each.cohorts_of(owner):
+                wanted[owner] = (each.namespaces.of(owner), PRIVILEGED)
     return wanted
 
 
@@ -86,16 +88,24 @@ class HybridGpuCluster(pulumi.ComponentResource):
         render_only: bool = False,
         paused: Collection[str] = (),
         migration: Mapping[str, Any] | None = None,
+        beside: Mapping[str, StackConfig] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`secret_inputs`: some stack config was set as a secret, so the ownership map and ledger are secret.
+
+        `beside`: cohort -> the config whose entry of that cohort is installed too, beside the cohort's own owner
+        (`migrate` one node at a time: the new owner on the hosts' new selector, which no node has before it is
+        moved). It is built under the cohort's own child name, so the last phase, with only the new owner, keeps it.
 
         `render_only`: the review's render mode (`components.program.run(..., render_dir=...)`); the GPU
         Operator then renders through Chart v4, since a Helm Release cannot render to files.
         """
         super().__init__("eks-hybrid-gpu:index:HybridGpuCluster", name, None, opts)
+        beside = dict(beside or {})
         namespaces = GpuNamespaces(
-            f"{name}-namespaces", namespaces=namespace_roles(config), opts=pulumi.ResourceOptions(parent=self)
+            f"{name}-namespaces",
+            namespaces=namespace_roles(config, beside.values()),
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
         def ns(role: str) -> pulumi.Output[str]:
@@ -115,8 +125,8 @@ class HybridGpuCluster(pulumi.ComponentResource):
                 cohort_label_key=config.cohort_label_key,
                 opts=pulumi.ResourceOptions(parent=self),
             )
-        mapping = ownership_map(config)
-        if paused and migration is not None:
+        mapping = ownership_map(config, beside)
+        if (paused or beside) and migration is not None:
             mapping["migration"] = dict(migration)
             for cohort_name in paused:
                 mapping["cohorts"][cohort_name]["installed"] = False
@@ -127,7 +137,7 @@ class HybridGpuCluster(pulumi.ComponentResource):
             secret=secret_inputs,
             opts=pulumi.ResourceOptions(parent=self),
         )
-        if _needs_dra_objects(config):
+        if any(_needs_dra_objects(each) for each in (config, *beside.values())):
             DraObjects(
                 f"{name}-dra-objects",
                 workloads_namespace=ns(WORKLOADS_ROLE),
@@ -144,6 +154,12 @@ class HybridGpuCluster(pulumi.ComponentResource):
             build = builder_of(cohort.owner)
             inputs = CohortOwner(config, cohort, owned, ns(cohort.owner), project_dir, render_only)
             releases[cohort.name] = build(f"{name}-{cohort.name}", inputs, pulumi.ResourceOptions(parent=self))
+        for cohort_name, other in beside.items():
+            index, cohort = next((i, c) for i, c in enumerate(other.cohorts) if c.name == cohort_name)
+            inputs = CohortOwner(
+                other, cohort, _ownership(other, index, cohort), ns(cohort.owner), project_dir, render_only
+            )
+            builder_of(cohort.owner)(f"{name}-{cohort.name}", inputs, pulumi.ResourceOptions(parent=self))
 
         probe_map: str | None = None
         if config.smoke_jobs.probe:

@@ -283,6 +283,13 @@ def _cluster_problems(config: StackConfig) -> Iterable[Problem]:
         )
     if cluster.source == "eks" and (not cluster.name or not cluster.region):
         yield Problem("cluster", "source eks needs both name and region: set cluster.name and cluster.region")
+    for field, value in (("awsProfile", cluster.aws_profile), ("roleArn", cluster.role_arn)):
+        if value is not None and cluster.source != "eks":
+            yield Problem(
+                f"cluster.{field}",
+                f"is set with source {cluster.source}, which reaches no AWS API: remove it, or set cluster.source "
+                "to eks (the kubeconfig's own users choose their credentials for source kubeconfig)",
+            )
     if cluster.source == "kubeconfig" and not cluster.kubeconfig:
         yield Problem("cluster.kubeconfig", "is required with source kubeconfig: set the path of the file")
     if cluster.source != "local" and cluster.skip_await:

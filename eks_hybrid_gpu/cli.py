@@ -6,6 +6,8 @@ Pulumi engine), so the top-level help lists the commands from the table below wi
 
 Every command takes `--project DIR` (anywhere on the line); `main` settles the project (eks_hybrid_gpu.projectdir)
 before it imports the command, because the command modules import `components` and `policy` from the project.
+The flags commands share (`SHARED_FLAGS`) are taken before the command too, as kubectl and pulumi take them:
+`eks-hybrid-gpu --kubeconfig X inspect` is `eks-hybrid-gpu inspect --kubeconfig X`.
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ from eks_hybrid_gpu.projectdir import ProjectDirError
 
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
     "local": ("eks_hybrid_gpu.local", "run the main job on the local default (control plane, kwok nodes, pulumi up)"),
-    "hostcheck": ("eks_hybrid_gpu.hostcheck.cli", "check a GPU host before it joins a cohort (run on the host)"),
+    "hostcheck": (
+        "eks_hybrid_gpu.hostartifact",
+        "check a GPU host before it joins a cohort (run on the host), or write it for one with --artifact PATH",
+    ),
     "simulate": ("eks_hybrid_gpu.simulate.cli", "simulated GPU cohorts on the local cluster, to rehearse a change"),
     "inspect": ("eks_hybrid_gpu.inspection", "who owns and who really publishes each GPU node; DRA slices and claims"),
     "move-host": ("eks_hybrid_gpu.movehost", "move a GPU host between cohorts in order: cordon, drain, relabel, wait"),
     "migrate": ("eks_hybrid_gpu.migrate", "change a cohort's owner in order: remove, wait, install; never two at once"),
     "smoke": ("eks_hybrid_gpu.smoke", "smoke Job state, results captured before their TTL, claim release check"),
     "review": ("eks_hybrid_gpu.review", "render the stack at the working tree and at a git ref: tree, diff, summary"),
+    "completion": ("eks_hybrid_gpu.completion", "print the shell completion script: bash, zsh or fish"),
 }
 """Subcommand -> (module defining add_arguments and run, one-line help)."""
 
@@ -60,11 +66,55 @@ def _project_option(argv: Sequence[str]) -> tuple[Path | None, list[str]]:
     return project, rest
 
 
-def parser(chosen: str | None = None) -> argparse.ArgumentParser:
-    """The command line; the arguments of `chosen` (the only module imported) are filled in."""
+SHARED_FLAGS: Final[dict[str, bool]] = {
+    "--kubeconfig": True,
+    "--context": True,
+    "--namespace": True,
+    "-o": True,
+    "--output": True,
+    "--json": False,
+    "--timeout": True,
+    "--request-timeout": True,
+    "--yes": False,
+    "-y": False,
+    "--dry-run": False,
+}
+"""The flags several commands share -> whether each takes a value: accepted before the command as after it."""
+
+
+def _shared_flags_behind(argv: Sequence[str]) -> list[str]:
+    """The line with the shared flags that stand before the command moved behind it (before a `--`, if any).
+
+    Only `SHARED_FLAGS` move: the value a flag takes is known without importing the command, so `--context local
+    inspect` reads `local` as the context. A command that has no such flag refuses it as argparse does (exit 2).
+    """
+    moved: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        flag, glued = token.split("=", 1)[0], "=" in token
+        if token.startswith("-o") and not token.startswith("--") and len(token) > 2:  # -ojson
+            flag, glued = "-o", True
+        if flag not in SHARED_FLAGS:
+            break
+        width = 2 if SHARED_FLAGS[flag] and not glued else 1
+        moved += argv[i : i + width]
+        i += width
+    rest = list(argv[i:])
+    end = rest.index("--") if "--" in rest else len(rest)
+    return [*rest[:end], *moved, *rest[end:]]
+
+
+def parser(chosen: str | None = None, *, every: bool = False) -> argparse.ArgumentParser:
+    """The command line; the arguments of `chosen` (the only module imported) are filled in, or of `every` command.
+
+    `every` imports each command's module: for `completion`, which prints the whole line's words.
+    """
     root = argparse.ArgumentParser(
         prog="eks-hybrid-gpu",
         description="One NVIDIA GPU allocation owner per node cohort on EKS Hybrid Nodes: the day-2 commands.",
+        epilog=f"The shared flags ({', '.join(SHARED_FLAGS)}) may also stand before the command. "
+        "Shell completion: eks-hybrid-gpu completion bash|zsh|fish.",
     )
     root.add_argument("--version", action="version", version=f"eks-hybrid-gpu {version()}")
     root.add_argument("--project", type=Path, metavar="DIR", help=PROJECT_HELP)
@@ -72,7 +122,7 @@ def parser(chosen: str | None = None) -> argparse.ArgumentParser:
     for name, (module, summary) in COMMANDS.items():
         command = sub.add_parser(name, help=summary, description=summary)
         command.add_argument("--project", type=Path, metavar="DIR", help=PROJECT_HELP)
-        if name == chosen:
+        if every or name == chosen:
             importlib.import_module(module).add_arguments(command)
     return root
 
@@ -81,6 +131,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Parse, then run the chosen command; a usage error exits 2 and --help 0, as argparse does."""
     try:
         project, args_list = _project_option(list(sys.argv[1:] if argv is None else argv))
+        args_list = _shared_flags_behind(args_list)
         located = projectdir.locate(project)
     except ProjectDirError as error:
         print(f"eks-hybrid-gpu: {error}", file=sys.stderr)

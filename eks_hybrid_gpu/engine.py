@@ -27,6 +27,7 @@ from cluster.records.lease_records import HOLDER_ENV, pid_alive
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.localpaths import KUBE_DIRS_ENV
 from policy.gpu_allocation.vocab.labels import PROJECT
+from policy.gpu_allocation.vocab.stack_files import short_name
 
 TOOLCHAIN_SCRIPT = projectdir.tool_file("scripts/toolchain.sh")
 """The offline toolchain's build script, shipped with the package (with toolchain-versions.env beside it)."""
@@ -264,11 +265,14 @@ def stack(
 ) -> auto.Stack:
     """Select or create a stack whose config lives in `work_dir`/stacks (default: the project's), run inline.
 
+    The private engine's backend has no organizations: `myorg/prod` is its stack `prod` (stacks/Pulumi.prod.yaml).
+
     `lease_holder`: the holderIdentity of the run (`migrate`) whose own `pulumi up` this stack runs: the program
     counts that run's cohort Leases as its own (inline, as an argument; for the engine's children, in `HOLDER_ENV`).
     Without it, an update takes its cohorts' Leases and refuses while another run holds one.
     """
     project = work_dir or projectdir.current()
+    name = short_name(name)
 
     def default_program() -> None:
         from components.program import run

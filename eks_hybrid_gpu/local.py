@@ -9,7 +9,6 @@ prints the ownership map and which pods run on which node, and fails when a pod 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 import warnings
@@ -37,6 +36,7 @@ from eks_hybrid_gpu import (
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.engine import engine_state_dir
 from eks_hybrid_gpu.localpaths import local_state_dir
+from eks_hybrid_gpu.options import add_output_option, serialized
 from eks_hybrid_gpu.stackfile import stack_config
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import LEDGER_NAME
@@ -234,8 +234,8 @@ def down(stack_name: str = LOCAL_STACK) -> int:
     return 0
 
 
-def status() -> int:
-    """Say whether the local cluster runs, and print its ledger when it does."""
+def status(output: str = "json") -> int:
+    """Say where the local cluster is and which of its processes run, as a LocalStatus report (-o json|yaml)."""
     try:
         cluster = localcluster.attach(local_state_dir())
     except localprocs.LocalClusterError as error:
@@ -246,7 +246,7 @@ def status() -> int:
         "kubeconfig": str(cluster.kubeconfig),
         "running": localcluster.running(local_state_dir()),
     }
-    _print(json.dumps(document, indent=2))
+    _print(serialized("LocalStatus", document, output))
     return 0
 
 
@@ -261,7 +261,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: ${chartmirror.CHART_MIRROR_ENV}); see docs/charts.md",
     )
     sub.add_parser("down", help="destroy the local stack and stop the local cluster")
-    sub.add_parser("status", help="where the local cluster is and which of its processes run")
+    status_p = sub.add_parser("status", help="where the local cluster is and which of its processes run")
+    add_output_option(status_p, ("json", "yaml"), default="json")
 
 
 def main(argv: list[str]) -> int:
@@ -273,4 +274,4 @@ def run(args: argparse.Namespace) -> int:
     """Run `local up`, `down` or `status`."""
     if args.local_command == "up":
         return up(chart_mirror=args.chart_mirror)
-    return down() if args.local_command == "down" else status()
+    return down() if args.local_command == "down" else status(args.output)

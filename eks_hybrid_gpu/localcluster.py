@@ -120,13 +120,18 @@ def start(
     timeout: float = READY_TIMEOUT_SECONDS,
     kubernetes_version: str | None = None,
     feature_gates: Mapping[str, bool] | None = None,
+    pod_service_accounts: bool = False,
 ) -> LocalCluster:
     """Start etcd, the API server and the controller manager (and the scheduler when asked); wait for /readyz.
 
     `kwok=True` also starts kwok for the annotated simulated nodes (and implies the scheduler). `kubernetes_version`
     picks a built version by its minor (None: the one on PATH, the toolchain's default); `feature_gates` go to every
-    control-plane component, the rest stay at that version's defaults. On any failure everything started so far is
-    stopped and the state directory removed.
+    control-plane component, the rest stay at that version's defaults. `pod_service_accounts` gives pods what a
+    cluster gives them to reach the API server (the hardware runs' real kubelets; kwok's pods run nowhere): the
+    ServiceAccount admission plugin on, and the controller manager given the API server's certificate as the root CA
+    its publisher writes into `kube-root-ca.crt` (`controllers` must then name the serviceaccount and
+    root-ca-certificate-publisher controllers). On any failure everything started so far is stopped and the state
+    directory removed.
     """
     if state_dir.exists() and any(alive(state_dir, n) for n in ("etcd", "kube-apiserver")):
         msg = f"a local cluster is already running from {state_dir}; run `eks-hybrid-gpu local down` first"
@@ -136,7 +141,7 @@ def start(
     state_dir.mkdir(parents=True, mode=0o700)
     try:
         gates = ",".join(f"{gate}={str(on).lower()}" for gate, on in sorted((feature_gates or {}).items()))
-        cluster = _start_all(state_dir, controllers, scheduler or kwok, timeout, bin_dir, gates)
+        cluster = _start_all(state_dir, controllers, scheduler or kwok, timeout, bin_dir, gates, pod_service_accounts)
         if kwok:
             start_kwok(cluster)
         return cluster
@@ -146,7 +151,13 @@ def start(
 
 
 def _start_all(
-    state: Path, controllers: tuple[str, ...], scheduler: bool, timeout: float, bin_dir: Path | None, gates: str
+    state: Path,
+    controllers: tuple[str, ...],
+    scheduler: bool,
+    timeout: float,
+    bin_dir: Path | None,
+    gates: str,
+    pod_service_accounts: bool = False,
 ) -> LocalCluster:
     etcd, apiserver = binary("etcd"), binary("kube-apiserver", bin_dir)
     gate_flags = [f"--feature-gates={gates}"] if gates else []
@@ -204,7 +215,7 @@ def _start_all(
             "--authorization-mode=RBAC",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount",
+            *([] if pod_service_accounts else ["--disable-admission-plugins=ServiceAccount"]),
             f"--service-account-issuer={server}",
             f"--service-account-key-file={state / 'sa.key'}",
             f"--service-account-signing-key-file={state / 'sa.key'}",
@@ -230,6 +241,7 @@ def _start_all(
             f"--cert-dir={state / 'kcm-certs'}",
             f"--service-account-private-key-file={state / 'sa.key'}",
             "--use-service-account-credentials=false",
+            *([f"--root-ca-file={state / 'apiserver-certs' / 'apiserver.crt'}"] if pod_service_accounts else []),
             *gate_flags,
         ],
     )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from cluster.client import names
 from cluster.client.kubeclient import DEVICE_CLASSES, Kube, KubeApiError
-from cluster.client.waits import NodeChanges, WaitTimedOut, wait_for
+from cluster.client.waits import WaitTimedOut
 from cluster.judge.consumers import mechanism_of, other_mechanism
 from cluster.judge.kept_name import gate_refusal, minor_of, node_gates
 from cluster.judge.live import server_version
@@ -38,10 +38,10 @@ from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.cluster_access import add_cluster_options, connect, run_reporting
 from eks_hybrid_gpu.inspection import DEFAULT_LEDGER
-from eks_hybrid_gpu.options import add_timeout_option, request_of
+from eks_hybrid_gpu.options import add_output_option, add_timeout_option, request_of
+from eks_hybrid_gpu.outcome import Outcome, reported
 from eks_hybrid_gpu.tables import table_lines
 from policy.gpu_allocation.vocab.labels import AUTO_MODE, COMPUTE_TYPE_LABEL, DEVICE_PLUGIN, DRA, MPS_CAPABLE_LABEL
-from policy.gpu_allocation.vocab.owners import allocates_through_dra
 from policy.gpu_allocation.vocab.selectors import selects_node
 
 MOVABLE_OWNERS = (DEVICE_PLUGIN, DRA)
@@ -210,31 +210,23 @@ def refuse_unkept_name(kube: Kube, state: NodeState, to: str) -> None:
         raise MoveRefused(msg)
 
 
-def _settled(state: NodeState, owner: str) -> tuple[bool, str]:
-    """Only `owner`'s allocators left on a node already labelled for it, the other mechanism's publication gone."""
-    others = [p.what for p in state.allocators if p.owner != owner]
-    if allocates_through_dra(owner):
-        others += [f"{k}={v}" for k, v in state.resources.items()]
-    else:
-        others += [f"ResourceSlice {s}" for s in state.slices]
-    return not others, ", ".join(others)
-
-
-def move(kube: Kube, request: MoveRequest, leases: Leases | None = None) -> int:
+def move(kube: Kube, request: MoveRequest, leases: Leases | None = None, outcome: Outcome | None = None) -> int:
     """Plan, then (unless --dry-run) run the move holding the node's and both cohorts' Leases; 0 when it serves.
 
     `leases` are the caller's when the move is one step of a larger run (`migrate --merge-into`), which then holds
-    the node's Lease in its own name; otherwise the move takes and releases its own.
+    the node's Lease in its own name; otherwise the move takes and releases its own. `outcome` (-o json|yaml)
+    records the plan, the node before and after, and the result.
     """
     if request.dry_run:
-        return _move(kube, request, None)
+        return _move(kube, request, None, outcome)
     if leases is not None:
-        return _move(kube, request, leases)
+        return _move(kube, request, leases, outcome)
     with Leases(kube, request.namespace, request.rerun(), _say) as own:
-        return _move(kube, request, own)
+        return _move(kube, request, own, outcome)
 
 
-def _move(kube: Kube, request: MoveRequest, leases: Leases | None) -> int:
+def _move(kube: Kube, request: MoveRequest, leases: Leases | None, outcome: Outcome | None) -> int:
+    outcome = outcome or Outcome("MoveHostResult", {})
     started = time.monotonic()
     cohorts, migration = _cohorts(kube, request.ledger)
     if leases is not None:  # taken before reading the node, so what is read is not changing under us
@@ -251,7 +243,7 @@ def _move(kube: Kube, request: MoveRequest, leases: Leases | None) -> int:
     if not already and owner == DRA:
         refuse_unkept_name(kube, before, request.to)
     stray = other_mechanism(before.consumers, mechanism_of(owner))
-    settled, _ = _settled(before, owner)
+    settled, _ = transit.settled(before, owner)
     _say(
         f"move-host: node {request.node} from {current or 'no cohort'} to cohort {request.to} ({owner}), "
         f"label {key}={value}"
@@ -277,56 +269,35 @@ def _move(kube: Kube, request: MoveRequest, leases: Leases | None) -> int:
     if before.transit is not None:
         undo = "uncordon" if before.transit.get("cordonedByUs") else "leave cordoned (it was before)"
         steps.append(f"{undo} and clear the record")
+    outcome.planned(steps, key, [before])
     if not steps:
         _say(f"node {request.node} already serves cohort {request.to}; nothing to do")
+        outcome.result = "nothing-to-do"
         return 0
     _say("plan:\n" + "\n".join(f"  {i}. {s}" for i, s in enumerate(steps, 1)))
     if request.dry_run:
         show_held(held_on(kube, request.namespace, [request.node], [request.to, current]), _say)
         _say("--dry-run: nothing was changed")
+        outcome.result = "planned"
         return 0
     if leases is None:
         msg = "internal: a move that changes the cluster runs holding its Leases"
         raise RuntimeError(msg)
     record = before.transit or {"to": request.to, "key": key, "value": value, "cordonedByUs": not before.cordoned}
-    if not already or stray or not settled:
-        leases.ensure()
-        transit.mark(kube, request.node, unschedulable=True, transit=record)
-        _say(f"cordoned {request.node}")
-        transit.drain_consumers(
-            kube,
-            request.node,
-            drain=request.drain,
-            timeout=request.timeout,
-            progress=_say,
-            rerun=rerun,
-            before_eviction=leases.ensure,
-        )
-    if not already:
-        if key in read_state(kube, request.node).labels:
-            leases.ensure()  # the drain may have waited long: no relabel on a Lease that went unrenewed
-            transit.set_label(kube, request.node, key, None)
-            _say(f"removed label {key} from {request.node}: no cohort selects it now")
-        transit.wait_unpublished(kube, request.node, request.timeout, _say, rerun)
-        leases.ensure()
-        transit.set_label(kube, request.node, key, value)
-        _say(f"labelled {request.node} {key}={value}")
-    elif stray or not settled:
-        with NodeChanges(kube, request.node) as changes:
-            wait_for(
-                f"only {owner}'s allocator is left on {request.node}",
-                lambda: _settled(read_state(kube, request.node), owner),
-                request.timeout,
-                _say,
-                f"remove what else allocates there (see `eks-hybrid-gpu inspect`), then run `{rerun}` again",
-                changes,
-            )
-    transit.wait_published(kube, request.node, owner, request.timeout, _say, rerun)
-    uncordon = bool(record.get("cordonedByUs"))
-    leases.ensure()
-    transit.mark(kube, request.node, unschedulable=False if uncordon else None, transit=None)
-    _say(f"{'uncordoned' if uncordon else 'left cordoned (it was cordoned before the move)'} {request.node}")
+    transit.move_node(
+        kube,
+        request.node,
+        label=(key, value),
+        owner=owner,
+        record=record,
+        drain=request.drain,
+        timeout=request.timeout,
+        progress=_say,
+        rerun=rerun,
+        ensure=leases.ensure,
+    )
     after = read_state(kube, request.node)
+    outcome.after, outcome.result = [after], "done"
     _say("before:\n" + "\n".join(table_lines(transit.state_rows([before], key))))
     _say("after:\n" + "\n".join(table_lines(transit.state_rows([after], key))))
     _say(f"node {request.node} serves cohort {request.to} ({owner}) ({time.monotonic() - started:.1f} s)")
@@ -344,6 +315,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
     p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
     add_cluster_options(p)
+    add_output_option(p, ("table", "json", "yaml"))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -354,13 +326,19 @@ def main(argv: Sequence[str]) -> int:
 def run(args: argparse.Namespace) -> int:
     """0 moved (or nothing to do); 1 refused or a wait ran out (re-run to continue); 2 a bad name or no cluster."""
     refusals = (MoveRefused, WaitTimedOut, LedgerError, LeaseHeld, LeaseLost)
-    return run_reporting("move-host", lambda: _checked_move(MoveRequest.from_args(args)), refusals)
+    spec = {"node": args.node, "to": args.to, "drain": args.drain, "dryRun": args.dry_run, "timeout": args.timeout}
+    outcome = Outcome("MoveHostResult", spec)
+    return reported(
+        args.output,
+        outcome,
+        lambda: run_reporting("move-host", lambda: _checked_move(MoveRequest.from_args(args), outcome), refusals),
+    )
 
 
-def _checked_move(request: MoveRequest) -> int:
+def _checked_move(request: MoveRequest, outcome: Outcome | None = None) -> int:
     kube = connect(request.kubeconfig, request.context)
     try:
-        return move(kube, request)
+        return move(kube, request, None, outcome)
     except KubeApiError as error:
         if error.status != 404:
             raise

@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final, TypeVar
 
 import yaml
@@ -24,6 +24,8 @@ MAX_DURATION_SECONDS: Final = 7 * 24 * 3600.0
 """A week: a wait longer than that is a typo, not a plan."""
 
 OUTPUTS: Final = ("table", "wide", "json", "yaml")
+API_VERSION: Final = "eks-hybrid-gpu/v1alpha1"
+"""The `apiVersion` of every document `-o json|yaml` prints; each report has its `kind` (InspectReport, ...)."""
 Request = TypeVar("Request")
 
 
@@ -63,21 +65,36 @@ def add_timeout_option(parser: argparse.ArgumentParser, default_seconds: float, 
     )
 
 
-def add_output_option(parser: argparse.ArgumentParser, formats: tuple[str, ...] = OUTPUTS) -> None:
+def add_output_option(
+    parser: argparse.ArgumentParser, formats: tuple[str, ...] = OUTPUTS, default: str = "table"
+) -> None:
     """-o/--output FORMAT and --json (= -o json)."""
     parser.add_argument(
-        "-o", "--output", choices=formats, default="table", help=f"output format: {'|'.join(formats)} (default table)"
+        "-o",
+        "--output",
+        choices=formats,
+        default=default,
+        help=f"output format: {'|'.join(formats)} (default {default})",
     )
     parser.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
 
 
-def serialized(document: Any, output: str) -> str:
-    """The document as `-o json` or `-o yaml` prints it."""
+def typed(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """A report as `-o json|yaml` prints it: `apiVersion` and `kind` first, as a Kubernetes object's, then its fields.
+
+    A script tells the reports (and their versions) apart by these two, as `kubectl get -o json` output is told.
+    """
+    return {"apiVersion": API_VERSION, "kind": kind, **body}
+
+
+def serialized(kind: str, body: Mapping[str, Any], output: str) -> str:
+    """The report of `kind` as `-o json` or `-o yaml` prints it."""
+    document = typed(kind, body)
     if output == "yaml":
         return yaml.safe_dump(document, sort_keys=False, default_flow_style=False).rstrip("\n")
     return json.dumps(document, indent=2)
 
 
-def emit(document: Any, output: str, table: Callable[[], str]) -> str:
-    """The text a command prints: the document as JSON or YAML, else the table (the caller renders wide itself)."""
-    return serialized(document, output) if output in ("json", "yaml") else table()
+def emit(kind: str, body: Mapping[str, Any], output: str, table: Callable[[], str]) -> str:
+    """The text a command prints: the report as JSON or YAML, else the table (the caller renders wide itself)."""
+    return serialized(kind, body, output) if output in ("json", "yaml") else table()

@@ -63,6 +63,14 @@ def wanted_edit(cohort: str, owner: str, selector: Mapping[str, str]) -> str:
     return f"in {PROJECT}:cohorts, the cohort named {cohort}: set `owner: {owner}` and `nodeSelector: {{{pinned}}}`"
 
 
+def _block_end(lines: list[str], start: int, end: int, indent: int) -> int:
+    """The line after a mapping key's value: its own line, then the lines indented deeper than the entry's keys."""
+    j = start + 1
+    while j < end and (not lines[j].strip() or len(lines[j]) - len(lines[j].lstrip()) > indent):
+        j += 1
+    return j
+
+
 def edited(text: str, cohort: str, owner: str, selector: Mapping[str, str]) -> str | None:
     """The stack file's text with the cohort's owner (and, if absent, its selector) set; None when not safely found."""
     lines = text.splitlines(keepends=True)
@@ -89,21 +97,27 @@ def edited(text: str, cohort: str, owner: str, selector: Mapping[str, str]) -> s
         return None
     first, end, indent = start
     owner_line = None
-    has_selector = False
+    selector_lines: tuple[int, int] | None = None
     for j in range(first, end):
         body = lines[j][indent:] if j > first else lines[j].lstrip()[2:]
         if re.match(r"owner:\s*", body):
             owner_line = j
         if re.match(r"nodeSelector:", body):
-            has_selector = True
+            selector_lines = (j, _block_end(lines, j, end, indent))
     if owner_line is None:
         return None
     lines[owner_line] = re.sub(r"owner:\s*[^#\n]*?(\s*(#.*)?)$", rf"owner: {owner}\1", lines[owner_line].rstrip("\n"))
     lines[owner_line] += "\n"
-    if not has_selector:
-        pad = " " * indent
-        pinned = [f"{pad}nodeSelector:\n"] + [f"{pad}  {k}: {_scalar(v)}\n" for k, v in sorted(selector.items())]
+    pad = " " * indent
+    pinned = [f"{pad}nodeSelector:\n"] + [f"{pad}  {k}: {_scalar(v)}\n" for k, v in sorted(selector.items())]
+    if selector_lines is None:
         lines[owner_line + 1 : owner_line + 1] = pinned
+    elif dict((_cohort_of(yaml.safe_load(text) or {}, cohort) or {}).get("nodeSelector") or {}) != dict(selector):
+        # The hosts' selector changed (a move one node at a time relabels them): the whole mapping is replaced.
+        selector_first, selector_end = selector_lines
+        if selector_first == first:
+            return None  # `- nodeSelector:` opens the entry: not an edit this makes safely
+        lines[selector_first:selector_end] = pinned
     result = "".join(lines)
     try:
         entry = _cohort_of(yaml.safe_load(result) or {}, cohort)

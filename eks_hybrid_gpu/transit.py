@@ -12,9 +12,12 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from cluster.client.kubeclient import DEVICE_CLASSES, Kube, KubeApiError, segment
+from cluster.client.kubeclient import DAEMONSETS, DEVICE_CLASSES, Kube, KubeApiError, segment
 from cluster.client.waits import RETRY_BUDGET_SECONDS, NodeChanges, retrying, wait_for
+from cluster.judge.consumers import mechanism_of, other_mechanism
 from cluster.judge.node_state import TRANSIT_ANNOTATION, NodeState, read_state
+from policy.gpu_allocation.vocab.labels import COHORT_LABEL, OWNER_LABEL
+from policy.gpu_allocation.vocab.owners import allocates_through_dra
 
 DEFAULT_TIMEOUT_SECONDS: Final = 600.0
 """How long `move-host` and `migrate` wait for each thing the cluster must report, unless --timeout says."""
@@ -188,6 +191,119 @@ def wait_mapped(
         progress,
         f"check that the install phase's `pulumi up` kept dra.extendedResourceName, then run `{rerun}` again",
     )
+
+
+def wait_rolled_out(
+    kube: Kube, owner: str, cohort: str, timeout: float, progress: Callable[[str], None], rerun: str
+) -> None:
+    """Wait until every allocator DaemonSet of `owner` for `cohort` has its pods updated and available everywhere.
+
+    A change of its selector restarts its pods one node at a time; until that has passed every node, a node the
+    rollout is on does not serve, so no other node may be taken out of service meanwhile.
+    """
+
+    def check() -> tuple[bool, str]:
+        found = [
+            d
+            for d in kube.items(DAEMONSETS)
+            if (d["metadata"].get("labels") or {}).get(OWNER_LABEL) == owner
+            and (d["metadata"].get("labels") or {}).get(COHORT_LABEL) == cohort
+        ]
+        left = []
+        for daemonset in found:
+            status, meta = daemonset.get("status") or {}, daemonset["metadata"]
+            desired = int(status.get("desiredNumberScheduled") or 0)
+            current = int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 0)
+            updated, available = int(status.get("updatedNumberScheduled") or 0), int(status.get("numberAvailable") or 0)
+            if not current or updated < desired or available < desired:
+                left.append(
+                    f"DaemonSet {meta.get('namespace')}/{meta['name']}: {updated} updated, {available} "
+                    f"available of {desired}"
+                )
+        if not found:
+            left.append(f"no {owner} DaemonSet of cohort {cohort}")
+        return not left, "; ".join(left)
+
+    wait_for(
+        f"{owner}'s DaemonSet of cohort {cohort} has restarted on every node",
+        check,
+        timeout,
+        progress,
+        f"check the {owner} DaemonSet's pods (`kubectl get ds -A -l {OWNER_LABEL}={owner}`), then run `{rerun}` again",
+    )
+
+
+def settled(state: NodeState, owner: str) -> tuple[bool, str]:
+    """Only `owner`'s allocators left on a node already labelled for it, the other mechanism's publication gone."""
+    others = [p.what for p in state.allocators if p.owner != owner]
+    if allocates_through_dra(owner):
+        others += [f"{k}={v}" for k, v in state.resources.items()]
+    else:
+        others += [f"ResourceSlice {s}" for s in state.slices]
+    return not others, ", ".join(others)
+
+
+def unsettled(state: NodeState, owner: str) -> bool:
+    """A node labelled for `owner` that still has another allocator, its publication, or a pod holding through it."""
+    return bool(other_mechanism(state.consumers, mechanism_of(owner))) or not settled(state, owner)[0]
+
+
+def move_node(
+    kube: Kube,
+    node: str,
+    *,
+    label: tuple[str, str],
+    owner: str,
+    record: Mapping[str, Any],
+    drain: bool,
+    timeout: float,
+    progress: Callable[[str], None],
+    rerun: str,
+    ensure: Callable[[], None],
+) -> None:
+    """Move one node to the cohort label `label` (key, value) of `owner`, in the order that never has two owners.
+
+    Cordon (the move recorded on the node: `record`), drain its GPU consumers, remove the label and wait until the
+    old allocator's pod and publication are gone, set the new value and wait until `owner`'s allocator is Ready and
+    publishing, then uncordon (only if `record` says this move cordoned it). Repeatable: a node already labelled
+    for `owner` is only settled (its other allocator waited out) and waited for. `ensure` runs before each change
+    (a Lease renewal check), each eviction of the drain and the old label's removal included. `move-host` moves one
+    node so; `migrate` moves a cohort so, one node after the other.
+    """
+    key, value = label
+    state = read_state(kube, node)
+    already = state.labels.get(key) == value
+    if not already or unsettled(state, owner):
+        ensure()
+        mark(kube, node, unschedulable=True, transit=record)
+        progress(f"cordoned {node}")
+        drain_consumers(
+            kube, node, drain=drain, timeout=timeout, progress=progress, rerun=rerun, before_eviction=ensure
+        )
+    if not already:
+        if key in read_state(kube, node).labels:
+            ensure()  # the drain may have waited long: no relabel on a Lease that went unrenewed
+            set_label(kube, node, key, None)
+            progress(f"removed label {key} from {node}: no cohort selects it now")
+        wait_unpublished(kube, node, timeout, progress, rerun)
+        ensure()
+        set_label(kube, node, key, value)
+        progress(f"labelled {node} {key}={value}")
+    elif unsettled(state, owner):
+        with NodeChanges(kube, node) as changes:
+            wait_for(
+                f"only {owner}'s allocator is left on {node}",
+                lambda: settled(read_state(kube, node), owner),
+                timeout,
+                progress,
+                f"remove what else allocates there (see `eks-hybrid-gpu inspect`), then run `{rerun}` again",
+                changes,
+            )
+    wait_published(kube, node, owner, timeout, progress, rerun)
+    uncordon = bool(record.get("cordonedByUs"))
+    ensure()
+    mark(kube, node, unschedulable=False if uncordon else None, transit=None)
+    progress(f"{'uncordoned' if uncordon else 'left cordoned (it was cordoned before the move)'} {node}")
 
 
 def state_rows(states: Sequence[NodeState], key: str) -> list[tuple[str, ...]]:

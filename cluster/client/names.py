@@ -8,16 +8,14 @@ grammar is the one home of those rules), and `kubeclient.segment` refuses anythi
 
 from __future__ import annotations
 
-import re
 from typing import Final
 
 from policy.gpu_allocation.vocab.grammar import is_dns_label, is_dns_subdomain
+from policy.gpu_allocation.vocab.labels import PROJECT
+from policy.gpu_allocation.vocab.stack_files import STACK_REF_RULE, stack_parts
 
 BAD_NAME_EXIT_CODE: Final = 2
 """What a command exits with when a name it was given is not one: a usage error, like argparse's own."""
-
-STACK_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
-"""Pulumi's stack names (letters, digits, '-', '_', '.'), starting with a letter or digit: never `.` or `..`."""
 
 SUBDOMAIN_RULE: Final = "a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', at most 253 characters"
 LABEL_RULE: Final = "a DNS-1123 label: lowercase letters, digits and '-', at most 63 characters"
@@ -67,11 +65,21 @@ def cohort_name(value: object, where: str = "--cohort") -> str:
 
 
 def stack_name(value: object, where: str = "--stack") -> str:
-    """A Pulumi stack's name, safe as the NAME of stacks/Pulumi.NAME.yaml, or NameRefused."""
-    if not isinstance(value, str) or STACK_NAME.fullmatch(value) is None or ".." in value:
-        rule = "letters, digits, '-', '_' and '.', at most 100 characters, starting with a letter or digit"
-        raise _refuse(where, value, "stack name", rule, "pass NAME of stacks/Pulumi.NAME.yaml")
-    return value
+    """A Pulumi stack's name as the Pulumi CLI takes it (`prod`, `myorg/prod`, `myorg/PROJECT/prod`), or NameRefused.
+
+    Its last segment is the NAME of stacks/Pulumi.NAME.yaml; a project segment must be this project's.
+    """
+    parts = stack_parts(value) if isinstance(value, str) else None
+    if parts is None:
+        raise _refuse(where, value, "stack name", STACK_REF_RULE, "pass NAME of stacks/Pulumi.NAME.yaml (or ORG/NAME)")
+    project = parts[1]
+    if project is not None and project != PROJECT:
+        msg = (
+            f"{where} {shown(value)} names project {project!r}, but this program's project is {PROJECT!r} "
+            f"(Pulumi.yaml): pass {parts[0]}/{PROJECT}/{parts[2]} or {parts[0]}/{parts[2]}"
+        )
+        raise NameRefused(msg)
+    return str(value)
 
 
 def configmap_ref(value: object, where: str = "--ledger") -> tuple[str, str]:

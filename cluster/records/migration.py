@@ -20,11 +20,18 @@ from typing import Any, Final
 
 from cluster.records.ledger import LedgerError
 from policy.gpu_allocation.vocab.grammar import is_dns_label
-from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, DEVICE_PLUGIN, DRA
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS
 
 PHASES: Final = ("cordon", "remove", "wait-unpublished", "install", "wait-published", "uncordon")
 """The phases `migrate` records, in order; a re-run resumes from the recorded one."""
+NODE_PHASES: Final = ("label", "install", "move-nodes", "remove", "uncordon")
+"""The phases of a move one node at a time (device plugin -> DRA keeping a name, KEP-5004): each host labelled
+`ALLOCATOR_LABEL=<old owner>`; the old owner's selector narrowed to that label and the new owner installed beside it
+on `ALLOCATOR_LABEL=<new owner>`, which no node has yet; each node's label changed in turn; the old owner removed
+once it selects no node; the record cleared. The cohort label stays, so workloads that select it still land."""
+BESIDE_PHASES: Final = ("install", "move-nodes")
+"""Phases of a move one node at a time in which both owners are installed, on disjoint selectors."""
 PAUSED_PHASES: Final = ("remove", "wait-unpublished")
 """Phases in which the program installs no owner for the cohort."""
 RELOCATABLE_KEYS: Final = ("draDriver",)
@@ -33,6 +40,8 @@ RELOCATIONS: Final = frozenset({(DEVICE_PLUGIN, DEVICE_PLUGIN), (DRA, DRA)})
 """Same owner, another allocator DaemonSet (a namespace move, a cohort rename): the same phases as a flip."""
 SUPPORTED: Final = frozenset({(DEVICE_PLUGIN, DRA), (DRA, DEVICE_PLUGIN)}) | RELOCATIONS
 """(from, to) owner changes and relocations `migrate` runs; see docs/migrating-owners.md."""
+PER_NODE: Final = frozenset({(DEVICE_PLUGIN, DRA)})
+"""(from, to) owner changes `migrate` runs one node at a time: the move to DRA keeping a name (KEP-5004)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,44 @@ class Migration:
     phase: a relocation removes the old DaemonSet where it is before the new one starts in the stack's namespace."""
     from_cohort: str | None = None
     """A renamed cohort's name in the ledger (its release is named after it); None when the name stays."""
+    to_selector: Mapping[str, str] | None = None
+    """A move one node at a time: the new owner's selector, the hosts' with `ALLOCATOR_LABEL=<new owner>`, which
+    each node gets in turn; None for a move of the whole cohort in one set of phases."""
+    moved: tuple[str, ...] = ()
+    """A move one node at a time: the nodes that serve the new owner already, in order."""
+
+    @property
+    def per_node(self) -> bool:
+        """Whether the cohort moves one node at a time (NODE_PHASES), both owners installed on disjoint selectors."""
+        return self.to_selector is not None
+
+    @property
+    def phases(self) -> tuple[str, ...]:
+        """The phases of this migration, in order."""
+        return NODE_PHASES if self.per_node else PHASES
+
+    def following(self) -> str:
+        """The phase after this one."""
+        return self.phases[self.phases.index(self.phase) + 1]
+
+    @property
+    def beside(self) -> str | None:
+        """The owner installed beside `installs` on `to_selector` in this phase (a move one node at a time)."""
+        return self.to_owner if self.per_node and self.phase in BESIDE_PHASES else None
+
+    @property
+    def from_selector(self) -> Mapping[str, str]:
+        """The old owner's selector while both are installed: the hosts' with `ALLOCATOR_LABEL=<old owner>`."""
+        if self.to_selector is None:
+            return self.node_selector
+        return {**self.node_selector, ALLOCATOR_LABEL: self.from_owner}
+
+    @property
+    def selector_now(self) -> Mapping[str, str]:
+        """The selector of the owner the program installs for the cohort in this phase."""
+        if self.to_selector is None or self.phase == "label":
+            return self.node_selector
+        return self.from_selector if self.phase in BESIDE_PHASES else self.to_selector
 
     @property
     def relocation(self) -> bool:
@@ -61,11 +108,13 @@ class Migration:
 
     def keeps_namespaces(self) -> bool:
         """Whether the program still installs (or removes) in the old namespaces in this phase."""
-        return bool(self.kept_namespaces) and PHASES.index(self.phase) < PHASES.index("install")
+        return bool(self.kept_namespaces) and not self.per_node and PHASES.index(self.phase) < PHASES.index("install")
 
     @property
     def installs(self) -> str | None:
         """The owner the program installs for the cohort in this phase; None while the old one is removed."""
+        if self.per_node:
+            return self.from_owner if self.phase in ("label", *BESIDE_PHASES) else self.to_owner
         if self.phase in PAUSED_PHASES:
             return None
         return self.from_owner if PHASES.index(self.phase) < PHASES.index("remove") else self.to_owner
@@ -77,6 +126,11 @@ class Migration:
             if self.from_cohort:
                 moves.append(f"renamed from {self.from_cohort}")
             return f"cohort {self.cohort} ({self.to_owner}) relocated: {', '.join(moves)}, phase {self.phase}"
+        if self.per_node:
+            return (
+                f"cohort {self.cohort} from {self.from_owner} to {self.to_owner} one node at a time, phase "
+                f"{self.phase}, {len(self.moved)} of {len(self.nodes)} node(s) moved"
+            )
         return f"cohort {self.cohort} from {self.from_owner} to {self.to_owner}, phase {self.phase}"
 
     def as_json(self) -> dict[str, Any]:
@@ -92,6 +146,11 @@ class Migration:
             "drain": self.drain,
             **({"keptNamespaces": dict(sorted(self.kept_namespaces.items()))} if self.kept_namespaces else {}),
             **({"fromCohort": self.from_cohort} if self.from_cohort is not None else {}),
+            **(
+                {"toSelector": dict(sorted(self.to_selector.items())), "moved": list(self.moved)}
+                if self.to_selector is not None
+                else {}
+            ),
         }
 
     def at(self, phase: str) -> Migration:
@@ -101,6 +160,8 @@ class Migration:
 
 def steps(migration: Migration) -> list[str]:
     """The plan, one line per phase from the recorded one on."""
+    if migration.per_node:
+        return _node_steps(migration)
     nodes = ", ".join(migration.nodes)
     c, old, new = migration.cohort, migration.from_owner, migration.to_owner
     lines = {
@@ -117,6 +178,25 @@ def steps(migration: Migration) -> list[str]:
     return [
         f"{i}. [{p}] {lines[p]}" for i, p in enumerate(PHASES, 1) if PHASES.index(p) >= PHASES.index(migration.phase)
     ]
+
+
+def _node_steps(migration: Migration) -> list[str]:
+    c, old, new = migration.cohort, migration.from_owner, migration.to_owner
+    moving = [n for n in migration.nodes if n not in migration.moved]
+    lines = {
+        "label": f"label {', '.join(migration.nodes)} {ALLOCATOR_LABEL}={old} (nothing selects it yet)",
+        "install": f"`pulumi up` with {old}'s selector narrowed to {ALLOCATOR_LABEL}={old} (its pods restart one "
+        f"node at a time) and {new} installed beside it on {dict(migration.to_selector or {})}, which no node has "
+        f"yet; wait until {old} serves every node again",
+        "move-nodes": f"one node at a time ({', '.join(moving) or 'none left'}): cordon, "
+        f"{'evict' if migration.drain else 'wait for'} the pods holding its GPUs, remove {ALLOCATOR_LABEL}, wait "
+        f"until {old}'s pod and publication are gone, set it to {new}, wait until {new}'s allocator is Ready and "
+        "publishing, uncordon; the other nodes keep serving meanwhile",
+        "remove": f"`pulumi up` with cohort {c} owned by {new} alone: {old}'s release, which selects no node now, goes",
+        "uncordon": "clear the record, write the new owner and its selector into the stack file",
+    }
+    start = NODE_PHASES.index(migration.phase)
+    return [f"{i}. [{p}] {lines[p]}" for i, p in enumerate(NODE_PHASES, 1) if NODE_PHASES.index(p) >= start]
 
 
 def parse_migration(record: Mapping[str, Any] | None, where: str) -> Migration | None:
@@ -136,6 +216,12 @@ def parse_migration(record: Mapping[str, Any] | None, where: str) -> Migration |
             drain=bool(record.get("drain")),
             kept_namespaces={str(k): str(v) for k, v in dict(record.get("keptNamespaces") or {}).items()},
             from_cohort=str(record["fromCohort"]) if record.get("fromCohort") is not None else None,
+            to_selector=(
+                {str(k): str(v) for k, v in dict(record["toSelector"]).items()}
+                if record.get("toSelector") is not None
+                else None
+            ),
+            moved=tuple(str(n) for n in record.get("moved") or []),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as error:
         msg = f"{where} lacks a usable field ({error}); it is written by `eks-hybrid-gpu migrate`: run it again"
@@ -149,10 +235,12 @@ def parse_migration(record: Mapping[str, Any] | None, where: str) -> Migration |
             "`eks-hybrid-gpu inspect` shows each node's allocator settled"
         )
         raise LedgerError(msg)
-    if migration.phase not in PHASES or (migration.from_owner, migration.to_owner) not in SUPPORTED:
+    pair = (migration.from_owner, migration.to_owner)
+    if migration.phase not in migration.phases or pair not in (PER_NODE if migration.per_node else SUPPORTED):
         msg = (
-            f"{where} records phase {migration.phase!r} of {migration.from_owner} -> {migration.to_owner}, which "
-            f"`eks-hybrid-gpu migrate` never writes; phases: {', '.join(PHASES)}"
+            f"{where} records phase {migration.phase!r} of {migration.from_owner} -> {migration.to_owner}"
+            f"{' one node at a time' if migration.per_node else ''}, which `eks-hybrid-gpu migrate` never writes; "
+            f"phases: {', '.join(migration.phases)}"
         )
         raise LedgerError(msg)
     return migration

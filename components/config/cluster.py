@@ -23,6 +23,18 @@ class ClusterConfig(StrictModel):
     region: str | None = Field(default=None, description="AWS region of the EKS cluster (source eks).")
     kubeconfig: str | None = Field(default=None, description="Path of the kubeconfig file (source kubeconfig).")
     context: str | None = Field(default=None, description="kubeconfig context (source kubeconfig).")
+    aws_profile: str | None = Field(
+        default=None,
+        alias="awsProfile",
+        description="AWS profile (of ~/.aws/config) the EKS describe and the kubeconfig's `aws eks get-token` use "
+        "(source eks). Default: the ambient credentials (AWS_PROFILE, the instance's role).",
+    )
+    role_arn: str | None = Field(
+        default=None,
+        alias="roleArn",
+        description="IAM role the EKS describe and `aws eks get-token --role-arn` assume, from the profile's "
+        "credentials (source eks); the role's EKS access entry is the one the cluster judges.",
+    )
     kubernetes_version: str | None = Field(
         default=None,
         alias="kubernetesVersion",
@@ -104,6 +116,25 @@ class ClusterConfig(StrictModel):
                 "is not a usable file path (empty, a NUL or line break, or too long); "
                 "set the path of the kubeconfig file, e.g. ~/.kube/config"
             )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("aws_profile")
+    @classmethod
+    def _aws_profile(cls, value: str | None) -> str | None:
+        if value is not None and not grammar.AWS_PROFILE.fullmatch(value):
+            msg = (
+                f"{show(value)} is not an AWS profile name; use the name of a [profile NAME] section of "
+                "~/.aws/config (letters, digits and _.+=,@- only)"
+            )
+            raise ValueError(msg)
+        return value
+
+    @field_validator("role_arn")
+    @classmethod
+    def _role_arn(cls, value: str | None) -> str | None:
+        if value is not None and not grammar.IAM_ROLE_ARN.fullmatch(value):
+            msg = f"{show(value)} is not an IAM role ARN; write it as arn:aws:iam::123456789012:role/NAME"
             raise ValueError(msg)
         return value
 

@@ -17,28 +17,29 @@ So `enable_cdi = false` fails a DRA host on 2.0-2.3 but not on 2.4, and `enable_
 `cri.v1.runtime` table does nothing for 1.7. Standard library only, like the rest of the host check.
 """
 
-from __future__ import annotations
-
 import re
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-V1_CRI: Final = ("plugins", "cri")
-V2_CRI: Final = ("plugins", "io.containerd.grpc.v1.cri")
-V3_RUNTIME: Final = ("plugins", "io.containerd.cri.v1.runtime")
-DEFAULT_SPEC_DIRS: Final = ("/etc/cdi", "/var/run/cdi")
-ALWAYS_ON_FROM: Final = (2, 4)
+if TYPE_CHECKING:
+    from typing import Final
+
+V1_CRI: "Final" = ("plugins", "cri")
+V2_CRI: "Final" = ("plugins", "io.containerd.grpc.v1.cri")
+V3_RUNTIME: "Final" = ("plugins", "io.containerd.cri.v1.runtime")
+DEFAULT_SPEC_DIRS: "Final" = ("/etc/cdi", "/var/run/cdi")
+ALWAYS_ON_FROM: "Final" = (2, 4)
 """containerd 2.4 removed `enable_cdi`: CDI is always on."""
 
-_MAJOR_MINOR: Final = re.compile(r"v?([0-9]{1,3})\.([0-9]{1,3})")
+_MAJOR_MINOR: "Final" = re.compile(r"v?([0-9]{1,3})\.([0-9]{1,3})")
 
 
-def major_minor(version: str) -> tuple[int, int] | None:
+def major_minor(version: str) -> Optional[Tuple[int, int]]:
     """(major, minor) of a containerd version such as 2.4.2 or v1.7.27; None when it is not one."""
     match = _MAJOR_MINOR.match(version)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 
-def dig(table: dict[str, Any], path: tuple[str, ...]) -> Any:
+def dig(table: Dict[str, Any], path: Tuple[str, ...]) -> Any:
     """The value at `path` in nested TOML tables; None where a table or key is missing."""
     node: Any = table
     for key in path:
@@ -48,11 +49,11 @@ def dig(table: dict[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
-def _where(path: tuple[str, ...]) -> str:
+def _where(path: Tuple[str, ...]) -> str:
     return "[" + ".".join(f'"{part}"' if "." in part else part for part in path) + "]"
 
 
-def _tables_read(release: tuple[int, int], config_version: int | None) -> tuple[tuple[str, ...], ...]:
+def _tables_read(release: Tuple[int, int], config_version: Optional[int]) -> Tuple[Tuple[str, ...], ...]:
     """The CRI tables whose keys that containerd applies, the winning table first.
 
     2.x migrates `grpc.v1.cri` into `cri.v1.runtime` for a config older than its own version: 3 up to 2.2,
@@ -66,7 +67,7 @@ def _tables_read(release: tuple[int, int], config_version: int | None) -> tuple[
     return (V3_RUNTIME, V2_CRI, V1_CRI)
 
 
-def _spec_dirs(merged: dict[str, Any], tables: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+def _spec_dirs(merged: Dict[str, Any], tables: Tuple[Tuple[str, ...], ...]) -> Tuple[str, ...]:
     for table in tables:
         configured = dig(merged, (*table, "cdi_spec_dirs"))
         if isinstance(configured, list):
@@ -74,7 +75,7 @@ def _spec_dirs(merged: dict[str, Any], tables: tuple[tuple[str, ...], ...]) -> t
     return DEFAULT_SPEC_DIRS
 
 
-def _ignored_keys(merged: dict[str, Any], read: tuple[tuple[str, ...], ...]) -> list[str]:
+def _ignored_keys(merged: Dict[str, Any], read: Tuple[Tuple[str, ...], ...]) -> List[str]:
     """`enable_cdi` keys in tables this containerd does not apply."""
     return [
         f"enable_cdi in {_where(table)}"
@@ -84,8 +85,8 @@ def _ignored_keys(merged: dict[str, Any], read: tuple[tuple[str, ...], ...]) -> 
 
 
 def decide(
-    merged: dict[str, Any], containerd_version: str | None, config_version: int | None
-) -> tuple[bool | None, str, tuple[str, ...]]:
+    merged: Dict[str, Any], containerd_version: Optional[str], config_version: Optional[int]
+) -> Tuple[Optional[bool], str, Tuple[str, ...]]:
     """(CDI on, why, spec dirs) for this merged config under this containerd version; None when undecidable."""
     release = major_minor(containerd_version) if containerd_version else None
     if release is None:
@@ -108,7 +109,9 @@ def decide(
     return False, f"containerd {containerd_version} leaves CDI off unless enable_cdi = true{note}", dirs
 
 
-def _without_version(merged: dict[str, Any], config_version: int | None) -> tuple[bool | None, str, tuple[str, ...]]:
+def _without_version(
+    merged: Dict[str, Any], config_version: Optional[int]
+) -> Tuple[Optional[bool], str, Tuple[str, ...]]:
     """No containerd binary answered: judge from the config alone, as the check always has."""
     tables = (V3_RUNTIME, V2_CRI, V1_CRI)
     dirs = _spec_dirs(merged, tables)

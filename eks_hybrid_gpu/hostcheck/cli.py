@@ -1,14 +1,12 @@
 """`eks-hybrid-gpu hostcheck`: step one of adding a GPU host to a cohort."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TextIO, cast
+from typing import Any, List, Optional, TextIO, cast
 
-from eks_hybrid_gpu.hostcheck import collect, consumer_checks, floors, labels, report
+from eks_hybrid_gpu.hostcheck import collect, consumer_checks, floors, labels, report, stamp
 from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, GPU_OPERATOR
 
 DESCRIPTION = (
@@ -26,6 +24,17 @@ def _driver_root(value: str) -> str:
     return value
 
 
+class _Version(argparse.Action):
+    """`--version` on one line, unwrapped (argparse's own version action wraps at the terminal's width)."""
+
+    def __init__(self, option_strings: List[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=kwargs.get("help"))
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(stamp.line())
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line on its own, for `python -m eks_hybrid_gpu.hostcheck` on a host."""
     parser = argparse.ArgumentParser(prog="eks-hybrid-gpu hostcheck", description=DESCRIPTION)
@@ -33,9 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """`eks-hybrid-gpu hostcheck` options."""
-    parser.add_argument("--owner", required=True, choices=floors.OWNERS, help="the cohort's allocation owner")
+def add_arguments(parser: argparse.ArgumentParser, owner_required: bool = True) -> None:
+    """`eks-hybrid-gpu hostcheck` options (`owner_required` False where another option can stand instead)."""
+    parser.add_argument("--version", action=_Version, help="print the host check's version on one line and exit")
+    parser.add_argument("--owner", required=owner_required, choices=floors.OWNERS, help="the cohort's allocation owner")
     parser.add_argument("--json", action="store_true", help="print the inventory document as JSON")
     parser.add_argument(
         "--mig",
@@ -69,7 +79,7 @@ def check(
     owner: floors.Owner,
     mig: floors.MigExpectation = "disabled",
     cohort_key: str = DEFAULT_COHORT_LABEL_KEY,
-    cohort_value: str | None = None,
+    cohort_value: Optional[str] = None,
 ) -> report.Outcome:
     """Inspect the host and judge it against the owner's floors."""
     facts = collect.collect(sources)
@@ -87,17 +97,33 @@ def check(
     )
 
 
+def root_problem(root: Path) -> Optional[str]:
+    """Why `--root` cannot be a host's /, in one line naming it; None when it is a folder."""
+    if root.is_dir():
+        return None
+    what = "does not exist" if not root.exists() and not root.is_symlink() else "is not a directory"
+    return (
+        f"--root {root} {what}: give the folder where the host's / is (/ on the host itself, e.g. /host in a Pod "
+        "that mounts it); nothing was checked"
+    )
+
+
 def main(
-    argv: list[str] | None = None,
-    sources: collect.Sources | None = None,
-    stdout: TextIO | None = None,
+    argv: Optional[List[str]] = None,
+    sources: Optional[collect.Sources] = None,
+    stdout: Optional[TextIO] = None,
 ) -> int:
     """Run the host check; `sources` replaces the host for tests (its runner and root are kept)."""
     return run(build_parser().parse_args(argv), sources, stdout)
 
 
-def run(args: argparse.Namespace, sources: collect.Sources | None = None, stdout: TextIO | None = None) -> int:
+def run(args: argparse.Namespace, sources: Optional[collect.Sources] = None, stdout: Optional[TextIO] = None) -> int:
     """Check this host against the owner's floors and print the table or the JSON inventory."""
+    if sources is None:
+        problem = root_problem(args.root)
+        if problem is not None:
+            print(f"eks-hybrid-gpu hostcheck: {problem}", file=sys.stderr)
+            return report.EXIT_CANNOT_INSPECT
     base = sources or collect.Sources()
     sources = collect.Sources(
         runner=base.runner,

@@ -5,19 +5,20 @@ after `cdi-specs`, `driver-root` after `driver`, `device-nodes` after `driver-ro
 order a pod meets them.
 """
 
-from __future__ import annotations
-
-from typing import Final
+from typing import TYPE_CHECKING, List, Optional, Set
 
 from eks_hybrid_gpu.hostcheck import consumers, devnodes
 from eks_hybrid_gpu.hostcheck.collect import HostFacts
 from eks_hybrid_gpu.hostcheck.floors import MODES, Check, Owner
 
-GPU_KIND: Final = "nvidia.com/gpu"
-_REGENERATE: Final = "sudo nvidia-ctk cdi generate --output={directory}/nvidia.yaml"
+if TYPE_CHECKING:
+    from typing import Final
+
+GPU_KIND: "Final" = "nvidia.com/gpu"
+_REGENERATE: "Final" = "sudo nvidia-ctk cdi generate --output={directory}/nvidia.yaml"
 
 
-def runtime_binary_check(facts: HostFacts) -> Check | None:
+def runtime_binary_check(facts: HostFacts) -> Optional[Check]:
     """Fail a `nvidia` handler whose BinaryName does not exist: every pod of RuntimeClass nvidia fails to start."""
     located = facts.consumers.handler_binary if facts.consumers else None
     if located is None:
@@ -44,7 +45,7 @@ def runtime_binary_check(facts: HostFacts) -> Check | None:
     return Check("runtime-binary", "pass", f"the nvidia runtime handler's BinaryName {located.found} exists")
 
 
-def _stale(device: str, uuids: set[str], count: int) -> bool:
+def _stale(device: str, uuids: Set[str], count: int) -> bool:
     """A `nvidia.com/gpu` CDI device naming a GPU this host does not have (by UUID, index or index:MIG)."""
     kind, _, name = device.partition("=")
     if kind != GPU_KIND or name == "all" or name.startswith("MIG-"):
@@ -55,7 +56,7 @@ def _stale(device: str, uuids: set[str], count: int) -> bool:
     return parent.isdigit() and int(parent) >= count
 
 
-def cdi_spec_gpus_check(facts: HostFacts) -> Check | None:
+def cdi_spec_gpus_check(facts: HostFacts) -> Optional[Check]:
     """Warn when a CDI spec names GPUs the host does not have: a spec left from another GPU or host."""
     uuids = {gpu.uuid for gpu in facts.gpu.gpus}
     count = len(facts.gpu.gpus)
@@ -88,7 +89,7 @@ def _link_fix(located: consumers.Located, root: str) -> str:
     return f"`sudo ln -s {source}/{located.name} {consumers.join_root(root, '/usr/bin')}/`"
 
 
-def driver_root_check(facts: HostFacts, owner: Owner) -> Check | None:
+def driver_root_check(facts: HostFacts, owner: Owner) -> Optional[Check]:
     """For the DRA owners: fail unless the driver finds libnvidia-ml.so.1 and nvidia-smi under nvidiaDriverRoot."""
     found = facts.consumers
     if found is None or MODES[owner].mechanism != "dra":
@@ -101,8 +102,8 @@ def driver_root_check(facts: HostFacts, owner: Owner) -> Check | None:
             "pass",
             f"the DRA driver finds {found.nvml.found} and {found.nvidia_smi.found} under nvidiaDriverRoot {root}",
         )
-    details: list[str] = []
-    fixes: list[str] = []
+    details: List[str] = []
+    fixes: List[str] = []
     for located in missing:
         folders = ", ".join(path.rsplit("/", 1)[0] or "/" for path in located.searched)
         text = f"{located.name} is not in any folder the DRA driver searches under nvidiaDriverRoot {root} ({folders})"
@@ -129,7 +130,7 @@ def driver_root_check(facts: HostFacts, owner: Owner) -> Check | None:
     return Check("driver-root", "fail", detail, fix)
 
 
-def device_nodes_check(facts: HostFacts, owner: Owner) -> Check | None:
+def device_nodes_check(facts: HostFacts, owner: Owner) -> Optional[Check]:
     """For the DRA owners: fail when a GPU's /dev node is missing, warn when nothing recreates them at boot."""
     nodes = facts.device_nodes
     if nodes is None or MODES[owner].mechanism != "dra":
@@ -166,7 +167,7 @@ def device_nodes_check(facts: HostFacts, owner: Owner) -> Check | None:
     return Check("device-nodes", "pass", f"{', '.join(nodes.expected)} present; {creators}")
 
 
-_AFTER: Final = {
+_AFTER: "Final" = {
     "runtime-binary": "runtime-handler",
     "cdi-spec-gpus": "cdi-specs",
     "driver-root": "driver",
@@ -174,7 +175,7 @@ _AFTER: Final = {
 }
 
 
-def extend(checks: list[Check], facts: HostFacts, owner: Owner) -> list[Check]:
+def extend(checks: List[Check], facts: HostFacts, owner: Owner) -> List[Check]:
     """The owner's checks with these inserted, each after the check it completes."""
     extra = [
         runtime_binary_check(facts),

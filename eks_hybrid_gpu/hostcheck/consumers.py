@@ -10,17 +10,18 @@ where it searches. Both searches are copied from their source, not guessed:
 - containerd's runc shim runs an absolute `BinaryName` as is and a bare name through containerd's PATH.
 """
 
-from __future__ import annotations
-
-import os
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Final
+from pathlib import PurePosixPath
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
-NVML: Final = "libnvidia-ml.so.1"
-NVIDIA_SMI: Final = "nvidia-smi"
-LIBRARY_SEARCH: Final = (
+from eks_hybrid_gpu.hostcheck.hostfs import HostTree, Unreadable
+
+if TYPE_CHECKING:
+    from typing import Final
+
+NVML: "Final" = "libnvidia-ml.so.1"
+NVIDIA_SMI: "Final" = "nvidia-smi"
+LIBRARY_SEARCH: "Final" = (
     "/",
     "/usr/lib64",
     "/usr/lib/x86_64-linux-gnu",
@@ -30,9 +31,9 @@ LIBRARY_SEARCH: Final = (
     "/lib/aarch64-linux-gnu",
 )
 """Folders under the driver root where the DRA driver looks for libnvidia-ml.so.1, in its order (root.go)."""
-SMI_SEARCH: Final = ("/", "/opt/bin", "/usr/bin", "/usr/sbin", "/bin", "/sbin")
+SMI_SEARCH: "Final" = ("/", "/opt/bin", "/usr/bin", "/usr/sbin", "/bin", "/sbin")
 """Folders under the driver root where it looks for nvidia-smi (root.go)."""
-LIBRARY_ELSEWHERE: Final = (
+LIBRARY_ELSEWHERE: "Final" = (
     "/usr/local/nvidia/lib64",
     "/usr/local/nvidia/lib",
     "/usr/lib/nvidia",
@@ -41,12 +42,9 @@ LIBRARY_ELSEWHERE: Final = (
 )
 """Where hosts keep driver libraries outside the driver's search (the lent H200: /usr/local/nvidia/lib64), beside
 the folders ld.so.conf names."""
-SMI_ELSEWHERE: Final = ("/usr/local/nvidia/bin", "/usr/local/bin", "/opt/nvidia/bin")
-CONTAINERD_PATH: Final = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+SMI_ELSEWHERE: "Final" = ("/usr/local/nvidia/bin", "/usr/local/bin", "/opt/nvidia/bin")
+CONTAINERD_PATH: "Final" = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 """The PATH of containerd's systemd unit, through which the shim finds a bare BinaryName."""
-
-HostPath = Callable[[str], Path]
-"""Maps an absolute host path under the check's root (collect.Sources.host_path)."""
 
 
 @dataclass(frozen=True)
@@ -54,9 +52,9 @@ class Located:
     """One file a consumer needs: where the consumer finds it, where it looked, where else the host has it."""
 
     name: str
-    found: str | None
-    searched: tuple[str, ...]
-    elsewhere: tuple[str, ...] = ()
+    found: Optional[str]
+    searched: Tuple[str, ...]
+    elsewhere: Tuple[str, ...] = ()
     executable: bool = True
 
 
@@ -67,7 +65,7 @@ class ConsumerFacts:
     driver_root: str
     nvml: Located
     nvidia_smi: Located
-    handler_binary: Located | None
+    handler_binary: Optional[Located]
     """None when containerd has no nvidia handler or it names no BinaryName."""
 
 
@@ -76,62 +74,53 @@ def join_root(root: str, folder: str, name: str = "") -> str:
     return str(PurePosixPath(root) / PurePosixPath(folder).relative_to("/") / name)
 
 
-def _is_file(host_path: HostPath, path: str) -> bool:
-    try:
-        return host_path(path).is_file()
-    except (OSError, ValueError):
-        return False
-
-
-def _ld_conf_dirs(host_path: HostPath) -> list[str]:
+def _ld_conf_dirs(tree: HostTree) -> List[str]:
     """The folders /etc/ld.so.conf and its includes name (ldconfig's search, which the DRA driver does not use)."""
-    folders: list[str] = []
-    files = [host_path("/etc/ld.so.conf")]
-    conf_d = host_path("/etc/ld.so.conf.d")
-    if conf_d.is_dir():
-        files += sorted(conf_d.glob("*.conf"))
+    folders: List[str] = []
+    files = ["/etc/ld.so.conf", *("/etc/ld.so.conf.d/" + name for name in tree.names("/etc/ld.so.conf.d", "*.conf"))]
     for file in files:
         try:
-            lines = file.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError):
-            continue
+            text = tree.read_text(file)
+        except Unreadable:
+            continue  # ldconfig's folders only suggest where else the host keeps a file
+        lines = (text or "").splitlines()
         folders += [line.strip() for line in lines if line.strip().startswith("/")]
     return folders
 
 
-def find_in_root(host_path: HostPath, root: str, name: str, search: tuple[str, ...], elsewhere: list[str]) -> Located:
+def find_in_root(tree: HostTree, root: str, name: str, search: Tuple[str, ...], elsewhere: List[str]) -> Located:
     """Find `name` as the DRA driver does under `root`; list other folders of the host that hold it."""
     searched = tuple(join_root(root, folder, name) for folder in search)
-    found = next((path for path in searched if _is_file(host_path, path)), None)
+    found = next((path for path in searched if tree.is_file(path)), None)
     others = tuple(
         dict.fromkeys(
             f"{folder.rstrip('/')}/{name}"
             for folder in elsewhere
-            if f"{folder.rstrip('/')}/{name}" not in searched and _is_file(host_path, f"{folder.rstrip('/')}/{name}")
+            if f"{folder.rstrip('/')}/{name}" not in searched and tree.is_file(f"{folder.rstrip('/')}/{name}")
         )
     )
     return Located(name, found, searched, () if found else others)
 
 
-def find_handler_binary(host_path: HostPath, binary: str | None) -> Located | None:
+def find_handler_binary(tree: HostTree, binary: Optional[str]) -> Optional[Located]:
     """Find the nvidia handler's BinaryName as the runc shim does: as is when absolute, else on containerd's PATH."""
     if not binary:
         return None
     if binary.startswith("/"):
-        candidates: tuple[str, ...] = (binary,)
+        candidates: Tuple[str, ...] = (binary,)
     else:
         candidates = tuple(f"{folder}/{binary}" for folder in CONTAINERD_PATH)
-    found = next((path for path in candidates if _is_file(host_path, path)), None)
-    executable = found is not None and os.access(host_path(found), os.X_OK)
+    found = next((path for path in candidates if tree.is_file(path)), None)
+    executable = found is not None and tree.is_executable(found)
     return Located(binary, found, candidates, executable=executable)
 
 
-def read(host_path: HostPath, driver_root: str, handler_binary: str | None) -> ConsumerFacts:
-    """Look for each file where its consumer will."""
-    ld_dirs = _ld_conf_dirs(host_path)
+def read(tree: HostTree, driver_root: str, handler_binary: Optional[str]) -> ConsumerFacts:
+    """Look for each file where its consumer will, inside the check's root."""
+    ld_dirs = _ld_conf_dirs(tree)
     return ConsumerFacts(
         driver_root=driver_root,
-        nvml=find_in_root(host_path, driver_root, NVML, LIBRARY_SEARCH, [*LIBRARY_ELSEWHERE, *ld_dirs]),
-        nvidia_smi=find_in_root(host_path, driver_root, NVIDIA_SMI, SMI_SEARCH, list(SMI_ELSEWHERE)),
-        handler_binary=find_handler_binary(host_path, handler_binary),
+        nvml=find_in_root(tree, driver_root, NVML, LIBRARY_SEARCH, [*LIBRARY_ELSEWHERE, *ld_dirs]),
+        nvidia_smi=find_in_root(tree, driver_root, NVIDIA_SMI, SMI_SEARCH, list(SMI_ELSEWHERE)),
+        handler_binary=find_handler_binary(tree, handler_binary),
     )

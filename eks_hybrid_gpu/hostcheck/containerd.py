@@ -7,22 +7,22 @@ containerd itself; a drop-in that is not imported is reported, because `nvidia-c
 writes one and an edited config.toml can lose the import line.
 """
 
-from __future__ import annotations
-
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from eks_hybrid_gpu.hostcheck import cdi_versions
+from eks_hybrid_gpu.hostcheck import cdi_versions, tomlread
 
-CRI_TABLES: Final[tuple[tuple[str, ...], ...]] = (
+if TYPE_CHECKING:
+    from typing import Final
+
+CRI_TABLES: "Final[Tuple[Tuple[str, ...], ...]]" = (
     ("plugins", "io.containerd.cri.v1.runtime"),
     ("plugins", "io.containerd.grpc.v1.cri"),
     ("plugins", "cri"),
 )
-DEFAULT_CDI_SPEC_DIRS: Final[tuple[str, ...]] = ("/etc/cdi", "/var/run/cdi")
-RUNTIME_HANDLER: Final = "nvidia"
+DEFAULT_CDI_SPEC_DIRS: "Final[Tuple[str, ...]]" = ("/etc/cdi", "/var/run/cdi")
+RUNTIME_HANDLER: "Final" = "nvidia"
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class ConfigFile:
     """One containerd config file: its host path and text (None when it does not exist)."""
 
     path: str
-    text: str | None
+    text: Optional[str]
 
 
 @dataclass(frozen=True)
@@ -39,21 +39,21 @@ class ContainerdFacts:
 
     config_path: str
     config_found: bool
-    files_read: tuple[str, ...]
-    errors: tuple[str, ...]
-    config_version: int | None
-    containerd_version: str | None
+    files_read: Tuple[str, ...]
+    errors: Tuple[str, ...]
+    config_version: Optional[int]
+    containerd_version: Optional[str]
     runtime_handler: bool
-    runtime_binary: str | None
-    default_runtime: str | None
-    cdi_enabled: bool | None
+    runtime_binary: Optional[str]
+    default_runtime: Optional[str]
+    cdi_enabled: Optional[bool]
     """True/False when decided; None when neither the config nor the containerd version decides it."""
     cdi_source: str
-    cdi_spec_dirs: tuple[str, ...]
-    unimported_dropins: tuple[str, ...] = field(default=())
+    cdi_spec_dirs: Tuple[str, ...]
+    unimported_dropins: Tuple[str, ...] = field(default=())
 
 
-def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+def deep_merge(base: Dict[str, Any], extra: Dict[str, Any]) -> Dict[str, Any]:
     """Merge extra into a copy of base, tables recursively, later scalars winning."""
     merged = dict(base)
     for key, value in extra.items():
@@ -64,30 +64,31 @@ def deep_merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def import_patterns(config: dict[str, Any], config_path: str) -> list[str]:
-    """Return the absolute glob patterns in `imports`, relative ones resolved against the config."""
-    patterns = config.get("imports") or []
+def import_patterns(config: Dict[str, Any], config_path: str) -> List[str]:
+    """Return the absolute paths or glob patterns in `imports`, relative ones resolved against the config."""
+    patterns = config.get("imports")
     base = PurePosixPath(config_path).parent
-    return [str(p) if (p := PurePosixPath(str(raw))).is_absolute() else str(base / p) for raw in patterns]
+    paths = [PurePosixPath(str(raw)) for raw in patterns] if isinstance(patterns, list) else []
+    return [str(path) if path.is_absolute() else str(base / path) for path in paths]
 
 
 def analyse(
     main: ConfigFile,
-    dropins: list[ConfigFile],
-    unimported: list[str],
-    containerd_version: str | None,
-    read_errors: list[str] | None = None,
+    dropins: List[ConfigFile],
+    unimported: List[str],
+    containerd_version: Optional[str],
+    read_errors: Optional[List[str]] = None,
 ) -> ContainerdFacts:
     """Merge the main config with its imported drop-ins and read the handler and CDI settings."""
-    errors: list[str] = list(read_errors or [])
-    files_read: list[str] = []
-    merged: dict[str, Any] = {}
+    errors: List[str] = list(read_errors or [])
+    files_read: List[str] = []
+    merged: Dict[str, Any] = {}
     for config in [main, *dropins]:
         if config.text is None:
             continue
         try:
-            merged = deep_merge(merged, tomllib.loads(config.text))
-        except tomllib.TOMLDecodeError as error:
+            merged = deep_merge(merged, tomlread.loads(config.text))
+        except tomlread.TomlError as error:
             errors.append(f"{config.path} is not valid TOML ({error}); containerd will not start with it")
             continue
         files_read.append(config.path)
@@ -112,7 +113,7 @@ def analyse(
     )
 
 
-def _runtime_handler(merged: dict[str, Any]) -> tuple[bool, str | None, str | None]:
+def _runtime_handler(merged: Dict[str, Any]) -> Tuple[bool, Optional[str], Optional[str]]:
     for table in CRI_TABLES:
         runtimes = cdi_versions.dig(merged, (*table, "containerd", "runtimes"))
         default = cdi_versions.dig(merged, (*table, "containerd", "default_runtime_name"))

@@ -13,22 +13,22 @@ root: `/lib` -> `usr/lib` and a unit's `*.wants/` link to `/usr/lib/systemd/syst
 this process's.
 """
 
-from __future__ import annotations
-
-import os
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
-from typing import Final
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 
-CONTROL_NODES: Final = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
+from eks_hybrid_gpu.hostcheck.hostfs import HostTree, Unreadable
+
+if TYPE_CHECKING:
+    from typing import Final
+
+CONTROL_NODES: "Final" = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools")
 """The nodes every GPU container needs beside its GPU's own (the nodes #1458 validates before writing a spec)."""
-UDEV_DIRS: Final = ("/etc/udev/rules.d", "/run/udev/rules.d", "/usr/local/lib/udev/rules.d", "/usr/lib/udev/rules.d")
+UDEV_DIRS: "Final" = ("/etc/udev/rules.d", "/run/udev/rules.d", "/usr/local/lib/udev/rules.d", "/usr/lib/udev/rules.d")
 """udev's rule folders, highest priority first: a file of the same name in an earlier folder replaces a later one."""
-UDEV_LEGACY_DIR: Final = "/lib/udev/rules.d"
+UDEV_LEGACY_DIR: "Final" = "/lib/udev/rules.d"
 """Where hosts without merged /usr keep packaged rules (on merged /usr, /lib is a link to usr/lib)."""
-UNIT_DIRS: Final = (
+UNIT_DIRS: "Final" = (
     "/etc/systemd/system",
     "/run/systemd/system",
     "/usr/local/lib/systemd/system",
@@ -36,65 +36,12 @@ UNIT_DIRS: Final = (
     "/lib/systemd/system",
 )
 """systemd's system unit folders, highest priority first."""
-REFRESH_SERVICE: Final = "nvidia-cdi-refresh.service"
-REFRESH_PATH: Final = "nvidia-cdi-refresh.path"
-REFRESH_UNITS: Final = (REFRESH_SERVICE, REFRESH_PATH)
-MASK_TARGET: Final = "/dev/null"
-MAX_LINKS: Final = 40
-"""Links followed in one lookup, as the kernel's ELOOP limit."""
-_MODPROBE_RUN: Final = re.compile(r"""RUN\s*\+?=\s*"([^"\s]*nvidia-modprobe)\b""")
-_MINOR: Final = re.compile(r"^Device Minor:\s*(\d+)\s*$", re.MULTILINE)
-
-
-def in_root(root: Path, path: str) -> Path | None:
-    """`path` of the host under `root`, every link resolved inside the root; None for a link loop.
-
-    An absolute link target restarts at the root and `..` stops at it, as in a chroot; the last component may be
-    absent.
-    """
-    parts = [p for p in PurePosixPath(path).parts if p != "/"]
-    done: list[str] = []
-    hops = 0
-    while parts:
-        part = parts.pop(0)
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if done:
-                done.pop()
-            continue
-        local = root.joinpath(*done, part)
-        if local.is_symlink():
-            hops += 1
-            if hops > MAX_LINKS:
-                return None
-            target = os.readlink(local)
-            if target.startswith("/"):
-                done = []
-            parts = [p for p in PurePosixPath(target).parts if p != "/"] + parts
-            continue
-        done.append(part)
-    return root.joinpath(*done)
-
-
-def _exists(root: Path, path: str) -> bool:
-    local = in_root(root, path)
-    try:
-        return local is not None and local.exists()
-    except OSError:
-        return False
-
-
-def _is_mask(root: Path, path: str) -> bool:
-    """A unit or rule replaced by a link to /dev/null (`systemctl mask`, udev's way to disable a packaged rule)."""
-    parent = in_root(root, str(PurePosixPath(path).parent))
-    if parent is None:
-        return False
-    local = parent / PurePosixPath(path).name
-    try:
-        return local.is_symlink() and os.readlink(local) == MASK_TARGET
-    except OSError:
-        return False
+REFRESH_SERVICE: "Final" = "nvidia-cdi-refresh.service"
+REFRESH_PATH: "Final" = "nvidia-cdi-refresh.path"
+REFRESH_UNITS: "Final" = (REFRESH_SERVICE, REFRESH_PATH)
+MASK_TARGET: "Final" = "/dev/null"
+_MODPROBE_RUN: "Final" = re.compile(r"""RUN\s*\+?=\s*"([^"\s]*nvidia-modprobe)\b""")
+_MINOR: "Final" = re.compile(r"^Device Minor:\s*(\d+)\s*$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -104,7 +51,7 @@ class UdevRule:
     path: str
     binary: str
     binary_exists: bool
-    masked_by: str | None = None
+    masked_by: Optional[str] = None
     """The /etc or /run file of the same name that replaces it (a link to /dev/null or another rule), if any."""
 
 
@@ -113,7 +60,7 @@ class RefreshUnit:
     """One nvidia-cdi-refresh unit: where it is installed, whether a `*.wants/` link enables it, whether masked."""
 
     name: str
-    path: str | None
+    path: Optional[str]
     enabled: bool
     masked: bool
 
@@ -124,12 +71,12 @@ class DeviceNodes:
 
     dev_readable: bool
     """False when the root has no /dev folder (a copied tree, a Pod without the host's /dev): nothing is judged."""
-    expected: tuple[str, ...]
-    missing: tuple[str, ...]
+    expected: Tuple[str, ...]
+    missing: Tuple[str, ...]
     minors_from: str
     """Where the GPUs' minor numbers came from: /proc/driver/nvidia/gpus, or the GPU count (minors 0..n-1)."""
-    udev_rules: tuple[UdevRule, ...]
-    refresh_units: tuple[RefreshUnit, ...]
+    udev_rules: Tuple[UdevRule, ...]
+    refresh_units: Tuple[RefreshUnit, ...]
 
     @property
     def udev_creates(self) -> bool:
@@ -145,39 +92,36 @@ class DeviceNodes:
         )
 
 
-def gpu_minors(root: Path, gpu_count: int) -> tuple[tuple[int, ...], str]:
+def _text(tree: HostTree, path: str) -> str:
+    """A small host file's text, empty when it is absent or not a readable UTF-8 file (nothing here fails on it)."""
+    try:
+        return tree.read_text(path) or ""
+    except Unreadable:
+        return ""
+
+
+def gpu_minors(tree: HostTree, gpu_count: int) -> Tuple[Tuple[int, ...], str]:
     """The GPUs' device minors from the driver's procfs (`Device Minor:`), else 0..count-1."""
-    folder = in_root(root, "/proc/driver/nvidia/gpus")
-    minors: set[int] = set()
-    if folder is not None and folder.is_dir():
-        for information in sorted(folder.glob("*/information")):
-            try:
-                minors.update(int(m) for m in _MINOR.findall(information.read_text(encoding="utf-8")))
-            except (OSError, UnicodeDecodeError):
-                continue
+    folder = "/proc/driver/nvidia/gpus"
+    minors: Set[int] = set()
+    for bus in tree.names(folder):
+        minors.update(int(m) for m in _MINOR.findall(_text(tree, f"{folder}/{bus}/information")))
     if minors:
-        return tuple(sorted(minors)), "/proc/driver/nvidia/gpus"
+        return tuple(sorted(minors)), folder
     return tuple(range(gpu_count)), "the GPU count (no /proc/driver/nvidia/gpus under the root)"
 
 
-def _rule_files(root: Path) -> dict[str, str]:
+def _rule_files(tree: HostTree) -> Dict[str, str]:
     """Rule name -> the path udev uses for it (the highest-priority folder holding that name)."""
-    chosen: dict[str, str] = {}
+    chosen: Dict[str, str] = {}
     for folder in (*UDEV_DIRS, UDEV_LEGACY_DIR):
-        local = in_root(root, folder)
-        if local is None or not local.is_dir():
-            continue
-        for entry in sorted(local.glob("*.rules")):
-            chosen.setdefault(entry.name, f"{folder}/{entry.name}")
+        for name in tree.names(folder, "*.rules"):
+            chosen.setdefault(name, f"{folder}/{name}")
     return chosen
 
 
-def _modprobe_binary(root: Path, path: str) -> str | None:
-    local = in_root(root, path)
-    try:
-        text = local.read_text(encoding="utf-8") if local is not None and local.is_file() else ""
-    except (OSError, UnicodeDecodeError):
-        return None
+def _modprobe_binary(tree: HostTree, path: str) -> Optional[str]:
+    text = _text(tree, path) if tree.is_file(path) else ""
     for line in text.splitlines():
         if line.lstrip().startswith("#"):
             continue
@@ -187,70 +131,64 @@ def _modprobe_binary(root: Path, path: str) -> str | None:
     return None
 
 
-def read_udev(root: Path) -> tuple[UdevRule, ...]:
+def read_udev(tree: HostTree) -> Tuple[UdevRule, ...]:
     """Every rule file that runs nvidia-modprobe, once per name, with the higher-priority file that replaces it."""
-    chosen = _rule_files(root)
-    rules: list[UdevRule] = []
-    seen: set[str] = set()
+    chosen = _rule_files(tree)
+    rules: List[UdevRule] = []
+    seen: Set[str] = set()
     for folder in (*UDEV_DIRS, UDEV_LEGACY_DIR):
-        local = in_root(root, folder)
-        if local is None or not local.is_dir():
-            continue
-        for entry in sorted(local.glob("*.rules")):
-            path = f"{folder}/{entry.name}"
-            binary = _modprobe_binary(root, path)  # a mask (a link to /dev/null) reads as no rule
-            if binary is None or entry.name in seen:
+        for name in tree.names(folder, "*.rules"):
+            path = f"{folder}/{name}"
+            binary = _modprobe_binary(tree, path)  # a mask (a link to /dev/null) reads as no rule
+            if binary is None or name in seen:
                 continue
-            seen.add(entry.name)
+            seen.add(name)
             # Folders are read in udev's order: a winner of another path here is an earlier file not running it.
-            winner = chosen[entry.name]
-            exists = _exists(root, binary) if binary.startswith("/") else _on_udev_path(root, binary)
+            winner = chosen[name]
+            exists = tree.exists(binary) if binary.startswith("/") else _on_udev_path(tree, binary)
             rules.append(UdevRule(path, binary, exists, None if winner == path else winner))
     return tuple(rules)
 
 
-def _on_udev_path(root: Path, binary: str) -> bool:
+def _on_udev_path(tree: HostTree, binary: str) -> bool:
     """A bare RUN program: udev runs it from its own folders (/usr/lib/udev)."""
-    return any(_exists(root, f"{folder}/{binary}") for folder in ("/usr/lib/udev", "/lib/udev"))
+    return any(tree.exists(f"{folder}/{binary}") for folder in ("/usr/lib/udev", "/lib/udev"))
 
 
-def read_refresh(root: Path) -> tuple[RefreshUnit, ...]:
+def read_refresh(tree: HostTree) -> Tuple[RefreshUnit, ...]:
     """The nvidia-cdi-refresh units: installed where, enabled by a `*.wants/` link, masked."""
     units = []
     for name in REFRESH_UNITS:
-        masked = any(_is_mask(root, f"{folder}/{name}") for folder in UNIT_DIRS[:2])
+        masked = any(tree.is_link_to(f"{folder}/{name}", MASK_TARGET) for folder in UNIT_DIRS[:2])
         path = next(
             (
                 f"{folder}/{name}"
                 for folder in UNIT_DIRS
-                if not _is_mask(root, f"{folder}/{name}") and _exists(root, f"{folder}/{name}")
+                if not tree.is_link_to(f"{folder}/{name}", MASK_TARGET) and tree.exists(f"{folder}/{name}")
             ),
             None,
         )
-        enabled = False
-        for folder in UNIT_DIRS:
-            local = in_root(root, folder)
-            if local is not None and local.is_dir():
-                enabled = enabled or any(
-                    (wants / name).is_symlink() or (wants / name).exists() for wants in local.glob("*.wants")
-                )
+        enabled = any(
+            name in tree.names(f"{folder}/{wants}", name) or tree.exists(f"{folder}/{wants}/{name}")
+            for folder in UNIT_DIRS
+            for wants in tree.names(folder, "*.wants")
+        )
         units.append(RefreshUnit(name, path, enabled, masked))
     return tuple(units)
 
 
-def read(root: Path, gpu_count: int) -> DeviceNodes:
+def read(tree: HostTree, gpu_count: int) -> DeviceNodes:
     """The device nodes this host's GPUs need, which of them are missing, and what would create them."""
-    minors, minors_from = gpu_minors(root, gpu_count)
+    minors, minors_from = gpu_minors(tree, gpu_count)
     expected = (*CONTROL_NODES, *(f"/dev/nvidia{minor}" for minor in minors))
-    dev = in_root(root, "/dev")
-    readable = dev is not None and dev.is_dir()
-    missing = tuple(node for node in expected if readable and not _exists(root, node))
-    return DeviceNodes(readable, expected, missing, minors_from, read_udev(root), read_refresh(root))
+    readable = tree.is_dir("/dev")
+    missing = tuple(node for node in expected if readable and not tree.exists(node))
+    return DeviceNodes(readable, expected, missing, minors_from, read_udev(tree), read_refresh(tree))
 
 
 def creators_said(nodes: DeviceNodes) -> str:
     """What on this host creates the nodes at boot, in words, naming what is masked, disabled or missing."""
-    said: list[str] = []
+    said: List[str] = []
     rules = [rule for rule in nodes.udev_rules if rule.masked_by is None]
     if any(rule.binary_exists for rule in rules):
         said.append(f"the udev rule {next(r.path for r in rules if r.binary_exists)} runs nvidia-modprobe")
@@ -295,5 +233,6 @@ def creator_fix(nodes: DeviceNodes) -> str:
 
 def create_now(expected: Sequence[str]) -> str:
     """The command that creates the missing nodes now: nvidia-modprobe, one `-c` per GPU minor, `-u` for UVM."""
-    minors = [node.removeprefix("/dev/nvidia") for node in expected if node.removeprefix("/dev/nvidia").isdigit()]
+    prefix = "/dev/nvidia"
+    minors = [node[len(prefix) :] for node in expected if node.startswith(prefix) and node[len(prefix) :].isdigit()]
     return "`sudo nvidia-modprobe -u" + "".join(f" -c {minor}" for minor in minors) + "`"

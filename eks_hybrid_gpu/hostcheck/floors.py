@@ -7,32 +7,42 @@ not current patch or branch recommendations: choose the actual driver and toolki
 for the GPU, OS and kernel.
 """
 
-from __future__ import annotations
-
+import sys
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from eks_hybrid_gpu.hostcheck import parse
 from eks_hybrid_gpu.hostcheck.collect import HostFacts
 from policy.gpu_allocation.vocab.labels import OWNERS as KIND_ORDER
 from policy.gpu_allocation.vocab.owners import HostFloor, Mode, hostcheck_modes, hostcheck_owners
 
+if TYPE_CHECKING:
+    from typing import Final
+
 Owner = str
 """A host check `--owner` value: one mode of an owner kind (a key of MODES)."""
-MigExpectation = Literal["disabled", "enabled"]
-Status = Literal["pass", "fail", "warn", "info"]
+if sys.version_info >= (3, 8):
+    from typing import Literal
 
-FLOORS_NOTE: Final = "These are compatibility floors, not recommendations."
+    MigExpectation = Literal["disabled", "enabled"]
+else:  # typing.Literal is 3.8+; the host check's artifact runs on 3.6 and 3.7
+    MigExpectation = str
+if sys.version_info >= (3, 8):
+    Status = Literal["pass", "fail", "warn", "info"]
+else:  # typing.Literal is 3.8+; the host check's artifact runs on 3.6 and 3.7
+    Status = str
+
+FLOORS_NOTE: "Final" = "These are compatibility floors, not recommendations."
 
 Floor = HostFloor
 """What one mode needs on the host before it can work: the registry's `HostFloor`."""
 
-MODES: Final[dict[Owner, Mode]] = hostcheck_modes()
+MODES: "Final[Dict[Owner, Mode]]" = hostcheck_modes()
 """The host check's `--owner` values -> the registry's modes (policy/gpu_allocation/vocab/owners.py)."""
-FLOORS: Final[dict[Owner, Floor]] = {key: mode.host for key, mode in MODES.items()}
-COHORT_VALUES: Final[dict[Owner, str]] = dict(hostcheck_owners())
+FLOORS: "Final[Dict[Owner, Floor]]" = {key: mode.host for key, mode in MODES.items()}
+COHORT_VALUES: "Final[Dict[Owner, str]]" = dict(hostcheck_owners())
 """Default cohort label value per `--owner`: its owner kind, so the Operator's two modes share one value."""
-OWNERS: Final[tuple[Owner, ...]] = tuple(
+OWNERS: "Final[Tuple[Owner, ...]]" = tuple(
     sorted(MODES, key=lambda key: (KIND_ORDER.index(hostcheck_owners()[key]), MODES[key].mechanism != "dra"))
 )
 """The `--owner` choices: per owner kind in the vocabulary's order, a kind's DRA mode before its other one."""
@@ -45,10 +55,10 @@ class Check:
     name: str
     status: Status
     detail: str
-    fix: str | None = None
+    fix: Optional[str] = None
 
 
-def cannot_inspect(facts: HostFacts, owner: Owner) -> str | None:
+def cannot_inspect(facts: HostFacts, owner: Owner) -> Optional[str]:
     """Return the reason the GPUs could not be read, with what to install, or None."""
     if facts.gpu.error is None:
         return None
@@ -128,7 +138,7 @@ def containerd_check(facts: HostFacts) -> Check:
     return Check("containerd", "pass", f"containerd {version}; config: {config}")
 
 
-def containerd_config_check(facts: HostFacts) -> Check | None:
+def containerd_config_check(facts: HostFacts) -> Optional[Check]:
     """Fail on a containerd config that does not parse: containerd would not start with it."""
     if not facts.containerd.errors:
         return None
@@ -205,9 +215,9 @@ def cdi_specs_check(facts: HostFacts, owner: Owner) -> Check:
     return Check("cdi-specs", "info", f"no CDI device specs ({where}); {note}")
 
 
-def mig_checks(facts: HostFacts, expectation: MigExpectation) -> list[Check]:
+def mig_checks(facts: HostFacts, expectation: MigExpectation) -> List[Check]:
     """Compare each GPU's MIG mode with what the cohort allocates."""
-    checks: list[Check] = []
+    checks: List[Check] = []
     if "mig.mode.current" not in facts.gpu.fields:
         return [Check("mig", "warn", "MIG mode not read: this nvidia-smi rejected the MIG query fields")]
     for gpu in facts.gpu.gpus:
@@ -261,7 +271,7 @@ def model_check(facts: HostFacts) -> Check:
     return Check("models", "pass", f"{len(facts.gpu.gpus)} x {models[0]}")
 
 
-def evaluate(facts: HostFacts, owner: Owner, mig: MigExpectation) -> list[Check]:
+def evaluate(facts: HostFacts, owner: Owner, mig: MigExpectation) -> List[Check]:
     """Run every check for an inspectable host."""
     config = containerd_config_check(facts)
     return [

@@ -4,20 +4,21 @@ Labels are scheduling inputs, not a security boundary or proof of healthy GPU ha
 come from policy/gpu_allocation/vocab/labels.py, which, like the host check, needs the standard library only.
 """
 
-from __future__ import annotations
-
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Dict, Tuple
 
 from eks_hybrid_gpu.hostcheck.parse import Gpu
 from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, HYBRID
 
-GPU_PRESENT_LABEL: Final = "nvidia.com/gpu.present"
-GPU_PRODUCT_LABEL: Final = "nvidia.com/gpu.product"
-GPU_MEMORY_LABEL: Final = "nvidia.com/gpu.memory"
-GPU_COUNT_LABEL: Final = "nvidia.com/gpu.count"
+if TYPE_CHECKING:
+    from typing import Final
 
-_INVALID: Final = re.compile(r"[^A-Za-z0-9._-]+")
+GPU_PRESENT_LABEL: "Final" = "nvidia.com/gpu.present"
+GPU_PRODUCT_LABEL: "Final" = "nvidia.com/gpu.product"
+GPU_MEMORY_LABEL: "Final" = "nvidia.com/gpu.memory"
+GPU_COUNT_LABEL: "Final" = "nvidia.com/gpu.count"
+
+_INVALID: "Final" = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 def label_value(text: str) -> str:
@@ -26,7 +27,7 @@ def label_value(text: str) -> str:
     return value.strip("-_.")
 
 
-def node_labels(gpus: tuple[Gpu, ...], cohort_key: str, cohort_value: str) -> dict[str, str]:
+def node_labels(gpus: Tuple[Gpu, ...], cohort_key: str, cohort_value: str) -> Dict[str, str]:
     """Return the labels for a host whose GPU 0 model and memory stand for all of them."""
     first = min(gpus, key=lambda gpu: gpu.index)
     return {
@@ -39,7 +40,7 @@ def node_labels(gpus: tuple[Gpu, ...], cohort_key: str, cohort_value: str) -> di
     }
 
 
-def kubelet_flag(labels: dict[str, str]) -> str:
+def kubelet_flag(labels: Dict[str, str]) -> str:
     """Return a --node-labels kubelet flag for nodeadm's kubelet flags, without the EKS-set label.
 
     nodeadm sets eks.amazonaws.com/compute-type itself on Hybrid Nodes.

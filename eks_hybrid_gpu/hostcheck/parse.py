@@ -3,18 +3,19 @@
 Everything here takes text and returns values, so the tests can feed captured host output.
 """
 
-from __future__ import annotations
-
 import csv
 import io
 import json
 import re
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Dict, List, Optional, Tuple
 
 from policy.gpu_allocation.vocab import versioning  # standard library only, like the rest of the vocabulary
 
-QUERY_FIELDS: Final[tuple[str, ...]] = (
+if TYPE_CHECKING:
+    from typing import Final
+
+QUERY_FIELDS: "Final[Tuple[str, ...]]" = (
     "index",
     "name",
     "uuid",
@@ -27,12 +28,12 @@ QUERY_FIELDS: Final[tuple[str, ...]] = (
 )
 """The full query: the GPU integration guide's four fields plus what the MIG and inventory checks need."""
 
-SEED_FIELDS: Final[tuple[str, ...]] = ("name", "driver_version", "uuid", "memory.total")
+SEED_FIELDS: "Final[Tuple[str, ...]]" = ("name", "driver_version", "uuid", "memory.total")
 """The GPU integration guide's query, the fallback when an old nvidia-smi rejects a newer field name."""
 
-_NOT_AVAILABLE: Final = frozenset({"[N/A]", "N/A", "[Not Supported]", "Not Supported", ""})
-_DRIVER_RE: Final = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
-_UUID_RE: Final = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
+_NOT_AVAILABLE: "Final" = frozenset({"[N/A]", "N/A", "[Not Supported]", "Not Supported", ""})
+_DRIVER_RE: "Final" = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+_UUID_RE: "Final" = re.compile(r"^(GPU|MIG)-[0-9A-Za-z-]+$")
 
 
 class ParseError(ValueError):
@@ -48,14 +49,14 @@ class Gpu:
     uuid: str
     driver_version: str
     memory_mib: int
-    mig_mode: str | None
+    mig_mode: Optional[str]
     """"Enabled", "Disabled", or None when the GPU is not MIG-capable or the field was not read."""
-    mig_mode_pending: str | None
-    pci_bus_id: str | None
-    compute_capability: str | None
+    mig_mode_pending: Optional[str]
+    pci_bus_id: Optional[str]
+    compute_capability: Optional[str]
 
 
-def query_argv(nvidia_smi: str, fields: tuple[str, ...]) -> list[str]:
+def query_argv(nvidia_smi: str, fields: Tuple[str, ...]) -> List[str]:
     """Build the nvidia-smi query command for the given fields."""
     return [
         nvidia_smi,
@@ -64,17 +65,17 @@ def query_argv(nvidia_smi: str, fields: tuple[str, ...]) -> list[str]:
     ]
 
 
-def _optional(value: str) -> str | None:
+def _optional(value: str) -> Optional[str]:
     return None if value.strip() in _NOT_AVAILABLE else value.strip()
 
 
-def parse_gpu_csv(text: str, fields: tuple[str, ...]) -> list[Gpu]:
+def parse_gpu_csv(text: str, fields: Tuple[str, ...]) -> List[Gpu]:
     """Parse `nvidia-smi --query-gpu=<fields> --format=csv,noheader,nounits` output.
 
     Raises ParseError naming the first line that is not a GPU row, because a half-parsed inventory
     would give the cohort the wrong labels.
     """
-    gpus: list[Gpu] = []
+    gpus: List[Gpu] = []
     lines = [line for line in text.splitlines() if line.strip()]
     for number, line in enumerate(lines, start=1):
         row = next(csv.reader(io.StringIO(line), skipinitialspace=True))
@@ -84,13 +85,14 @@ def parse_gpu_csv(text: str, fields: tuple[str, ...]) -> list[Gpu]:
                 f"({','.join(fields)}): {line.strip()[:120]!r}"
             )
             raise ParseError(msg)
-        values = dict(zip(fields, (cell.strip() for cell in row), strict=True))
+        values = dict(zip(fields, (cell.strip() for cell in row)))  # lengths checked above
         gpus.append(_gpu_from_row(values, number, line))
     return gpus
 
 
-def _gpu_from_row(values: dict[str, str], number: int, line: str) -> Gpu:
-    memory = values["memory.total"].removesuffix("MiB").strip()
+def _gpu_from_row(values: Dict[str, str], number: int, line: str) -> Gpu:
+    memory = values["memory.total"]
+    memory = (memory[: -len("MiB")] if memory.endswith("MiB") else memory).strip()
     driver = values["driver_version"]
     uuid = values["uuid"]
     if not memory.isdigit() or not _DRIVER_RE.match(driver) or not _UUID_RE.match(uuid):
@@ -122,12 +124,12 @@ def driver_major(version: str) -> int:
     return int(match.group(1))
 
 
-def find_tool_version(text: str) -> str | None:
+def find_tool_version(text: str) -> Optional[str]:
     """Return the first x.y.z version in a tool's --version output, or None."""
     return versioning.find(text)
 
 
-def version_tuple(version: str) -> tuple[int, int, int]:
+def version_tuple(version: str) -> Tuple[int, int, int]:
     """Return (major, minor, patch); a pre-release suffix is ignored."""
     found = versioning.search(version)
     if found is None:
@@ -136,7 +138,7 @@ def version_tuple(version: str) -> tuple[int, int, int]:
     return found.release
 
 
-def cdi_devices(text: str, filename: str) -> list[str]:
+def cdi_devices(text: str, filename: str) -> List[str]:
     """Return the fully qualified device names (kind=name) that one CDI spec file declares.
 
     JSON specs are parsed fully. YAML specs, the toolkit's default, are read line by line for `kind:`
@@ -159,11 +161,11 @@ def cdi_devices(text: str, filename: str) -> list[str]:
     return [f"{kind}={name}" for name in names if name]
 
 
-def _yaml_kind_and_devices(text: str) -> tuple[str, list[str]]:
+def _yaml_kind_and_devices(text: str) -> Tuple[str, List[str]]:
     kind = ""
-    names: list[str] = []
+    names: List[str] = []
     in_devices = False
-    item_indent: int | None = None
+    item_indent: Optional[int] = None
     for raw in text.splitlines():
         line = raw.split(" #", 1)[0].rstrip()
         if not line.strip() or line.lstrip().startswith("#"):

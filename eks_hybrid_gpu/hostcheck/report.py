@@ -1,20 +1,21 @@
 """Renders the host check: the inventory document (--json) and the human table."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
-from eks_hybrid_gpu.hostcheck import floors, labels
+from eks_hybrid_gpu.hostcheck import floors, labels, stamp
 from eks_hybrid_gpu.hostcheck.collect import HostFacts
 from eks_hybrid_gpu.tables import table_lines
 
-API_VERSION: Final = "eks-hybrid-gpu.io/v1alpha1"
-KIND: Final = "GpuHostInventory"
-EXIT_PASS: Final = 0
-EXIT_FLOOR_NOT_MET: Final = 1
-EXIT_CANNOT_INSPECT: Final = 2
-PROBE_NOTE: Final = (
+if TYPE_CHECKING:
+    from typing import Final
+
+API_VERSION: "Final" = "eks-hybrid-gpu.io/v1alpha1"
+KIND: "Final" = "GpuHostInventory"
+EXIT_PASS: "Final" = 0
+EXIT_FLOOR_NOT_MET: "Final" = 1
+EXIT_CANNOT_INSPECT: "Final" = 2
+PROBE_NOTE: "Final" = (
     "This check reads host metadata only; like nvidia-smi -L it confirms device visibility, not CUDA. "
     "Validate a bounded CUDA operation with payloads/cuda_probe.py in the cohort's smoke Job."
 )
@@ -27,9 +28,9 @@ class Outcome:
     owner: floors.Owner
     mig: floors.MigExpectation
     facts: HostFacts
-    checks: tuple[floors.Check, ...]
-    error: str | None
-    node_labels: dict[str, str]
+    checks: Tuple[floors.Check, ...]
+    error: Optional[str]
+    node_labels: Dict[str, str]
 
     @property
     def exit_code(self) -> int:
@@ -46,7 +47,7 @@ class Outcome:
         return {EXIT_PASS: "pass", EXIT_FLOOR_NOT_MET: "fail"}.get(self.exit_code, "cannot-inspect")
 
 
-def _floor_document(owner: floors.Owner) -> dict[str, Any]:
+def _floor_document(owner: floors.Owner) -> Dict[str, Any]:
     floor = floors.FLOORS[owner]
     return {
         "title": floor.title,
@@ -60,13 +61,14 @@ def _floor_document(owner: floors.Owner) -> dict[str, Any]:
     }
 
 
-def inventory(outcome: Outcome) -> dict[str, Any]:
+def inventory(outcome: Outcome) -> Dict[str, Any]:
     """Build the inventory document a stack config can reference to declare a cohort."""
     facts = outcome.facts
     runtime = facts.containerd
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
+        "checkedBy": {"tool": "eks-hybrid-gpu hostcheck", **stamp.stamped()},
         "hostname": facts.hostname,
         "owner": outcome.owner,
         "migExpectation": outcome.mig,

@@ -14,6 +14,7 @@ from eks_hybrid_gpu.inspection.render import render
 from eks_hybrid_gpu.inspection.report import report
 from eks_hybrid_gpu.inspection.snapshot import DEFAULT_LEDGER, gather
 from eks_hybrid_gpu.options import add_output_option, emit
+from eks_hybrid_gpu.terminal import terminal_width
 
 CONFLICT_EXIT_CODE = 1
 """Exit code when a finding is a conflict (two publishers, or one the ledger does not expect)."""
@@ -45,5 +46,6 @@ def _inspect(args: argparse.Namespace) -> int:
     kube = cluster_access.connect(args.kubeconfig, args.context)
     document = report(gather(kube, args.namespace, args.ledger), kube)
     document["leases"] = [lease.as_json() for lease in held_leases(kube, args.ledger.split("/", 1)[0])]
-    print(emit(document, args.output, lambda: render(document, wide=args.output == "wide")))
+    wide = args.output == "wide"
+    print(emit("InspectReport", document, args.output, lambda: render(document, wide=wide, width=terminal_width())))
     return CONFLICT_EXIT_CODE if document["conflict"] else 0

@@ -6,7 +6,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from cluster.findings import show
-from eks_hybrid_gpu.tables import OPERAND_STANDING, table_lines
+from eks_hybrid_gpu.tables import OPERAND_STANDING
+from eks_hybrid_gpu.terminal import fitted
 from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import MIGRATION_NAME
 
@@ -50,8 +51,11 @@ WIDE_ONLY = frozenset({"compute-type", "kubelet", "runtime"})
 """Node columns shown with `-o wide` only: the default table must fit a terminal."""
 
 
-def render(document: Mapping[str, Any], *, wide: bool = False) -> str:
-    """The human-readable tables; `wide` adds the node columns a terminal does not need every time."""
+def render(document: Mapping[str, Any], *, wide: bool = False, width: int | None = None) -> str:
+    """The human-readable tables; `wide` adds the node columns a terminal does not need every time.
+
+    `width`: the terminal's columns, which every table fits (`terminal.fitted`); None prints each in full.
+    """
     ledger = document["ledger"]
     source = ledger["configMap"] if ledger["found"] else f"{ledger['configMap']} (not found)"
     lines = [f"GPU nodes (owners from ConfigMap {source}):"]
@@ -95,7 +99,7 @@ def render(document: Mapping[str, Any], *, wide: bool = False) -> str:
     if not wide:
         keep = [i for i, title in enumerate(rows[0]) if title not in WIDE_ONLY]
         rows = [tuple(row[i] for i in keep) for row in rows]
-    lines += [f"  {line}" for line in table_lines(rows)] if document["nodes"] else ["  none"]
+    lines += [f"  {line}" for line in fitted(rows, width, indent=2)] if document["nodes"] else ["  none"]
     leases = document.get("leases") or []
     if leases:
         lines.append("\nLeases held by move-host and migrate (a second run on these is refused):")
@@ -111,7 +115,7 @@ def render(document: Mapping[str, Any], *, wide: bool = False) -> str:
                     "expired (the next run takes it over)" if lease.get("expired") else "held",
                 )
             )
-        lines += [f"  {line}" for line in table_lines(rows)]
+        lines += [f"  {line}" for line in fitted(rows, width, indent=2)]
     lines.append("\nFindings:")
     for f in document["findings"]:
         lines.append(f"  {'CONFLICT' if f['conflict'] else 'warning'} {f['node']}: {f['message']}")
@@ -133,7 +137,7 @@ def render(document: Mapping[str, Any], *, wide: bool = False) -> str:
                     _attribute(attributes.get("uuid")),
                 )
             )
-    lines += [f"  {line}" for line in table_lines(rows)] if len(rows) > 1 else ["  none"]
+    lines += [f"  {line}" for line in fitted(rows, width, indent=2)] if len(rows) > 1 else ["  none"]
     lines.append(f"\nResourceClaims in {document['namespace']}:")
     rows = [("claim", "pod", "allocation", "reserved for", "state")]
     for c in document["resourceClaims"]:
@@ -142,5 +146,5 @@ def render(document: Mapping[str, Any], *, wide: bool = False) -> str:
         )
         reserved = ", ".join(f"{r.get('resource')}/{r.get('name')}" for r in c["reservedFor"] or [])
         rows.append((c["name"], c["pod"] or "-", allocation or "-", reserved or "-", claim_state(c)))
-    lines += [f"  {line}" for line in table_lines(rows)] if len(rows) > 1 else ["  none"]
+    lines += [f"  {line}" for line in fitted(rows, width, indent=2)] if len(rows) > 1 else ["  none"]
     return "\n".join(lines)

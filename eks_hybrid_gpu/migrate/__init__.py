@@ -15,8 +15,14 @@ program reads it: see `cluster.records.migration`), each `pulumi up` a real one 
 6. uncordon (only what this command cordoned), clear the record, print before/after, write the new owner into
    the stack file (or print the exact edit).
 
+A move to DRA that keeps `nvidia.com/gpu` through the DRA class (`dra.extendedResourceName`, KEP-5004) runs one
+node at a time instead (`cluster.records.migration.NODE_PHASES`): label the hosts `eks-hybrid-gpu.io/allocator=
+device-plugin`; narrow the device plugin to that label and install DRA beside it on `allocator=dra` (no node has it
+yet), wait for the plugin's restart and the mapping class; move each node's label in turn with move-host's steps
+(`transit.move_node`), the others serving meanwhile; remove the device plugin; clear. The cohort label stays.
+
 `--dry-run` prints the plan and changes nothing. Run again after Ctrl-C, a kill or a failed phase, the same
-command continues from the recorded phase.
+command continues from the recorded phase (and, one node at a time, from the node it was moving).
 
 The package, one job a module: `request` (the command line, parsed once), `records` (the ledger and the migration
 record in the cluster), `planning` (the stack file, the checks, the migration to run or resume), `phases` (running

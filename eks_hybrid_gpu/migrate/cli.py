@@ -13,18 +13,22 @@ from cluster.records.ledger import LedgerError
 from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
 from eks_hybrid_gpu.cluster_access import add_cluster_options, connect, run_reporting
+from eks_hybrid_gpu.confirm import NO_TERMINAL_EXIT_CODE, add_yes_option, asker, refusal
 from eks_hybrid_gpu.engine_lock import EngineLocked
 from eks_hybrid_gpu.migrate.phases import Up, migrate
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, read_stack_file
 from eks_hybrid_gpu.migrate.request import MigrateRequest
 from eks_hybrid_gpu.migrate.runner import UpFailed, stack_runner
-from eks_hybrid_gpu.options import add_timeout_option
+from eks_hybrid_gpu.options import add_output_option, add_timeout_option
+from eks_hybrid_gpu.outcome import Outcome, reported
 from policy.gpu_allocation.vocab.labels import OWNERS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """`eks-hybrid-gpu migrate --stack S --cohort C --to OWNER` options."""
-    p.add_argument("--stack", required=True, help="the stack, as in stacks/Pulumi.<stack>.yaml")
+    p.add_argument(
+        "--stack", required=True, help="the stack: STACK of stacks/Pulumi.<STACK>.yaml, or ORG/STACK as pulumi takes it"
+    )
     p.add_argument("--cohort", required=True, help="the cohort whose owner changes, as named in the ledger")
     p.add_argument("--to", required=True, choices=OWNERS, help="the new owner")
     p.add_argument(
@@ -32,6 +36,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     add_timeout_option(p, transit.DEFAULT_TIMEOUT_SECONDS, "how long each wait may take")
     p.add_argument("--dry-run", action="store_true", help="print the plan and change nothing")
+    add_yes_option(p, "run the plan")
     p.add_argument(
         "--merge-into",
         metavar="COHORT",
@@ -40,6 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", type=Path, help="a local stack's Pulumi home and backend (default: local up's)")
     p.add_argument("--chart-mirror", type=Path, help="a local stack's chart mirror folder, as for `local up`")
     add_cluster_options(p, "default: the local cluster's for a local stack, else $KUBECONFIG or ~/.kube/config")
+    add_output_option(p, ("table", "json", "yaml"))
 
 
 def main(argv: Sequence[str]) -> int:
@@ -50,14 +56,33 @@ def main(argv: Sequence[str]) -> int:
 def run(args: argparse.Namespace) -> int:
     """0 migrated or nothing to do; 1 refused, a phase failed, a wait ran out (re-run); 2 a bad name or no cluster."""
     refusals = (MigrateRefused, WaitTimedOut, LedgerError, LeaseHeld, LeaseLost, EngineLocked)
-    return run_reporting("migrate", lambda: _migrate(MigrateRequest.from_args(args)), refusals)
+    spec = {
+        "stack": args.stack,
+        "cohort": args.cohort,
+        "to": args.to,
+        "drain": args.drain,
+        "dryRun": args.dry_run,
+        "mergeInto": args.merge_into,
+        "timeout": args.timeout,
+    }
+    outcome = Outcome("MigrateResult", spec)
+
+    def body() -> int:
+        request = MigrateRequest.from_args(args)  # names first: a bad one is the more useful line
+        stop = refusal("migrate", yes=request.yes, dry_run=request.dry_run)
+        if stop is not None:
+            print(stop, file=sys.stderr)
+            return NO_TERMINAL_EXIT_CODE
+        return _migrate(request, outcome)
+
+    return reported(args.output, outcome, lambda: run_reporting("migrate", body, refusals))
 
 
 def _no_up(why: str) -> None:
     """A run that changes nothing through the engine (--dry-run, --merge-into): no phase asks for `pulumi up`."""
 
 
-def _migrate(request: MigrateRequest) -> int:
+def _migrate(request: MigrateRequest, outcome: Outcome) -> int:
     try:
         stack = read_stack_file(request.stack, request.project_dir)
         kubeconfig = request.kubeconfig
@@ -74,7 +99,7 @@ def _migrate(request: MigrateRequest) -> int:
         no_up = request.dry_run or request.merge_into is not None
         holder = new_identity()  # this run's Leases, and the holder its own `pulumi up` runs for
         up: Up = _no_up if no_up else stack_runner(stack, request, kubeconfig, holder)
-        return migrate(kube, stack, request, up, holder=holder)
+        return migrate(kube, stack, request, up, None if request.yes else asker(), outcome, holder=holder)
     except UpFailed as error:
         print(
             f"migrate: pulumi up failed (its output above says why: {error}); the phase stays recorded: fix that, "

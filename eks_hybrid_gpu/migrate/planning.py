@@ -28,7 +28,7 @@ from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.migrate.records import ClusterRecords, say
 from eks_hybrid_gpu.migrate.request import MigrateRequest
 from eks_hybrid_gpu.stackfile import raw_config
-from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
 from policy.gpu_allocation.vocab.selectors import selects_node
 
 
@@ -170,7 +170,9 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, request: Migrate
     migration = Migration(
         request.cohort, from_owner, request.to, "cordon", selector, tuple(nodes), (), request.drain, kept, from_cohort
     )
-    target = config_at(stack, migration.at("install"))  # the target owner's floors (hostDriverVerified, versions, ...)
+    if kept_name(stack, migration) is not None and from_owner == DEVICE_PLUGIN:
+        migration = _one_node_at_a_time(migration)
+    target = config_at(stack, migration.at("uncordon"))  # the target owner's floors (hostDriverVerified, versions, ...)
     current = config_at(stack, migration)
     if from_cohort is not None:  # judge the hosts as the ledger names them: their allocator is stamped so
         current = current.model_copy(
@@ -201,7 +203,28 @@ def kept_name(stack: StackFile, migration: Migration) -> str | None:
     """The extended resource the migration keeps through the DRA class (`dra.extendedResourceName`), if any."""
     if migration.to_owner != DRA:
         return None
-    return config_at(stack, migration.at("install")).dra.extended_resource_name
+    return config_at(stack, migration.at("uncordon")).dra.extended_resource_name
+
+
+def _one_node_at_a_time(migration: Migration) -> Migration:
+    """The move to DRA keeping a name, one node at a time, by the node label `ALLOCATOR_LABEL`.
+
+    KEP-5004's advice is per node: the device plugin's selector is narrowed to `ALLOCATOR_LABEL=device-plugin` (every
+    host labelled so first), the DRA driver installed beside it on `ALLOCATOR_LABEL=dra`, and each node in turn
+    leaves the one (label removed, its allocatable name 0) before the other selects it, so the rest of the cohort
+    keeps serving the name. The cohort label stays, so workloads that select it keep landing on the moved nodes.
+    Where the hosts' selector already holds that label (a cohort moved so before and back), relabelling the hosts
+    would take the device plugin off every node at once: the cohort moves in one set of phases instead.
+    """
+    if ALLOCATOR_LABEL in migration.node_selector:
+        say(
+            f"cohort {migration.cohort} moves all its nodes at once: its selector {dict(migration.node_selector)} "
+            f"already holds {ALLOCATOR_LABEL}, which a move one node at a time changes on each node; to move one "
+            f"node at a time, remove it from the cohort's nodeSelector with `pulumi up` first"
+        )
+        return migration
+    target = {**migration.node_selector, ALLOCATOR_LABEL: migration.to_owner}
+    return dataclasses.replace(migration, phase="label", to_selector=target)
 
 
 def _refuse_lost_name(

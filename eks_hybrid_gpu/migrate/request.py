@@ -28,6 +28,8 @@ class MigrateRequest:
     timeout: float = transit.DEFAULT_TIMEOUT_SECONDS
     """How long each wait may take, in seconds."""
     dry_run: bool = False
+    yes: bool = False
+    """--yes: run without asking first (a script's run: stdin is no terminal)."""
     merge_into: str | None = None
     """With --merge-into, the existing cohort of the new owner the hosts move into, one at a time."""
     project: Path | None = None
@@ -58,6 +60,7 @@ class MigrateRequest:
             ("--cohort", self.cohort),
             ("--to", self.to),
             ("--drain", self.drain),
+            ("--yes", self.yes),
             ("--merge-into", self.merge_into),
             ("--project", self.project),
             ("--state-dir", self.state_dir),

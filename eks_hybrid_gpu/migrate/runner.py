@@ -11,6 +11,7 @@ from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, config_at
 from eks_hybrid_gpu.migrate.records import say
 from eks_hybrid_gpu.migrate.request import MigrateRequest
 from policy.gpu_allocation.vocab.labels import DEVICE_PLUGIN, DRA, PROJECT
+from policy.gpu_allocation.vocab.stack_files import short_name
 
 
 class UpFailed(Exception):
@@ -49,9 +50,11 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
         work = engine.project_folder(env)  # a stable folder: this run's own work folder is removed after it
 
         def before_up() -> None:
-            engine_lock.clear_stale(env.pulumi_home, state / "backend", work, PROJECT, stack.name, say)
+            engine_lock.clear_stale(env.pulumi_home, state / "backend", work, PROJECT, short_name(stack.name), say)
 
-        locked_hint = f"`{engine_lock.cancel_command(env.pulumi_home, state / 'backend', work, stack.name)}`"
+        locked_hint = (
+            f"`{engine_lock.cancel_command(env.pulumi_home, state / 'backend', work, short_name(stack.name))}`"
+        )
     else:
         from components.program import run as program
 

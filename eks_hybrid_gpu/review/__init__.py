@@ -46,11 +46,13 @@ from pathlib import Path
 
 import yaml
 
+from cluster.client import names
 from cluster.client.errors import KubeAccessError
 from cluster.client.kubeconfig import Source, chosen_context
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.options import add_output_option, emit
 from eks_hybrid_gpu.review.normalize import write_tree
 from eks_hybrid_gpu.review.render import (
     EMPTY,
@@ -141,6 +143,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "from upstream into the user cache)",
     )
     parser.add_argument("--policy-config", type=Path, help="policy pack config (levels and settings) to review with")
+    add_output_option(parser, ("table", "json", "yaml"))
 
 
 def with_context(kubeconfig: Path, context: str, out: Path) -> Path:
@@ -173,6 +176,10 @@ def run(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu.review import gitref
     from eks_hybrid_gpu.review.render import chart_mirror, chart_repository, policy_setup
 
+    try:
+        names.stack_name(args.stack)
+    except names.NameRefused as error:
+        return _fail(str(error))
     project = projectdir.of(args.project)
     stack_file = projectdir.stack_file(args.stack, project)
     if not stack_file.is_file():
@@ -227,8 +234,9 @@ def run(args: argparse.Namespace) -> int:
     ) as error:
         return _fail(str(error))
     write_review(result, args.out, list(levels))
-    print(
+    line = (
         f"{len(result.changes)} object(s) differ from {args.base}; "
         f"{len(result.mandatory_failures)} mandatory policy violation(s). Summary: {args.out / 'summary.md'}"
     )
+    print(emit("ReviewResult", result.as_json(), args.output, lambda: line))
     return result.exit_code

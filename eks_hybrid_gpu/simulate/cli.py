@@ -12,7 +12,7 @@ from urllib.parse import urlparse
 
 import yaml
 
-from cluster.client import kubeclient
+from cluster.client import kubeclient, names
 from eks_hybrid_gpu import cluster_access
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
@@ -21,7 +21,7 @@ from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
 from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
 from eks_hybrid_gpu.simulate.rehearse import Rehearsal, run_pulumi
-from eks_hybrid_gpu.tables import table_lines
+from eks_hybrid_gpu.terminal import fitted, terminal_width
 from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
 from policy.gpu_allocation.vocab.labels import (
     COMPUTE_TYPE_LABEL,
@@ -96,6 +96,7 @@ def _fleet(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu.stackfile import stack_config
     from policy.gpu_allocation.vocab.stack_files import stack_file_name
 
+    names.stack_name(args.stack)  # run_reporting: one line, exit 2
     stack_file = stack_file_name(args.stack)
     if not (projectdir.current() / stack_file).is_file():
         print(
@@ -133,10 +134,10 @@ def _clear(args: argparse.Namespace) -> int:
 def _show(args: argparse.Namespace) -> int:
     kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context)
     rows = describe(kube)
-    if args.output != "table":
-        print(serialized(rows, args.output))
+    if args.output in ("json", "yaml"):
+        print(serialized("SimulatedNodeList", {"items": rows}, args.output))
     else:
-        _print_table(rows)
+        _print_table(rows, terminal_width(args.output))
     return 0
 
 
@@ -156,7 +157,7 @@ def _reap(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_table(rows: Sequence[dict[str, Any]]) -> None:
+def _print_table(rows: Sequence[dict[str, Any]], width: int | None = None) -> None:
     table = [("node", "compute-type", "cohort label", "GPU resources", "DRA devices")]
     for row in rows:
         labels = row["labels"]
@@ -165,7 +166,7 @@ def _print_table(rows: Sequence[dict[str, Any]]) -> None:
         table.append(
             (row["name"], labels.get(COMPUTE_TYPE_LABEL, "-"), cohort, resources, ",".join(row["draDevices"]) or "-")
         )
-    print("\n".join(table_lines(table)))
+    print("\n".join(fitted(table, width)))
 
 
 def add_arguments(root: argparse.ArgumentParser) -> None:
@@ -184,7 +185,7 @@ def add_arguments(root: argparse.ArgumentParser) -> None:
     fleet_p.add_argument("--stack", default="local", help="stacks/Pulumi.<stack>.yaml of the repository")
     with_cluster(sub.add_parser("clear", help="delete every simulated node and ResourceSlice"))
     show_p = with_cluster(sub.add_parser("show", help="list the simulated nodes"))
-    add_output_option(show_p, ("table", "json", "yaml"))
+    add_output_option(show_p)
     finish_p = with_cluster(sub.add_parser("finish", help="report bound pods as exited (the kubelet's part)"))
     cluster_access.add_namespace_option(finish_p, "the pods to finish")
     finish_p.add_argument("--failed", action="store_true", help="exit code 1 instead of 0")

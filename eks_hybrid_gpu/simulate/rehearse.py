@@ -11,6 +11,7 @@ from typing import Any
 
 import yaml
 
+from cluster.client import names
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.cluster_access import ACCESS_EXIT_CODE
 from eks_hybrid_gpu.options import request_of
@@ -55,7 +56,11 @@ class Rehearsal:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Rehearsal:
-        """The rehearsal of a parsed `simulate preview|up|destroy` command line (destroy takes no chart mirror)."""
+        """The rehearsal of a parsed `simulate preview|up|destroy` command line (destroy takes no chart mirror).
+
+        NameRefused for a --stack that is no stack name.
+        """
+        names.stack_name(args.stack)
         return request_of(cls, args)
 
 

@@ -15,7 +15,7 @@ from eks_hybrid_gpu.options import add_output_option, serialized
 from eks_hybrid_gpu.smoke.capture import SIMULATED_NOTE, capture, removed_captures, simulated_nodes
 from eks_hybrid_gpu.smoke.cleanup import Cleanup, cleanup_findings
 from eks_hybrid_gpu.smoke.state import finished, job_row, pods_of
-from eks_hybrid_gpu.tables import table_lines
+from eks_hybrid_gpu.terminal import fitted, terminal_width
 from policy.gpu_allocation.vocab.labels import SMOKE_JOB_LABEL
 
 DEFAULT_OUT = "smoke-results"
@@ -38,8 +38,9 @@ def render(
     namespace: str,
     simulated: Sequence[str] = (),
     removed: Sequence[tuple[str, Path]] = (),
+    width: int | None = None,
 ) -> str:
-    """The human-readable report."""
+    """The human-readable report; its table fits `width` columns (None: in full)."""
     lines = [f"Smoke Jobs in {namespace}:"]
     table = [("job", "cohort", "approved", "state", "pods (phase@node)", "claims", "TTL")]
     for r in rows:
@@ -59,7 +60,7 @@ def render(
             )
         )
     if rows:
-        lines += [f"  {line}" for line in table_lines(table)]
+        lines += [f"  {line}" for line in fitted(table, width, indent=2)]
     else:
         lines.append("  none")
     for path in captured:
@@ -85,7 +86,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     cluster_access.add_namespace_option(p, "the smoke Jobs")
     p.add_argument("--out", default=DEFAULT_OUT, help="directory for the captured results (created 0700)")
     p.add_argument("--verify-cleanup", action="store_true", help="after deleting the Jobs: check claim release")
-    add_output_option(p, ("table", "json", "yaml"))
+    add_output_option(p)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -113,7 +114,7 @@ def _smoke(args: argparse.Namespace) -> int:
     captured = [str(capture(kube, j, pods, Path(args.out), now, simulated)) for j in jobs if finished(j)]
     removed = removed_captures(Path(args.out), jobs)
     cleanup = cleanup_findings(claims, pods) if args.verify_cleanup else None
-    if args.output != "table":
+    if args.output in ("json", "yaml"):
         document: dict[str, Any] = {
             "namespace": args.namespace,
             "jobs": rows,
@@ -123,7 +124,8 @@ def _smoke(args: argparse.Namespace) -> int:
         }
         if cleanup is not None:
             document["cleanup"] = {"findings": cleanup.findings, "inUse": cleanup.in_use}
-        print(serialized(document, args.output))
+        print(serialized("SmokeReport", document, args.output))
     else:
-        print(render(rows, captured, cleanup, args.namespace, sorted(simulated), removed))
+        width = terminal_width(args.output)
+        print(render(rows, captured, cleanup, args.namespace, sorted(simulated), removed, width))
     return 1 if cleanup is not None and cleanup.findings else 0

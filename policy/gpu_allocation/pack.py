@@ -12,7 +12,7 @@ from typing import Final
 from pulumi_policy import EnforcementLevel, Policy, PolicyPack
 
 from .rules import dra, drivers, ownership, sharing, targeting, workloads
-from .rules.sdk_internals import take_stack_config_from_configure_stack
+from .rules.sdk_internals import share_deserialization_per_request, take_stack_config_from_configure_stack
 
 PACK_NAME: Final = "eks-hybrid-gpu"
 PACK_DESCRIPTION: Final = (
@@ -37,6 +37,7 @@ def build_policies() -> list[Policy]:
 def serve() -> None:
     """Construct the pack, which serves the analyzer until the engine stops it."""
     take_stack_config_from_configure_stack()
+    share_deserialization_per_request()
     PolicyPack(
         name=PACK_NAME,
         policies=build_policies(),

@@ -284,7 +284,7 @@ def containerd(
         env={"PATH": f"{hw}:{os.environ['PATH']}"},
     )
     wait("containerd's socket", lambda: SOCKET.exists(), 30)
-    ctr = [str(hw / "ctr"), "--address", str(SOCKET), "--namespace", "k8s.io"]
+    ctr = ctr_command(hw)
     detail["version"] = sh(*ctr, "version").split("Server:")[-1].split()[:4]
     detail["snapshotter"] = "overlayfs" if overlay else "native"
     for archive in archives:
@@ -295,15 +295,31 @@ def containerd(
     detail["images"] = [line.split()[0] for line in sh(*ctr, "images", "ls", "-q").split("\n") if line]
 
 
-def control_plane(run: Run, toolchain: Path, detail: dict[str, Any]) -> None:
+POD_SERVICE_ACCOUNT_CONTROLLERS = ("serviceaccount-controller", "root-ca-certificate-publisher-controller")
+"""What a cluster runs so that every namespace has its `default` ServiceAccount and `kube-root-ca.crt`."""
+
+
+def ctr_command(hw: Path) -> list[str]:
+    """`ctr` on the run's containerd, in the kubelet's image namespace."""
+    return [str(hw / "ctr"), "--address", str(SOCKET), "--namespace", "k8s.io"]
+
+
+def control_plane(run: Run, toolchain: Path, detail: dict[str, Any], *, pod_service_accounts: bool = False) -> None:
+    """etcd, the API server, the controller manager and the scheduler; with `pod_service_accounts`, pods get their
+    ServiceAccount's token, as on a cluster (ServiceAccount admission, default accounts, the root-CA publisher)."""
     bins = [str(p.parent) for p in toolchain.glob("*/bin/kube-apiserver")] + [
         str(p.parent) for p in toolchain.glob("*/bin/etcd")
     ]
     os.environ["PATH"] = ":".join([*bins, os.environ["PATH"]])
     # A real kubelet registers its node tainted not-ready; the node-lifecycle controller lifts the taint once the
     # node reports Ready (the local default leaves that controller out: kwok plays its nodes).
-    controllers = (*localcluster.WORKLOAD_CONTROLLERS, "node-lifecycle-controller")
-    run.cluster = localcluster.start(STATE, controllers=controllers, scheduler=True)
+    controllers: tuple[str, ...] = (*localcluster.WORKLOAD_CONTROLLERS, "node-lifecycle-controller")
+    if pod_service_accounts:
+        controllers += POD_SERVICE_ACCOUNT_CONTROLLERS
+    run.cluster = localcluster.start(
+        STATE, controllers=controllers, scheduler=True, pod_service_accounts=pod_service_accounts
+    )
+    detail["podServiceAccounts"] = pod_service_accounts
     detail["server"] = run.cluster.server
     detail["version"] = run.api("GET", "/version")[1].get("gitVersion")
 
@@ -325,6 +341,8 @@ def kubelet(
         "cgroupDriver": "cgroupfs",
         "containerRuntimeEndpoint": f"unix://{SOCKET}",
         "failSwapOn": False,
+        # 1.35+ kubelets refuse a cgroup v1 host unless told otherwise (KEP-5573); the lent machines so far were v2.
+        "failCgroupV1": False,
         "resolvConf": "",
         "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%"},
         "imageGCHighThresholdPercent": 100,
@@ -453,6 +471,24 @@ def apply_objects(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any
     return job
 
 
+def keep_allocated_claim(run: Run, namespace: str, allocated: dict[str, Any]) -> None:
+    """The claim a template generates is deleted once its pod has finished: keep it while it is allocated."""
+    _, claims_now = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+    for claim in (claims_now or {}).get("items", []):
+        if claim.get("status", {}).get("allocation"):
+            allocated.update(claim)
+
+
+def allocation_of(claim: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each request's allocated device (driver, pool, device) and the DeviceClass it asked."""
+    results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
+    classes = {r["name"]: r.get("exactly", {}).get("deviceClassName") for r in claim["spec"]["devices"]["requests"]}
+    return [
+        {**{k: r.get(k) for k in ("request", "driver", "pool", "device")}, "deviceClass": classes.get(r["request"])}
+        for r in results
+    ]
+
+
 def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> None:
     namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
 
@@ -470,11 +506,7 @@ def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> No
     allocated: dict[str, Any] = {}
 
     def observed() -> Any:
-        # The claim a template generates is deleted once its pod has finished: keep it while it is allocated.
-        _, claims_now = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
-        for claim in (claims_now or {}).get("items", []):
-            if claim.get("status", {}).get("allocation"):
-                allocated.update(claim)
+        keep_allocated_claim(run, namespace, allocated)
         answer = finished()
         if isinstance(answer, str) and (not seen or seen[-1] != answer):
             seen.append(answer)
@@ -507,12 +539,7 @@ def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> No
     claim = allocated or None
     run.report["claim"] = claim
     if claim:
-        results = claim.get("status", {}).get("allocation", {}).get("devices", {}).get("results", [])
-        classes = {r["name"]: r.get("exactly", {}).get("deviceClassName") for r in claim["spec"]["devices"]["requests"]}
-        detail["allocation"] = [
-            {**{k: r.get(k) for k in ("request", "driver", "pool", "device")}, "deviceClass": classes.get(r["request"])}
-            for r in results
-        ]
+        detail["allocation"] = allocation_of(claim)
     plugin_log = LOGS / "gpu-kubelet-plugin.log"
     lines = plugin_log.read_text(errors="replace").splitlines() if plugin_log.exists() else []
     detail["driverPrepared"] = [line for line in lines if "newly prepared" in line][-1:]

@@ -358,16 +358,32 @@ def add_loopback_address(address: str, label: str = "lo:hw") -> None:
             fcntl.ioctl(s.fileno(), request, ifreq)
 
 
-def pod_api_access(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any]) -> ServiceForwarder:
-    """What a cluster gives pods to reach the API server, which the chart's config-manager needs (in-cluster config):
-    the `kubernetes` Service's ClusterIP routed to the API server, and `kube-root-ca.crt` in each namespace."""
+def route_kubernetes_service(run: Run, detail: dict[str, Any]) -> ServiceForwarder:
+    """kube-proxy's part for pods that reach the API server in-cluster: the `kubernetes` Service's ClusterIP routed
+    to the API server, checked from the host as a pod takes it (TLS verified against the API server's certificate)."""
     assert run.cluster is not None
     _, service = run.api("GET", "/api/v1/namespaces/default/services/kubernetes")
     address, port = service["spec"]["clusterIP"], service["spec"]["ports"][0]["port"]
     add_loopback_address(address)
     forwarder = ServiceForwarder(address, port, int(run.cluster.server.rsplit(":", 1)[1]))
     forwarder.start()
-    ca = (STATE / "apiserver-certs" / "apiserver.crt").read_text()
+    context = ssl.create_default_context(cadata=api_server_ca())
+    with urllib.request.urlopen(f"https://{address}:{port}/version", context=context, timeout=10) as answer:
+        detail["versionThroughService"] = json.loads(answer.read())["gitVersion"]
+    detail["service"] = f"{address}:{port}"
+    return forwarder
+
+
+def api_server_ca() -> str:
+    """The local API server's self-signed certificate: the root CA its pods are given."""
+    return (STATE / "apiserver-certs" / "apiserver.crt").read_text()
+
+
+def pod_api_access(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any]) -> ServiceForwarder:
+    """What a cluster gives pods to reach the API server, which the chart's config-manager needs (in-cluster config):
+    the `kubernetes` Service's ClusterIP routed to the API server, and `kube-root-ca.crt` in each namespace."""
+    forwarder = route_kubernetes_service(run, detail)
+    ca = api_server_ca()
     create(run, objects, ("Namespace",))
     namespaces = sorted({o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"})
     for namespace in namespaces:
@@ -375,11 +391,6 @@ def pod_api_access(run: Run, objects: list[dict[str, Any]], detail: dict[str, An
         code, answer = run.api("POST", f"/api/v1/namespaces/{namespace}/configmaps", configmap)
         if code not in (200, 201, 409):
             raise StepFailed(f"kube-root-ca.crt in {namespace}: {code} {str(answer)[:200]}")
-    # The path a pod takes, checked from the host: the Service's address, TLS verified against that CA and name.
-    context = ssl.create_default_context(cadata=ca)
-    with urllib.request.urlopen(f"https://{address}:{port}/version", context=context, timeout=10) as answer:
-        detail["versionThroughService"] = json.loads(answer.read())["gitVersion"]
-    detail["service"] = f"{address}:{port}"
     detail["rootCaIn"] = namespaces
     return forwarder
 
@@ -462,15 +473,32 @@ def smoke(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any], key: 
     job = next((o for o in objects if o["kind"] == "Job"), None)
     if job is None or job["spec"].get("suspend"):
         raise StepFailed("the rendered smoke Job is missing or suspended: render the hardware stack (approvedCohort)")
-    namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
-    container = job["spec"]["template"]["spec"]["containers"][0]
-    detail["requests"] = {k: v for k, v in container["resources"]["limits"].items() if k.startswith("nvidia.com/")}
     began = time.monotonic()
     create(run, [job], ("Job",))
+    finish_job(run, job, detail, key, began)
+
+
+def finish_job(
+    run: Run, job: dict[str, Any], detail: dict[str, Any], key: str, began: float, *, delete: bool = True
+) -> None:
+    """Wait for a created smoke Job's pod to finish; keep the probe's JSON under `probes.<key>`; StepFailed unless
+    the probe passed. The Job is then deleted, unless `delete` is False (a Job of the program's: `pulumi up` owns it).
+    """
+    namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    limits = container.get("resources", {}).get("limits") or {}
+    detail["requests"] = {k: v for k, v in limits.items() if k.startswith("nvidia.com/")}
+    detail["claims"] = [c.get("name") for c in job["spec"]["template"]["spec"].get("resourceClaims") or []]
+    # A live Job's selector names its uid: a pod of an earlier Job of the same name is not this Job's.
+    match = job["spec"].get("selector", {}).get("matchLabels") or {"job-name": name}
+    selector = ",".join(f"{k}%3D{v}" for k, v in sorted(match.items()))
     seen: list[str] = []
+    allocated: dict[str, Any] = {}
 
     def finished() -> Any:
-        items = pods_of(run, namespace, f"job-name%3D{name}")
+        if detail["claims"]:
+            base.keep_allocated_claim(run, namespace, allocated)
+        items = pods_of(run, namespace, selector)
         if items and items[0]["status"].get("phase") in ("Succeeded", "Failed"):
             return items[0]
         answer = "no pod yet"
@@ -502,6 +530,8 @@ def smoke(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any], key: 
         "node": pod["spec"].get("nodeName"),
         "runtimeClassName": pod["spec"].get("runtimeClassName"),
     }
+    if allocated:
+        detail["allocation"] = base.allocation_of(allocated)
     spec = _probe_spec()
     lines = _container_log(namespace, pod["metadata"]["name"])
     probe = next((json.loads(line) for line in lines if line.startswith('{"probe"')), None)
@@ -511,6 +541,8 @@ def smoke(run: Run, objects: list[dict[str, Any]], detail: dict[str, Any], key: 
     detail["runtimeDevices"] = runtime_devices()
     if pod["status"]["phase"] != "Succeeded" or not probe or probe.get("status") != "pass":
         raise StepFailed(f"the probe did not pass: phase {pod['status']['phase']}, probe {json.dumps(probe)[:400]}")
+    if not delete:
+        return
     run.api("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", {"propagationPolicy": "Background"})
 
     def gone() -> Any:
@@ -697,6 +729,38 @@ leaves it: it admits a slice only from a token bound to a pod of the slice's nod
 refusal would stop the run before the owner change it is for (the report names it not applied)."""
 
 
+def root_mount_shared(detail: dict[str, Any]) -> None:
+    """The DRA plugin's `plugins` mount is Bidirectional and the driver root's HostToContainer: runc refuses both
+    unless the host's / is a shared mount, which systemd makes it on a node; a machine booted otherwise is made so."""
+    root_mount = next(
+        (line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines() if line.split()[4] == "/"),
+        [],
+    )
+    detail["rootMountShared"] = any(field.startswith("shared:") for field in root_mount[6:])
+    if not detail["rootMountShared"]:
+        sh("mount", "--make-rshared", "/")
+        detail["rootMountMadeShared"] = "mount --make-rshared / (systemd's default on a node)"
+
+
+def label_for_affinity(run: Run, node_name: str, daemonset: dict[str, Any], detail: dict[str, Any]) -> None:
+    """The chart's affinity asks NFD's NVIDIA PCI label, which NFD writes on a GPU node; no NFD runs here, so the
+    node is given the label the DaemonSet's first required term asks (the kubelet may not set a kubernetes.io one)."""
+    terms = (
+        daemonset["spec"]["template"]["spec"]
+        .get("affinity", {})
+        .get("nodeAffinity", {})
+        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
+        .get("nodeSelectorTerms", [])
+    )
+    if terms:
+        first = terms[0]["matchExpressions"][0]
+        label = {first["key"]: first["values"][0]}
+        code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"metadata": {"labels": label}})
+        if code != 200:
+            raise StepFailed(f"label {node_name} with {label}: {code}")
+        detail["labelAdded"] = f"{label}: NFD's label the chart's affinity asks (no NFD here)"
+
+
 def dra_daemonset(
     run: Run, node_name: str, moved: list[dict[str, Any]], image: str, detail: dict[str, Any]
 ) -> dict[str, Any]:
@@ -715,31 +779,8 @@ def dra_daemonset(
         {o["kind"] for o in moved if o["kind"] not in PATHS}
         | {f"{o['kind']}/{o['metadata']['name']}" for o in moved if SLICE_POLICY in o["metadata"]["name"]}
     )
-    # The plugin's `plugins` mount is Bidirectional and the driver root's HostToContainer: runc refuses both unless
-    # the host's / is a shared mount, which systemd makes it on a node; a machine booted otherwise is made so here.
-    root_mount = next(
-        (line.split() for line in Path("/proc/self/mountinfo").read_text().splitlines() if line.split()[4] == "/"),
-        [],
-    )
-    detail["rootMountShared"] = any(field.startswith("shared:") for field in root_mount[6:])
-    if not detail["rootMountShared"]:
-        sh("mount", "--make-rshared", "/")
-        detail["rootMountMadeShared"] = "mount --make-rshared / (systemd's default on a node)"
-    # The chart's affinity asks NFD's NVIDIA PCI label, which NFD writes on a GPU node; no NFD runs here.
-    terms = (
-        daemonset["spec"]["template"]["spec"]
-        .get("affinity", {})
-        .get("nodeAffinity", {})
-        .get("requiredDuringSchedulingIgnoredDuringExecution", {})
-        .get("nodeSelectorTerms", [])
-    )
-    if terms:
-        first = terms[0]["matchExpressions"][0]
-        label = {first["key"]: first["values"][0]}
-        code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"metadata": {"labels": label}})
-        if code != 200:
-            raise StepFailed(f"label {node_name} with {label}: {code}")
-        detail["labelAdded"] = f"{label}: NFD's label the chart's affinity asks (no NFD here)"
+    root_mount_shared(detail)
+    label_for_affinity(run, node_name, daemonset, detail)
     began = time.monotonic()
     detail["created"] += create(run, [daemonset], ("DaemonSet",))
     namespace = daemonset["metadata"]["namespace"]
@@ -967,12 +1008,72 @@ def move_back(
     phase("uncordon", began)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def prepare_node(run: Run, hw: Path, images: Path, *, dra: bool) -> str:
+    """The node's host half, step by step: host facts, the driver's libraries, runc on this kernel, the `nvidia`
+    handler, containerd with the pause, probe and device-plugin images (and the DRA driver's with `dra`, the driver's
+    files then made visible inside its container). Returns the node's name."""
+    with run.step("host") as d:
+        base.host_facts(run, d)
+        node_name = node_name_of(d["nvidiaSmi"])
+        d["node"] = node_name
+        run.report["card"] = d["nvidiaSmi"].split(",")[0].strip()
+    with run.step("driver libraries in the loader's cache") as d:
+        base.driver_libraries(d)
+        if dra:
+            driver_files_inside_the_container(d)
+    with run.step("runc starts a container on this kernel") as d:
+        adjust = base.runc_works(hw, d)
+    with run.step("nvidia-container-runtime (CDI mode) and this host's CDI spec") as d:
+        handler = nvidia_runtime(hw, adjust, d)
+    with run.step("containerd with the nvidia handler, runc and the bridge CNI; images imported") as d:
+        archives: tuple[str, ...] = ("pause.oci.tar", "probe.oci.tar", "device-plugin.oci.tar")
+        if dra:
+            archives += ("dra.oci.tar",)
+        base.containerd(run, hw, images, adjust, d, archives=archives, extra_config=handler)
+    return node_name
+
+
+def wind_down(run: Run, sampler: Sampler | None, code: int, logs: Path) -> None:
+    """The report's last fields (the sampler's, the result) saved, the log tails written, everything stopped."""
+    if sampler is not None:
+        sampler.stop_event.set()
+        sampler.join(timeout=2)
+        run.report["sampler"] = sampler.report()
+    run.report["result"] = "pass" if code == 0 else "fail"
+    run.save()
+    with logs.open("w") as out:
+        for log in (
+            sorted(LOGS.glob("*.log")) + sorted(STATE.glob("*.log")) + sorted(Path("/var/log/pods").glob("*/*/*.log"))
+        ):
+            out.write(f"===== {log}\n{tail(log, 60)}\n")
+    for process in run.processes:
+        process.terminate()
+    with contextlib.suppress(Exception):
+        localcluster.stop(STATE)
+    shutil.rmtree(base.CONTAINERD_STATE, ignore_errors=True)
+
+
+def run_arguments(description: str) -> argparse.ArgumentParser:
+    """The options every device-plugin cohort run takes: the unpacked stages, the default render, report and logs."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--toolchain", type=Path, required=True, help="the unpacked toolchain cache folder")
     parser.add_argument("--hw", type=Path, required=True, help="the unpacked hardware-toolchain folder")
     parser.add_argument("--images", type=Path, required=True)
     parser.add_argument("--review", type=Path, required=True, help="the device-plugin stack's review folder")
+    parser.add_argument("--report", type=Path, required=True)
+    parser.add_argument("--logs", type=Path, required=True)
+    return parser
+
+
+def published_detail(run: Run, node_name: str, detail: dict[str, Any], sampler: Sampler) -> None:
+    """What the node publishes now: its `nvidia.com/*` capacity and allocatable, and how many slices it has."""
+    _, node = run.api("GET", f"/api/v1/nodes/{node_name}")
+    detail["published"] = published(node or {})
+    detail["resourceSlices"] = sampler.sample()["resourceSlices"]
+
+
+def main() -> int:
+    parser = run_arguments(__doc__.splitlines()[0])
     parser.add_argument("--time-slicing", type=Path, help="the time-slicing stack's review folder")
     parser.add_argument("--move-to-dra", type=Path, help="the moved stack's review folder (with --time-slicing)")
     parser.add_argument("--move-back", action="store_true", help="after the move to DRA, move back to the plugin")
@@ -986,8 +1087,6 @@ def main() -> int:
         action="store_true",
         help="run the DRA driver as the moved render's DaemonSet from images/dra.oci.tar, not as a host process",
     )
-    parser.add_argument("--report", type=Path, required=True)
-    parser.add_argument("--logs", type=Path, required=True)
     args = parser.parse_args()
     run = Run(args.report)
     run.report["run"] = "device-plugin cohort"
@@ -1002,24 +1101,7 @@ def main() -> int:
     sampler: Sampler | None = None
     code = 0
     try:
-        with run.step("host") as d:
-            base.host_facts(run, d)
-            node_name = node_name_of(d["nvidiaSmi"])
-            d["node"] = node_name
-            run.report["card"] = d["nvidiaSmi"].split(",")[0].strip()
-        with run.step("driver libraries in the loader's cache") as d:
-            base.driver_libraries(d)
-            if args.dra_daemonset:
-                driver_files_inside_the_container(d)
-        with run.step("runc starts a container on this kernel") as d:
-            adjust = base.runc_works(args.hw, d)
-        with run.step("nvidia-container-runtime (CDI mode) and this host's CDI spec") as d:
-            handler = nvidia_runtime(args.hw, adjust, d)
-        with run.step("containerd with the nvidia handler, runc and the bridge CNI; images imported") as d:
-            archives: tuple[str, ...] = ("pause.oci.tar", "probe.oci.tar", "device-plugin.oci.tar")
-            if dra_image:
-                archives += ("dra.oci.tar",)
-            base.containerd(run, args.hw, args.images, adjust, d, archives=archives, extra_config=handler)
+        node_name = prepare_node(run, args.hw, args.images, dra=args.dra_daemonset)
         with run.step("etcd, kube-apiserver, kube-controller-manager, kube-scheduler") as d:
             base.control_plane(run, args.toolchain, d)
         sampler = Sampler(run, node_name)
@@ -1082,9 +1164,7 @@ def main() -> int:
                     dra_image,
                 )
                 d["draAs"] = "DaemonSet" if dra_installed else "host process"
-                _, node = run.api("GET", f"/api/v1/nodes/{node_name}")
-                d["published"] = published(node or {})
-                d["resourceSlices"] = sampler.sample()["resourceSlices"]
+                published_detail(run, node_name, d, sampler)
             with run.step(
                 "the moved cohort's objects applied; the DRA smoke Job's claim allocated; the probe runs"
             ) as d:
@@ -1114,24 +1194,7 @@ def main() -> int:
     except Exception:
         code = 1
     finally:
-        if sampler is not None:
-            sampler.stop_event.set()
-            sampler.join(timeout=2)
-            run.report["sampler"] = sampler.report()
-        run.report["result"] = "pass" if code == 0 else "fail"
-        run.save()
-        with args.logs.open("w") as out:
-            for log in (
-                sorted(LOGS.glob("*.log"))
-                + sorted(STATE.glob("*.log"))
-                + sorted(Path("/var/log/pods").glob("*/*/*.log"))
-            ):
-                out.write(f"===== {log}\n{tail(log, 60)}\n")
-        for process in run.processes:
-            process.terminate()
-        with contextlib.suppress(Exception):
-            localcluster.stop(STATE)
-        shutil.rmtree(base.CONTAINERD_STATE, ignore_errors=True)
+        wind_down(run, sampler, code, args.logs)
     return code
 
 

@@ -62,7 +62,9 @@ image=$(cat "$OUT/images/probe-image.txt")
 trap 'for s in "${stacks[@]}"; do rm -f "stacks/Pulumi.$s.yaml"; done' EXIT
 rm -rf "$OUT/review"
 for s in "${stacks[@]}"; do
-  sed "s#PROBE_IMAGE#$image#" "scripts/hardware/Pulumi.$s.yaml" > "stacks/Pulumi.$s.yaml"
+  # The stacks declare the version the kubelet runs, so the render is that version's (its gates, its floors).
+  sed -e "s#PROBE_IMAGE#$image#" -e "s#kubernetesVersion: \"[0-9.]*\"#kubernetesVersion: \"${KV#v}\"#" \
+    "scripts/hardware/Pulumi.$s.yaml" > "stacks/Pulumi.$s.yaml"
   "${PYTHON:-.venv/bin/python}" -m eks_hybrid_gpu review --stack "$s" --base HEAD --out "$OUT/review/$s"
 done
 rm -rf "$OUT/stage-images"

@@ -2,10 +2,11 @@
 
 1.37 (DRAExtendedResource GA): a Deployment asking `nvidia.com/gpu: 1` runs on the device-plugin cohort; the stack
 file declares the target (owner dra, `dra.extendedResourceName: nvidia.com/gpu`) and `migrate --drain` moves the
-cohort, with an independent pod sampler on each node. Afterwards the real scheduler has placed the Deployment's
-pods on the moved nodes through DRA (`status.extendedResourceClaimStatus`, an allocated special claim), and the
-Deployment is unedited. 1.34 (the gate alpha, off): the same stack file and command are refused before anything
-changes, naming the gate, the versions and the fixes.
+cohort one node at a time, with an independent pod sampler on each node and one over the fleet (which nodes are
+cordoned and which serve `nvidia.com/gpu`). At every sample one node serves the name. Afterwards the real scheduler
+has placed the Deployment's pods on the moved nodes through DRA (`status.extendedResourceClaimStatus`, an allocated
+special claim), and the Deployment is unedited. 1.34 (the gate alpha, off): the same stack file and command are
+refused before anything changes, naming the gate, the versions and the fixes.
 
 Each test starts its own cluster (the session's `cluster` runs the toolchain's default version); the 1.34 one is
 stopped before the 1.37 one starts.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,12 +27,13 @@ import yaml
 from pulumi import automation as auto
 
 from cluster.client import kubeclient
+from cluster.client.kubeclient import SLICES
 from cluster.judge.consumers import mechanism_of
 from cluster.judge.kept_name import mapping_classes
 from components.ownership_ledger import ownership_map
 from eks_hybrid_gpu import cluster_access, engine, local, localcluster, migrate, simulate
 from eks_hybrid_gpu.migrate.planning import read_stack_file
-from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, LEDGER_KEY, LEDGER_NAME
 from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_in_transit import IMAGE, WORKLOADS, Sampler, gpu_status
 from tests.integration.test_migrate import HOSTS, KEY, NODES, PLUGIN, RECORD, sampled
@@ -69,7 +72,7 @@ def _declare_target(work: Path) -> None:
 def _argv(work: Path, state: Path, kubeconfig: Path) -> list[str]:
     return [
         "--stack", "keep", "--cohort", "plugin", "--to", "dra", "--drain", "--timeout", "120", "--project",
-        str(work), "--state-dir", str(state), "--kubeconfig", str(kubeconfig),
+        str(work), "--state-dir", str(state), "--kubeconfig", str(kubeconfig), "--yes",
     ]  # fmt: skip
 
 
@@ -205,10 +208,72 @@ def _trainers(kube: kubeclient.Kube) -> list[dict[str, Any]]:
     return [p for p in pods if not p["metadata"].get("deletionTimestamp")]
 
 
+def _pods_now(kube: kubeclient.Kube) -> list[tuple[Any, ...]]:
+    """Each trainer pod's node, phase, scheduling condition and DRA claim status, for a failure's message."""
+    return [
+        (
+            p["metadata"]["name"],
+            p["spec"].get("nodeName"),
+            p["status"].get("phase"),
+            [(c.get("type"), c.get("status"), c.get("message")) for c in p["status"].get("conditions") or []],
+            p["status"].get("extendedResourceClaimStatus"),
+            bool(p["metadata"].get("deletionTimestamp")),
+        )
+        for p in kube.items(f"/api/v1/namespaces/{WORKLOADS}/pods", labelSelector="app=trainer")
+    ]
+
+
 def _running(kube: kubeclient.Kube) -> list[dict[str, Any]] | None:
     pods = _trainers(kube)
     running = [p for p in pods if p["status"].get("phase") == "Running"]
     return running if len(running) == len(pods) == 2 else None
+
+
+MOVED = {**HOSTS, ALLOCATOR_LABEL: "dra"}
+"""The DRA cohort's selector after the move one node at a time: the hosts' cohort label kept, each node's
+allocator label set to dra in turn."""
+
+
+class Serving(Sampler):
+    """Samples the fleet while `migrate` runs (the per-node Sampler's thread): each sample is (time, the nodes
+    cordoned, the nodes serving `nvidia.com/gpu`: schedulable, and allocatable above 0 through the device plugin or a
+    gpu.nvidia.com slice with a class mapping the name)."""
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            nodes = {
+                n["metadata"]["name"]: n for n in self.kube.items("/api/v1/nodes") if n["metadata"]["name"] in NODES
+            }
+            sliced = {
+                s["spec"].get("nodeName")
+                for s in self.kube.items(SLICES)
+                if s["spec"].get("driver") == "gpu.nvidia.com"
+            }
+            mapped = bool(mapping_classes(self.kube.items("/apis/resource.k8s.io/v1/deviceclasses"), NAME))
+            cordoned = sorted(n for n, node in nodes.items() if (node.get("spec") or {}).get("unschedulable"))
+            serving = sorted(
+                n
+                for n, node in nodes.items()
+                if n not in cordoned
+                and (int((node["status"].get("allocatable") or {}).get(NAME, "0")) > 0 or (mapped and n in sliced))
+            )
+            self.samples.append((time.monotonic(), cordoned, serving))
+            time.sleep(0.05)
+
+
+def _one_node_at_a_time(serving: Serving) -> str:
+    """At every sample one node serves the name, and never are both nodes cordoned at once."""
+    assert serving.samples
+    fewest = min(len(s) for _, _, s in serving.samples)
+    most_cordoned = max(len(c) for _, c, _ in serving.samples)
+    assert fewest >= 1, [(t, sorted(c), sorted(s)) for t, c, s in serving.samples if not s][:3]
+    assert most_cordoned <= 1
+    cordoned_at = [sorted(c) for _, c, _ in serving.samples if c]
+    assert {n for names in cordoned_at for n in names} == set(NODES)  # each was cordoned, in its turn
+    return (
+        f"{len(serving.samples)} fleet samples, at least {fewest} node(s) serving {NAME} in each, at most "
+        f"{most_cordoned} cordoned at once"
+    )
 
 
 def _never_beside_the_other_owner(samplers: list[Sampler]) -> str:
@@ -253,15 +318,22 @@ def test_on_1_37_migrate_keeps_the_name_and_the_deployment_runs_on_through_dra_c
     spec, generation = deployment["spec"], deployment["metadata"]["generation"]
     _declare_target(work_137)
 
-    code, seconds, samplers = sampled(kube, _argv(work_137, env_137.state_dir, cluster_137.kubeconfig))
+    with Serving(kube, "fleet") as serving:
+        code, seconds, samplers = sampled(kube, _argv(work_137, env_137.state_dir, cluster_137.kubeconfig))
     out = capsys.readouterr().out
     assert code == 0, out
-    assert "keeps nvidia.com/gpu: the install phase's DeviceClass gpu.nvidia.com maps it" in out
+    assert "keeps nvidia.com/gpu, one node at a time: the install phase's DeviceClass gpu.nvidia.com maps it" in out
     assert "done after" in out
-    assert "DeviceClass gpu.nvidia.com maps nvidia.com/gpu" in out
+    assert out.index("DeviceClass gpu.nvidia.com maps nvidia.com/gpu") < out.index(f"cordoned {NODES[0]}")
+    assert out.index(f"uncordoned {NODES[0]}") < out.index(f"cordoned {NODES[1]}")
     figures = _never_beside_the_other_owner(samplers)
+    fleet = _one_node_at_a_time(serving)
 
-    after_pods = wait_for(lambda: _running(kube), "the Deployment's 2 pods Running again", timeout=120)
+    try:
+        after_pods = wait_for(lambda: _running(kube), "the Deployment's 2 pods Running again", timeout=120)
+    except AssertionError as error:
+        msg = f"{error}: {_pods_now(kube)}; migrate said:\n{out[-6000:]}"
+        raise AssertionError(msg) from None
     uids = {p["metadata"]["uid"] for p in before_pods}
     for pod in after_pods:
         name = pod["metadata"]["name"]
@@ -285,8 +357,15 @@ def test_on_1_37_migrate_keeps_the_name_and_the_deployment_runs_on_through_dra_c
     assert after["metadata"]["generation"] == generation
     for node in NODES:
         assert gpu_status(kube, node) == ({NAME: "4"}, {NAME: "0"}, True)  # the plugin's name at 0, the slice up
-        assert kube.get(f"/api/v1/nodes/{node}")["metadata"]["labels"][KEY] == "device-plugin"
+        labels = kube.get(f"/api/v1/nodes/{node}")["metadata"]["labels"]
+        assert (labels[KEY], labels[ALLOCATOR_LABEL]) == ("device-plugin", "dra")  # the cohort label kept
     assert mapping_classes(kube.items("/apis/resource.k8s.io/v1/deviceclasses"), NAME) == ["gpu.nvidia.com"]
     assert kube.get_or_none(RECORD) is None
+    written = yaml.safe_load((work_137 / "stacks" / "Pulumi.keep.yaml").read_text())["config"]
+    assert written["eks-hybrid-gpu:cohorts"][0]["nodeSelector"] == MOVED
     phases = [line for line in out.splitlines() if line.startswith("[phase ") and "done in" in line]
-    print(f"\nmigrate keeping {NAME} on 1.37: {seconds:.1f} s: {phases}; samplers: {figures}")
+    per_node = [line for line in out.splitlines() if line.startswith("[node ") and " serves dra " in line]
+    assert len(per_node) == len(NODES)
+    print(
+        f"\nmigrate keeping {NAME} on 1.37: {seconds:.1f} s: {phases}; {per_node}; fleet: {fleet}; samplers: {figures}"
+    )

@@ -51,7 +51,7 @@ def mig_stack(engine_env: engine.EngineEnv, kube: kubeclient.Kube, work: Path) -
 def argv(work: Path, env: engine.EngineEnv, cluster: localcluster.LocalCluster, to: str, *extra: str) -> list[str]:
     return [
         "--stack", "mig", "--cohort", "plugin", "--to", to, "--timeout", "120", "--project", str(work),
-        "--state-dir", str(env.state_dir), "--kubeconfig", str(cluster.kubeconfig), *extra,
+        "--state-dir", str(env.state_dir), "--kubeconfig", str(cluster.kubeconfig), "--yes", *extra,
     ]  # fmt: skip
 
 

@@ -69,7 +69,7 @@ def test_a_pulumi_up_beside_a_running_migrate_is_refused_naming_it_and_the_migra
     }
     migrate = [
         "--stack", STACK, "--cohort", "plugin", "--to", "dra", "--timeout", "120", "--project", str(work),
-        "--state-dir", str(engine_env.state_dir), "--kubeconfig", str(cluster.kubeconfig),
+        "--state-dir", str(engine_env.state_dir), "--kubeconfig", str(cluster.kubeconfig), "--yes",
     ]  # fmt: skip
     samplers = [Sampler(kube, node) for node in NODES]
     for sampler in samplers:

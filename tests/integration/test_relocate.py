@@ -66,7 +66,7 @@ def _published(kube: kubeclient.Kube, node: str) -> bool:
 def _argv(work: Path, env: engine.EngineEnv, cluster: localcluster.LocalCluster, cohort: str) -> list[str]:
     return [
         "--stack", "reloc", "--cohort", cohort, "--to", "dra", "--timeout", "120", "--project", str(work),
-        "--state-dir", str(env.state_dir), "--kubeconfig", str(cluster.kubeconfig),
+        "--state-dir", str(env.state_dir), "--kubeconfig", str(cluster.kubeconfig), "--yes",
     ]  # fmt: skip
 
 

@@ -24,9 +24,13 @@ from pulumi.runtime import settings
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 
 from cluster.judge.live import LiveCluster
+from cluster.records.ledger import ledger_of
+from cluster.records.migration import parse_migration
+from cluster.records.read import Records
 from components.config import StackConfig
+from components.ownership_ledger import ownership_map
 from components.stack import _ownership
-from eks_hybrid_gpu.mocks import RecordingMocks, run_program, stack_config
+from eks_hybrid_gpu.mocks import EKS_CLUSTER, RecordingMocks, run_program, stack_config
 from policy.gpu_allocation.pack import build_policies
 from policy.gpu_allocation.vocab import labels as vocab
 from tests.support.configs import node_info
@@ -79,10 +83,20 @@ def _nodes(config: dict[str, Any]) -> list[dict[str, Any]]:
     return nodes
 
 
-def _as_analyzed(chart: Item, config: StackConfig) -> list[Item]:
-    """A mock-registered Chart v4 as a real preview sends it: empty props, plus its rendered objects."""
+def _as_analyzed(chart: Item, *configs: StackConfig) -> list[Item]:
+    """A mock-registered Chart v4 as a real preview sends it: empty props, plus its rendered objects.
+
+    `configs`: the stack's config, then any installed beside it (a move one node at a time installs a cohort's new
+    owner beside the old, under the same release name: the chart's values tell which owner it is).
+    """
     release = chart.props["name"]
-    index, cohort = next((i, c) for i, c in enumerate(config.cohorts) if f"hybrid-gpu-{c.name}" == release)
+    owner = "dra" if "kubeletPlugin" in chart.props["values"] else "device-plugin"
+    config, index, cohort = next(
+        (config, i, c)
+        for config in configs
+        for i, c in enumerate(config.cohorts)
+        if f"hybrid-gpu-{c.name}" == release and c.owner == owner
+    )
     stamp = replace(
         _ownership(config, index, cohort), chart=f"{chart.props['chart']}@{chart.props.get('version') or ''}"
     )
@@ -93,6 +107,10 @@ def _as_analyzed(chart: Item, config: StackConfig) -> list[Item]:
         annotations[vocab.CHART_ANNOTATION] = stamp.chart
         if record["type"] == "kubernetes:core/v1:ConfigMap" and "config" in chart.props["values"]:
             record["props"]["data"] = chart.props["values"]["config"]["map"]  # the chart renders config.map as data
+        kept = config.dra.extended_resource_name
+        if kept is not None and record["type"] == "kubernetes:resource.k8s.io/v1:DeviceClass":
+            if record["props"]["metadata"]["name"] == "gpu.nvidia.com":  # the chart's own mapping, which it keeps
+                record["props"]["spec"]["extendedResourceName"] = kept
     rendered = Harness.chart_v4(
         chart.name,
         records,
@@ -128,6 +146,88 @@ def _analyzed(stack: str, monkeypatch: pytest.MonkeyPatch) -> list[Item]:
     return items
 
 
+PLUGIN_HOSTS = {vocab.COMPUTE_TYPE_LABEL: vocab.HYBRID, vocab.DEFAULT_COHORT_LABEL_KEY: "device-plugin"}
+MOVED_HOSTS = {**PLUGIN_HOSTS, vocab.ALLOCATOR_LABEL: "dra"}
+OLD_HOSTS = {**PLUGIN_HOSTS, vocab.ALLOCATOR_LABEL: "device-plugin"}
+
+
+def _moving_one_node_at_a_time(phase: str, monkeypatch: pytest.MonkeyPatch) -> list[Item]:
+    """The device-plugin example stack declaring its DRA target and keeping nvidia.com/gpu on 1.37, analyzed as the
+    program installs it in `phase` of `migrate` one node at a time (one node moved, one not)."""
+    raw = stack_config("device-plugin")
+    raw["cluster"]["kubernetesVersion"] = "1.37.2"
+    raw["cohorts"][0] = {**raw["cohorts"][0], "owner": "dra"}
+    raw["dra"] = {"extendedResourceName": "nvidia.com/gpu"}
+    base = StackConfig.model_validate(_base_config_of(raw, "device-plugin", OLD_HOSTS))
+    beside = StackConfig.model_validate(_base_config_of(raw, "dra", MOVED_HOSTS))
+    record = {
+        "cohort": "plugin",
+        "from": "device-plugin",
+        "to": "dra",
+        "phase": phase,
+        "nodeSelector": PLUGIN_HOSTS,
+        "nodes": ["node-0", "node-1"],
+        "toSelector": MOVED_HOSTS,
+        "moved": ["node-0"],
+    }
+    ledger = ledger_of(ownership_map(base), "gpu-system/gpu-allocation-ledger")
+    records = Records("gpu-system", ledger, parse_migration(record, "cm"))
+    labels = {vocab.OPERANDS_OPT_OUT_LABEL: "false"}
+    nodes = [
+        {"metadata": {"name": name, "labels": {**hosts, **labels}}, "status": {"nodeInfo": node_info("v1.37.2-eks-1")}}
+        for name, hosts in (("node-0", MOVED_HOSTS), ("node-1", OLD_HOSTS))
+    ]
+    monkeypatch.setattr("components.program.read_cluster", lambda *_args: LiveCluster(nodes, records=records))
+    recorder = run_program(raw, "device-plugin", _Mocks(eks_cluster={**EKS_CLUSTER, "version": "1.37"}))
+    items: list[Item] = []
+    for registration in recorder.registrations:
+        if registration.type_.startswith("pulumi:providers:"):
+            continue
+        item = Item(registration.type_, registration.inputs, registration.name, registration.parent)
+        if item.resource_type != CHART_V4:
+            items.append(item)
+            continue
+        analyzed = _as_analyzed(item, base, beside)
+        if "kubeletPlugin" in item.props["values"]:  # the engine tells the two apart by their parents' types
+            analyzed = [replace(i, name=i.name.replace(item.name, f"{item.name}-beside")) for i in analyzed]
+            analyzed = [replace(i, parent=f"{item.name}-beside") if i.parent == item.name else i for i in analyzed]
+        items += analyzed
+    return items
+
+
+def _base_config_of(raw: dict[str, Any], owner: str, selector: dict[str, str]) -> dict[str, Any]:
+    cohorts = [{**raw["cohorts"][0], "owner": owner, "nodeSelector": selector}]
+    dra = raw["dra"] if owner == "dra" else {}
+    return {**raw, "cohorts": cohorts, "dra": dra}
+
+
+@pytest.mark.parametrize("phase", ["install", "move-nodes", "remove"])
+def test_a_cohort_moving_to_dra_one_node_at_a_time_passes_every_mandatory_policy(
+    phase: str, harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = _moving_one_node_at_a_time(phase, monkeypatch)
+    charts = [i for i in items if i.resource_type == CHART_V4]
+    assert len(charts) == (2 if phase != "remove" else 1)
+    findings, idle = _mandatory(harness, items)
+    assert findings == []
+    assert "single-allocation-owner" not in idle
+    assert "dra-extended-resource-one-publisher" not in idle  # both owners judged, on disjoint nodes
+
+
+def test_an_owner_beside_on_the_same_nodes_is_refused_by_the_pack(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    items = _moving_one_node_at_a_time("install", monkeypatch)
+    for item in items:
+        spec = item.props.get("spec") if isinstance(item.props, dict) else None
+        template = (spec or {}).get("template", {}).get("spec", {}) if isinstance(spec, dict) else {}
+        if item.name.startswith("gpu-plugin-chart-beside") and isinstance(template.get("nodeSelector"), dict):
+            template["nodeSelector"] = dict(OLD_HOSTS)
+    findings = _mandatory_findings(harness, items)
+    assert any(f.startswith("single-allocation-owner:") and "can select the same nodes" in f for f in findings)
+    assert any(f.startswith("dra-extended-resource-one-publisher:") for f in findings)
+
+
 def _mandatory(harness: Harness, items: list[Item]) -> tuple[list[str], list[str]]:
     """Every mandatory policy's findings, and the mandatory policies that had nothing in the stack to judge."""
     findings: list[str] = []
@@ -155,16 +255,34 @@ NO_MAPPING = ["dra-extended-resource-one-publisher"]
 NO_PLAIN_REQUEST = [*NO_MAPPING, "dra-extended-resource-request-served"]
 """No plain nvidia.com/gpu request beside a DRA driver (local and mixed have one: the device-plugin smoke Job)."""
 NO_CLASS = [*NO_PLAIN_REQUEST, "dra-extended-resource-name-unique"]
+NO_CLAIM_BESIDE_A_PLUGIN = ["dra-claim-on-dra-cohort"]
+"""No DRA claim beside a device plugin's cohort (local and mixed have both: the DRA cohort's smoke Job's claim)."""
 IDLE = {
-    "device-plugin": sorted([*NO_OPERATOR, *NO_CLASS, "dra-feature-gates-allowlisted", "dra-webhook-needs-tls"]),
-    "dra": sorted([*NO_OPERATOR, *NO_PLAIN_REQUEST, "dra-webhook-needs-tls", "mig-strategy-consistent"]),
+    "device-plugin": sorted(
+        [*NO_OPERATOR, *NO_CLASS, *NO_CLAIM_BESIDE_A_PLUGIN, "dra-feature-gates-allowlisted", "dra-webhook-needs-tls"]
+    ),
+    "dra": sorted(
+        [*NO_OPERATOR, *NO_PLAIN_REQUEST, *NO_CLAIM_BESIDE_A_PLUGIN, "dra-webhook-needs-tls", "mig-strategy-consistent"]
+    ),
     "local": sorted([*NO_OPERATOR, *NO_MAPPING, "dra-webhook-needs-tls"]),
     "mixed": sorted([*NO_OPERATOR, *NO_MAPPING, "dra-webhook-needs-tls"]),
     "operator-cluster-policy": sorted(
-        [*NO_CLASS, "dra-webhook-needs-tls", "gpu-discovery-affinity-kept", "mig-strategy-consistent"]
+        [
+            *NO_CLASS,
+            *NO_CLAIM_BESIDE_A_PLUGIN,
+            "dra-webhook-needs-tls",
+            "gpu-discovery-affinity-kept",
+            "mig-strategy-consistent",
+        ]
     ),
     "operator-gpu-cluster": sorted(
-        [*NO_PLAIN_REQUEST, "dra-webhook-needs-tls", "gpu-discovery-affinity-kept", "mig-strategy-consistent"]
+        [
+            *NO_PLAIN_REQUEST,
+            *NO_CLAIM_BESIDE_A_PLUGIN,
+            "dra-webhook-needs-tls",
+            "gpu-discovery-affinity-kept",
+            "mig-strategy-consistent",
+        ]
     ),
 }
 """The mandatory policies with nothing to judge in each example stack (no Operator, no DRA webhook, no MIG, no

@@ -79,6 +79,36 @@ def test_two_owners_in_one_cohort(harness: Harness) -> None:
     )
 
 
+def _moving_one_node_at_a_time(harness: Harness, dra_selector: dict[str, str]) -> list[Item]:
+    """Cohort plugin mid `migrate --to dra` one node at a time: the device plugin on the hosts' selector, DRA
+    installed beside it (stamped cohort plugin) on the new one, and the ledger recording DRA beside."""
+    beside = {"owner": "dra", "nodeSelector": dra_selector, "namespace": "gpu-dra-system"}
+    entry = harness.cohort_entry("device-plugin", DP_SELECTOR, beside=beside)
+    ledger = harness.item(harness.ledger({"plugin": entry}), name="ledger")
+    return [*harness.device_plugin(), *harness.dra(cohort="plugin", selector=dra_selector, index=0), ledger]
+
+
+def test_a_cohort_moving_one_node_at_a_time_has_its_two_owners_on_disjoint_selectors(harness: Harness) -> None:
+    items = _moving_one_node_at_a_time(harness, DRA_SELECTOR)
+    harness.passes(harness.stack(SINGLE_ALLOCATION_OWNER, items))
+    harness.passes(harness.stack(OWNERSHIP_LEDGER_CONSISTENT, items))
+
+
+def test_an_owner_beside_on_the_same_nodes_is_still_refused(harness: Harness) -> None:
+    outcome = harness.stack(SINGLE_ALLOCATION_OWNER, _moving_one_node_at_a_time(harness, DP_SELECTOR))
+    message = next(m for m in outcome.messages if "can select the same nodes" in m)
+    assert "cohort 'plugin' (device-plugin, nodeSelector" in message
+    assert "cohort 'plugin' (dra, nodeSelector" in message
+
+
+def test_a_ledger_owner_beside_that_nothing_installs_is_refused(harness: Harness) -> None:
+    beside = {"owner": "dra", "nodeSelector": DRA_SELECTOR}
+    entry = harness.cohort_entry("device-plugin", DP_SELECTOR, beside=beside)
+    items = [*harness.device_plugin(), harness.item(harness.ledger({"plugin": entry}), name="ledger")]
+    outcome = harness.stack(OWNERSHIP_LEDGER_CONSISTENT, items)
+    assert any("records owner 'dra' beside cohort 'plugin'" in m for m in outcome.messages), outcome.messages
+
+
 def test_overlapping_cohort_selectors(harness: Harness) -> None:
     loose = dict(HYBRID)
     ledger = harness.seed_ledger(dra=harness.cohort_entry("dra", loose))

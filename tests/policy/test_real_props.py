@@ -115,6 +115,7 @@ def test_the_local_stack_passes_the_whole_pack() -> None:
         "chart-version-pinned": 26,
         "compute-domain-crds-one-owner": 1,
         "dra-api-current": 11,
+        "dra-claim-on-dra-cohort": 1,
         "dra-extended-resource-gate-on": 0,
         "dra-extended-resource-name-unique": 1,
         "dra-extended-resource-one-publisher": 0,
@@ -175,3 +176,62 @@ EXPECTED: dict[str, dict[str, int]] = {
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_mandatory_violations_of_each_captured_preview(scenario: str) -> None:
     assert mandatory(scenario) == EXPECTED[scenario]
+
+
+SHARED_WRITE = "a policy wrote into the props all policies of one request share"
+
+
+class _Frozen(dict):  # type: ignore[type-arg]
+    """A props copy that refuses every write: a rule writing into the copy all policies of a request share."""
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError(SHARED_WRITE)
+
+    __setitem__ = __delitem__ = update = pop = popitem = setdefault = clear = _refuse  # type: ignore[assignment]
+
+
+class _FrozenList(list):  # type: ignore[type-arg]
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError(SHARED_WRITE)
+
+    __setitem__ = __delitem__ = append = extend = insert = pop = remove = clear = sort = reverse = _refuse  # type: ignore[assignment]
+    __iadd__ = _refuse  # type: ignore[assignment]
+
+
+def _frozen(value: Any) -> Any:
+    if type(value) is dict:
+        return _Frozen({key: _frozen(item) for key, item in value.items()})
+    if type(value) is list:
+        return _FrozenList(_frozen(item) for item in value)
+    return value
+
+
+def test_one_conversion_per_request_answers_exactly_as_one_per_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK converts each resource once per policy; shared once per request, every answer stays the same.
+
+    Every capture is replayed as the SDK does it alone, then with the sharing on and the shared props copies frozen
+    (a rule that wrote into them would fail here), and the answers must be equal, diagnostics and "not applicable"
+    alike. The sharing counts: the copy is made once per resource, not once per policy.
+    """
+    from google.protobuf import json_format
+
+    from policy.gpu_allocation.rules import props, resource, sdk_internals
+
+    before = {s: [json_format.MessageToDict(a) for a in responses(s)] for s in SCENARIOS}
+    for name in ("json_format", "deserialize_properties", "unknown_checking_proxy"):
+        monkeypatch.setattr(sdk_internals.sdk_policy, name, getattr(sdk_internals.sdk_policy, name))
+    for name in ("Analyze", "AnalyzeStack"):
+        monkeypatch.setattr(AnalyzerServicer, name, getattr(AnalyzerServicer, name))
+    copies: list[int] = []
+
+    def frozen_copy(value: Any) -> tuple[dict[str, Any], str | None]:
+        copies.append(1)
+        plain, error = props.readable.__wrapped__(value)
+        return _frozen(plain), error
+
+    monkeypatch.setattr(resource, "readable", sdk_internals.once_per_request(frozen_copy))
+    sdk_internals.share_deserialization_per_request()
+    after = {s: [json_format.MessageToDict(a) for a in responses(s)] for s in SCENARIOS}
+    assert after == before
+    requests = sum(len(real_records(s, "resource")) + len(real_records(s, "stack")) for s in SCENARIOS)
+    assert len(copies) <= requests

@@ -22,6 +22,11 @@ from typing import Any
 import pytest
 import yaml
 
+from policy.gpu_allocation.rules.dra import (
+    DRA_CLAIM_ON_DRA_COHORT,
+    DRA_EXTENDED_RESOURCE_NAME_UNIQUE,
+    DRA_EXTENDED_RESOURCE_REQUEST_SERVED,
+)
 from policy.gpu_allocation.rules.ownership import (
     OPERATOR_CR_EXCLUSIVE,
     OPERATOR_DEVICE_PLUGIN_DISABLED,
@@ -34,7 +39,10 @@ from tests.support.policy_harness import Harness, type_of
 
 from .test_consumer_readings import operator_render, operator_values
 from .test_foreign_stacks import DIGEST, device_plugin, dra, foreign, selector, smoke_job
+from .test_name_mapping import stack_cluster, team_class
 from .test_time_slicing_selection import EXCLUSIVE, SHARED
+
+FIELDS_OF = "{base}.nodeSelector / {base}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
 
 pytestmark = [pytest.mark.policy, pytest.mark.charts]
 
@@ -401,3 +409,243 @@ def test_a_templated_extra_object_cannot_be_judged(harness: Harness) -> None:
     message = harness.stack(OPERATOR_CR_EXCLUSIVE, [gpu_cluster_release(harness, [text])]).one()
     assert "values extraObjects[0]" in message
     assert "fail closed" in message
+
+
+# --------------------------------------------------------------------------- a claim pinned to a device-plugin cohort
+
+PLUGIN = selector("device-plugin")
+COHORT = "workload.example.com/gpu-allocation"
+
+
+def seed_claim_objects() -> list[dict[str, Any]]:
+    """The seed's DeviceClass and ResourceClaimTemplate (its CEL names the driver gpu.nvidia.com)."""
+    return [
+        Harness.find("seed-dra-objects.yaml", "DeviceClass", "hybrid-large-gpu"),
+        Harness.find("seed-dra-objects.yaml", "ResourceClaimTemplate", "single-large-gpu"),
+    ]
+
+
+PLUGIN_ROUTES: dict[str, tuple[dict[str, str], dict[str, Any] | None]] = {
+    "nodeSelector": (PLUGIN, None),
+    "every ORed term": (
+        {},
+        terms(
+            [{"key": COHORT, "operator": "In", "values": ["device-plugin"]}, *HYBRID_TERM],
+            [
+                {"key": COHORT, "operator": "In", "values": ["device-plugin", "retired"]},
+                {"key": COMPUTE, "operator": "In", "values": ["hybrid"]},
+                {"key": COHORT, "operator": "NotIn", "values": ["retired"]},
+            ],
+        ),
+    ),
+}
+"""Node selections that only admit the device plugin's cohort (every alternative requires its label)."""
+DRA_TWINS: dict[str, tuple[dict[str, str], dict[str, Any] | None]] = {
+    "nodeSelector": (selector("dra"), None),
+    # One ORed term reaches the DRA cohort: the scheduler may place the pod there, where the driver serves it.
+    "every ORed term": (
+        {},
+        terms(
+            [{"key": COHORT, "operator": "In", "values": ["device-plugin"]}],
+            [{"key": COHORT, "operator": "In", "values": ["dra"]}],
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("route", sorted(PLUGIN_ROUTES))
+def test_a_gpu_claim_pinned_to_a_device_plugin_cohort_is_refused(harness: Harness, kind: str, route: str) -> None:
+    node_selector, node_affinity = PLUGIN_ROUTES[route]
+    pinned = workload(kind, claim_pod(node_selector, node_affinity))
+    outcome = harness.stack(DRA_CLAIM_ON_DRA_COHORT, foreign([*device_plugin(), *dra(), *seed_claim_objects(), pinned]))
+    message = outcome.one()
+    assert message.startswith(
+        f"{type_of(pinned)} 'ai-workloads/inference' claims a GPU ('gpu' (kubernetes:resource.k8s.io/v1:"
+        "ResourceClaimTemplate 'ai-workloads/single-large-gpu')) through DRA"
+    ), message
+    assert FIELDS_OF.format(base=".".join(POD_SPEC_PATHS[kind])) in message
+    assert "only admits the device plugin's cohort" in message
+    assert "double-booking" in message or "double-booked" in message
+    assert 'pin the pod to the DRA cohort (nodeSelector {"eks.amazonaws.com/compute-type":"hybrid",' in message
+    assert "ask nvidia.com/gpu in the container's resources.limits" in message
+    says_next_command(message)
+    twin_selector, twin_affinity = DRA_TWINS[route]
+    twin = workload(kind, claim_pod(twin_selector, twin_affinity))
+    stack = foreign([*device_plugin(), *dra(), *seed_claim_objects(), twin])
+    harness.passes(harness.stack(DRA_CLAIM_ON_DRA_COHORT, stack))
+
+
+def test_with_no_dra_driver_the_claim_is_never_allocated(harness: Harness) -> None:
+    job = workload("Job", claim_pod(PLUGIN))
+    message = harness.stack(DRA_CLAIM_ON_DRA_COHORT, foreign([*device_plugin(), *seed_claim_objects(), job])).one()
+    assert "no DRA driver of this stack runs there, so no ResourceSlice offers those GPUs" in message
+    assert "the pod stays Pending" in message
+    assert "pin the pod to a DRA cohort's nodes" in message
+    says_next_command(message)
+
+
+def test_a_driver_on_the_plugins_cohort_would_double_book(harness: Harness) -> None:
+    """A second owner on the cohort serves the claim: the GPUs the plugin hands out are handed out twice."""
+    on_plugin_nodes = dra(kubeletPlugin__nodeSelector=PLUGIN)
+    job = workload("Job", claim_pod(PLUGIN))
+    stack = foreign([*device_plugin(), *on_plugin_nodes, *seed_claim_objects(), job])
+    message = harness.stack(DRA_CLAIM_ON_DRA_COHORT, stack).one()
+    assert "a DRA driver runs there too (" in message
+    assert "so the claim would be served by a second owner" in message
+    assert "(double-booked)" in message
+
+
+def test_a_claim_whose_object_is_not_in_the_stack_cannot_be_judged(harness: Harness) -> None:
+    job = workload("Job", claim_pod(PLUGIN))
+    message = harness.stack(DRA_CLAIM_ON_DRA_COHORT, foreign([*device_plugin(), *dra(), job])).one()
+    assert "claims 'gpu' (ResourceClaimTemplate 'single-large-gpu') through DRA" in message
+    assert "the claim object is not in this stack" in message
+    assert "cannot judge the object and refuses it (fail closed)" in message
+    says_next_command(message)
+
+
+def test_a_claim_for_another_drivers_devices_is_not_a_gpu_claim(harness: Harness) -> None:
+    """A compute-domain channel (IMEX, no GPU) is another driver's device: the GPUs' owner is not in question."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "single-large-gpu", "namespace": "ai-workloads"},
+        "spec": {
+            "spec": {
+                "devices": {
+                    "requests": [
+                        {"name": "channel", "exactly": {"deviceClassName": "compute-domain-default-channel.nvidia.com"}}
+                    ]
+                }
+            }
+        },
+    }
+    job = workload("Job", claim_pod(PLUGIN))
+    outcome = harness.stack(DRA_CLAIM_ON_DRA_COHORT, foreign([*device_plugin(), *dra(), template, job]))
+    harness.passes(outcome)
+
+
+# --------------------------------------------------------------------------- nvidia.com/gpu on the Operator's DRA nodes
+
+OPERATOR_NODES = selector("operator")
+
+
+def plain_request(node_selector: dict[str, str], kind: str = "Deployment") -> dict[str, Any]:
+    pod = {
+        "nodeSelector": node_selector,
+        "containers": [
+            {
+                "name": "server",
+                "image": DIGEST,
+                "resources": {"limits": {"nvidia.com/gpu": 1}, "requests": {"nvidia.com/gpu": 1}},
+            }
+        ],
+    }
+    return workload(kind, pod)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_nvidia_gpu_asked_on_the_gpu_cluster_operators_nodes_is_refused(harness: Harness, kind: str) -> None:
+    release = harness.operator("gpu-cluster")
+    asked = plain_request(OPERATOR_NODES, kind)
+    outcome = harness.stack(DRA_EXTENDED_RESOURCE_REQUEST_SERVED, [release, *foreign([*device_plugin(), asked])])
+    message = outcome.one()
+    assert message.startswith(
+        f"{type_of(asked)} 'ai-workloads/inference' (container 'server') asks nvidia.com/gpu with no ResourceClaim"
+    ), message
+    assert "the DRA driver the GPUCluster of kubernetes:helm.sh/v3:Release 'gpu-operator-release' runs" in message
+    assert "the GPU Operator runs no device plugin under a GPUCluster, and no DeviceClass maps the name" in message
+    assert "add a DeviceClass of your own that maps the name (spec.extendedResourceName: nvidia.com/gpu" in message
+    assert f"the manifest of {type_of(asked)} 'ai-workloads/inference'" in message
+    says_next_command(message)
+    # The twin: the same request on the device plugin's cohort is served there.
+    twin = plain_request(PLUGIN, kind)
+    harness.passes(harness.stack(DRA_EXTENDED_RESOURCE_REQUEST_SERVED, [release, *foreign([*device_plugin(), twin])]))
+
+
+def test_the_rendered_gpu_cluster_runs_the_driver_too(harness: Harness) -> None:
+    rendered = operator_render(operator_values("gpu-cluster"))
+    assert any(m["kind"] == "GPUCluster" for m in rendered)
+    stack = foreign([*rendered, *device_plugin(), plain_request(OPERATOR_NODES)])
+    message = harness.stack(DRA_EXTENDED_RESOURCE_REQUEST_SERVED, stack).one()
+    assert "the GPU Operator runs no device plugin under a GPUCluster" in message
+
+
+@pytest.mark.parametrize(("version", "refused"), [("1.37.2", False), ("1.35.3", True)])
+def test_a_class_mapping_nvidia_gpu_serves_the_operators_nodes_where_the_gate_is_on(
+    harness: Harness, version: str, refused: bool
+) -> None:
+    """KEP-5004's exception: a DeviceClass with extendedResourceName nvidia.com/gpu lets DRA serve the plain name."""
+    stack_cluster(kubernetesVersion=version)
+    stack = [harness.operator("gpu-cluster"), *foreign([team_class(), plain_request(OPERATOR_NODES)])]
+    outcome = harness.stack(DRA_EXTENDED_RESOURCE_REQUEST_SERVED, stack)
+    if not refused:
+        harness.passes(outcome)
+        return
+    message = outcome.one()
+    assert "kubernetes:resource.k8s.io/v1:DeviceClass 'team-gpu' maps it" in message
+    assert "DRAExtendedResource is off in Kubernetes 1.35" in message
+
+
+# --------------------------------------------------------------------------- the mapping a DRA Release renders
+
+
+def dra_release(harness: Harness, **changes: Any) -> Any:
+    values = Harness.values("dra-values.yaml")
+    values.update(changes)
+    return harness.helm_release("dra", "dra-driver-nvidia-gpu", "0.5.0", values)
+
+
+@pytest.mark.parametrize(("api", "served"), [(None, True), ("resource.k8s.io/v1beta2", False)])
+def test_the_gpu_class_a_dra_release_renders_maps_nvidia_gpu(harness: Harness, api: str | None, served: bool) -> None:
+    """The chart sets extendedResourceName on gpu.nvidia.com when it renders resource.k8s.io/v1 (the default)."""
+    rendered = dra()
+    gpu_class = next(m for m in rendered if m["kind"] == "DeviceClass" and m["metadata"]["name"] == "gpu.nvidia.com")
+    assert gpu_class["spec"]["extendedResourceName"] == "nvidia.com/gpu"  # the real render, values as the Release's
+    release = dra_release(harness, **({"resourceApiVersion": api} if api else {}))
+    stack_cluster(kubernetesVersion="1.37.2")
+    stack = [release, *foreign([plain_request(selector("dra"))])]
+    outcome = harness.stack(DRA_EXTENDED_RESOURCE_REQUEST_SERVED, stack)
+    if served:
+        harness.passes(outcome)
+        return
+    message = outcome.one()
+    assert "no DeviceClass maps it" in message
+
+
+def test_a_dra_releases_mapping_and_a_teams_class_are_two_mappings_of_one_name(harness: Harness) -> None:
+    stack = [dra_release(harness), *foreign([team_class()])]
+    message = harness.stack(DRA_EXTENDED_RESOURCE_NAME_UNIQUE, stack).one()
+    assert "DeviceClass 'gpu.nvidia.com' (rendered by kubernetes:helm.sh/v3:Release 'dra' from its values)" in message
+    assert "kubernetes:resource.k8s.io/v1:DeviceClass 'team-gpu'" in message
+    says_next_command(message)
+    harness.passes(harness.stack(DRA_EXTENDED_RESOURCE_NAME_UNIQUE, [dra_release(harness)]))
+
+
+# --------------------------------------------------------------------------- pod templates a Release renders
+
+
+def test_workloads_in_a_releases_extra_objects_are_judged_like_any_other(harness: Harness) -> None:
+    """The Operator chart renders each extraObjects entry: a claim or a plain request there lands like any other."""
+    claim_job = workload("Job", claim_pod(PLUGIN), name="claims")
+    asking = plain_request(OPERATOR_NODES)
+    release = gpu_cluster_release(harness, [claim_job, asking, *seed_claim_objects()])
+    stack = [release, *foreign(device_plugin())]
+    where = "values extraObjects[{}] of kubernetes:helm.sh/v3:Release 'gpu-operator'"
+    message = harness.stack(DRA_CLAIM_ON_DRA_COHORT, stack).one()
+    assert message.startswith(f"kubernetes:batch/v1:Job 'ai-workloads/claims' (from {where.format(0)}) claims a GPU")
+    # The GPUCluster's driver runs on every GPU node the Operator manages: a second owner on the plugin's cohort.
+    assert "a DRA driver runs there too (the DRA driver the GPUCluster of kubernetes:helm.sh/v3:Release" in message
+    assert "(double-booked)" in message
+    message = harness.stack(DRA_EXTENDED_RESOURCE_REQUEST_SERVED, stack).one()
+    assert message.startswith(f"kubernetes:apps/v1:Deployment 'ai-workloads/inference' (from {where.format(1)})")
+    assert "the GPU Operator runs no device plugin under a GPUCluster" in message
+    # The twins: the claim on the GPUCluster's nodes, the plain request on the plugin's cohort.
+    release = gpu_cluster_release(
+        harness,
+        [workload("Job", claim_pod(OPERATOR_NODES), name="claims"), plain_request(PLUGIN), *seed_claim_objects()],
+    )
+    stack = [release, *foreign(device_plugin())]
+    harness.passes(harness.stack(DRA_CLAIM_ON_DRA_COHORT, stack))
+    harness.passes(harness.stack(DRA_EXTENDED_RESOURCE_REQUEST_SERVED, stack))

@@ -69,10 +69,12 @@ def test_every_wait_takes_a_duration(command: str, capsys: pytest.CaptureFixture
 @pytest.mark.unit
 def test_output_formats_print_the_same_document() -> None:
     document = {"nodes": [{"name": "gpu-1", "owner": "dra"}], "conflict": False}
-    as_json = options.emit(document, "json", lambda: "table")
-    as_yaml = options.emit(document, "yaml", lambda: "table")
-    assert json.loads(as_json) == yaml.safe_load(as_yaml) == document
-    assert options.emit(document, "table", lambda: "table") == "table"
+    as_json = options.emit("InspectReport", document, "json", lambda: "table")
+    as_yaml = options.emit("InspectReport", document, "yaml", lambda: "table")
+    typed = {"apiVersion": "eks-hybrid-gpu/v1alpha1", "kind": "InspectReport", **document}
+    assert json.loads(as_json) == yaml.safe_load(as_yaml) == typed
+    assert list(json.loads(as_json))[:2] == ["apiVersion", "kind"]
+    assert options.emit("InspectReport", document, "table", lambda: "table") == "table"
 
 
 @pytest.mark.unit

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import platform
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -189,7 +190,14 @@ def test_h200_replay_reproduces_the_captured_inventory() -> None:
         2, {"name": "device-nodes", "status": "warn", "detail": H200_DEVICE_NODES_DETAIL, "fix": H200_DEVICE_NODES_FIX}
     )
     assert code == 1
-    assert json.loads(text) == expected
+    inventory = json.loads(text)
+    assert inventory.pop("checkedBy") == {
+        "tool": "eks-hybrid-gpu hostcheck",
+        "version": "0.1.0",
+        "source": None,
+        "python": platform.python_version(),
+    }
+    assert inventory == expected
 
 
 @pytest.mark.unit
@@ -532,6 +540,7 @@ def test_inventory_document_shape() -> None:
     assert list(document) == [
         "apiVersion",
         "kind",
+        "checkedBy",
         "hostname",
         "owner",
         "migExpectation",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from eks_hybrid_gpu.hostcheck import collect, containerd, parse
+from eks_hybrid_gpu.hostcheck import collect, containerd, hostfs, parse
 from tests.unit.test_hostcheck import CONTAINERD_2, CONTAINERD_17, ROOTS, checks_of, host
 
 
@@ -89,7 +89,7 @@ def test_broken_toml_fails_with_the_parse_error() -> None:
     assert code == 1
     assert checks["containerd-config"]["status"] == "fail"
     assert str(checks["containerd-config"]["detail"]).startswith(
-        "/etc/containerd/config.toml is not valid TOML (Expected ']' at the end of a table declaration (at line 2"
+        "/etc/containerd/config.toml is not valid TOML (line 2, column 64: expected ']' to close the table header)"
     )
     assert checks["containerd-config"]["fix"] == (
         "make each file valid TOML that this user can read (`containerd config dump` shows what containerd reads), "
@@ -195,11 +195,11 @@ def test_containerd_config_without_binary_on_path_still_counts() -> None:
 
 @pytest.mark.unit
 def test_unreadable_config_is_an_error_not_a_missing_file(monkeypatch: pytest.MonkeyPatch) -> None:
-    def denied(self: Path, encoding: str | None = None) -> str:
-        raise PermissionError(13, "Permission denied", str(self))
+    def denied(path: str, flags: int, mode: int = 0o777) -> int:
+        raise PermissionError(13, "Permission denied", path)
 
     sources = host("driver-570.csv", root=ROOTS / "prepared-dra")
-    monkeypatch.setattr(Path, "read_text", denied)
+    monkeypatch.setattr(hostfs.os, "open", denied)
     facts = collect.read_containerd(sources)
     assert facts.errors == ("/etc/containerd/config.toml is not readable by this user; run the check as root",)
     assert facts.config_found is False

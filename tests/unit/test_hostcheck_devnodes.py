@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from eks_hybrid_gpu.hostcheck import devnodes
+from eks_hybrid_gpu.hostcheck.hostfs import HostTree
 from tests.unit.test_hostcheck import checks_of, host
 
 pytestmark = pytest.mark.unit
@@ -108,7 +109,7 @@ def test_nodes_and_the_udev_rule_pass_through_merged_usr(tmp_path: Path) -> None
         "(NVIDIA Container Toolkit 1.18 or newer ships it)"
     )
     # /lib/udev/rules.d is the same folder through the link: one rule, not two
-    assert len(devnodes.read_udev(tmp_path)) == 1
+    assert len(devnodes.read_udev(HostTree(tmp_path))) == 1
 
 
 def test_the_refresh_service_enabled_by_an_absolute_link_passes(tmp_path: Path) -> None:
@@ -187,7 +188,7 @@ def test_a_rule_whose_nvidia_modprobe_is_missing_is_named(tmp_path: Path) -> Non
 def test_a_commented_rule_does_not_count(tmp_path: Path) -> None:
     _files(tmp_path, "usr/lib/udev/rules.d/60-nvidia.rules", text="# " + RULE)
     _files(tmp_path, "usr/bin/nvidia-modprobe")
-    assert devnodes.read_udev(tmp_path) == ()
+    assert devnodes.read_udev(HostTree(tmp_path)) == ()
 
 
 def test_gpu_minors_come_from_the_driver_procfs(tmp_path: Path) -> None:
@@ -241,11 +242,11 @@ def test_a_root_that_is_itself_a_link_is_read(tmp_path: Path) -> None:
 
 def test_a_link_loop_reads_as_absent(tmp_path: Path) -> None:
     _link(tmp_path, "dev", "/dev")
-    assert devnodes.in_root(tmp_path, "/dev/nvidiactl") is None
+    assert HostTree(tmp_path).local("/dev/nvidiactl") is None
 
 
 def test_dotdot_stops_at_the_root(tmp_path: Path) -> None:
-    assert devnodes.in_root(tmp_path, "/../../etc/passwd") == tmp_path / "etc" / "passwd"
+    assert HostTree(tmp_path).local("/../../etc/passwd") == tmp_path / "etc" / "passwd"
 
 
 def test_a_tree_without_dev_cannot_be_judged(tmp_path: Path) -> None:

@@ -12,17 +12,21 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.client.kubeclient import DEVICE_CLASSES
+from cluster.client.kubeclient import DEVICE_CLASSES, SLICES
 from cluster.client.waits import WaitTimedOut
 from cluster.judge.kept_name import gate_refusal, mapping_classes, node_gates, shadowing_refusal, stranded
+from cluster.judge.node_state import TRANSIT_ANNOTATION as TRANSIT
 from cluster.judge.node_state import NodeState
-from cluster.records.migration import Migration
-from components.mid_migration import apply_to_raw
+from cluster.records.migration import Migration, parse_migration
+from components.mid_migration import apply_to_raw, beside_raw
 from eks_hybrid_gpu import migrate
 from eks_hybrid_gpu.movehost import MoveRefused, refuse_unkept_name
+from eks_hybrid_gpu.stackfile import edited
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, COHORT_LABEL, OWNER_LABEL
 from testkit.fake_kube import FakeKube
 from tests.support.configs import hybrid_node
-from tests.unit.test_migrate import NODES, NS, RECORD, _args, cluster, publish
+from tests.unit.test_migrate import LEDGER, NODES, NS, RECORD, _args, cluster
+from tests.unit.test_migrate import _pod as _pod_of
 
 pytestmark = pytest.mark.unit
 
@@ -189,41 +193,182 @@ def test_a_deployment_that_would_lose_nvidia_gpu_refuses_a_move_that_does_not_ke
     assert planned is not None
 
 
-class UpKeeping:
-    """Each phase's `pulumi up`: the install phase publishes DRA and its class maps the name."""
+KEY = ALLOCATOR_LABEL
+OLD = {**HOSTS, KEY: "device-plugin"}
+MOVED = {**HOSTS, KEY: "dra"}
 
-    def __init__(self, kube: FakeKube) -> None:
+
+class Fleet(FakeKube):
+    """The fake API server with the two DaemonSets' controller and the kubelets: after every write each node runs
+    the allocator whose installed selector its labels match (device plugin: allocatable 4; DRA: its slice,
+    allocatable 0), or none; `samples` keeps each node's allocators and whether it serves `nvidia.com/gpu`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.installed: dict[str, dict[str, str]] = {"device-plugin": dict(HOSTS)}
+        """owner -> the cohort label value its DaemonSet selects."""
+        self.samples: list[dict[str, tuple[list[str], bool]]] = []
+
+    def settle(self) -> None:
+        for node in NODES:
+            path = f"/api/v1/nodes/{node}"
+            labels = self.objects[path]["metadata"]["labels"]
+            owners = [o for o, wanted in self.installed.items() if all(labels.get(k) == v for k, v in wanted.items())]
+            for other in ("device-plugin", "dra"):
+                if other not in owners:
+                    self.objects.pop(f"/api/v1/pods/{other}-{node}", None)
+            if "dra" not in owners:
+                self.objects.pop(f"{SLICES}/{node}-slice", None)
+            plugin = "device-plugin" in owners
+            self.objects[path]["status"]["allocatable"] = {NAME: "4" if plugin else "0"}
+            for owner in owners:
+                pod_path, pod = _allocator(node, owner)
+                self.objects.setdefault(pod_path, pod)
+            if "dra" in owners:
+                self.objects[f"{SLICES}/{node}-slice"] = {
+                    "metadata": {"name": f"{node}-slice"},
+                    "spec": {"nodeName": node, "driver": "gpu.nvidia.com"},
+                }
+        self.sample()
+
+    def sample(self) -> None:
+        seen: dict[str, tuple[list[str], bool]] = {}
+        mapped = f"{DEVICE_CLASSES}/gpu.nvidia.com" in self.objects
+        for node in NODES:
+            allocators = [o for o in ("device-plugin", "dra") if f"/api/v1/pods/{o}-{node}" in self.objects]
+            state = self.objects[f"/api/v1/nodes/{node}"]
+            open_ = not state.get("spec", {}).get("unschedulable")
+            plugin = state["status"]["allocatable"].get(NAME, "0") != "0"
+            serves = open_ and (plugin or (mapped and f"{SLICES}/{node}-slice" in self.objects))
+            seen[node] = (allocators, serves)
+        self.samples.append(seen)
+
+    def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        found = super().merge_patch(path, body)
+        if path.startswith("/api/v1/nodes/"):
+            self.settle()
+        return found
+
+
+def _allocator(node: str, owner: str) -> tuple[str, dict[str, Any]]:
+    path, pod = _pod_of(node, owner)
+    return path, pod
+
+
+def _fleet(server: str = "v1.37.2") -> Fleet:
+    kube = Fleet()
+    kube.objects.update(copy.deepcopy(_cluster(server).objects))
+    kube.settle()
+    return kube
+
+
+class UpKeeping:
+    """Each phase's `pulumi up`, as the program installs it one node at a time: install adds the DRA DaemonSet on
+    the hosts' new selector (and the mapping class), remove drops the device plugin's."""
+
+    def __init__(self, kube: Fleet) -> None:
         self.kube = kube
         self.calls: list[str] = []
 
     def __call__(self, why: str) -> None:
         phase = json.loads(self.kube.objects[RECORD]["data"]["migration.json"])["phase"]
         self.calls.append(phase)
-        publish(self.kube, None if phase == "remove" else "dra")
         if phase == "install":
+            self.kube.installed.update({"device-plugin": OLD, "dra": MOVED})
+            status = {"desiredNumberScheduled": 2, "updatedNumberScheduled": 2, "numberAvailable": 2}
+            labels = {OWNER_LABEL: "device-plugin", COHORT_LABEL: "plugin"}
+            self.kube.objects["/apis/apps/v1/daemonsets/plugin"] = {
+                "metadata": {"name": "plugin", "namespace": NS, "labels": labels, "generation": 2},
+                "status": {**status, "observedGeneration": 2},
+            }
             self.kube.objects[f"{DEVICE_CLASSES}/gpu.nvidia.com"] = copy.deepcopy(MAPPING)
+        if phase == "remove":
+            self.kube.installed.pop("device-plugin")
+        self.kube.settle()
 
 
-def test_the_move_keeping_the_name_waits_for_the_mapping_before_uncordoning(
+def _record(kube: FakeKube) -> dict[str, Any]:
+    return dict(json.loads(kube.objects[RECORD]["data"]["migration.json"]))
+
+
+def test_keeping_the_name_moves_one_node_at_a_time_and_one_always_serves(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _keeping(project)
-    kube = _cluster()
+    kube = _fleet()
     stack = migrate.read_stack_file("t", project)
     assert migrate.migrate(kube, stack, _args(project, "--dry-run"), UpKeeping(kube)) == 0  # type: ignore[arg-type]
-    assert "keeps nvidia.com/gpu: the install phase's DeviceClass gpu.nvidia.com maps it" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "keeps nvidia.com/gpu, one node at a time: the install phase's DeviceClass gpu.nvidia.com maps it" in out
+    assert f"1. [label] label gpu-1, gpu-2 {KEY}=device-plugin (nothing selects it yet)" in out
+    assert f"2. [install] `pulumi up` with device-plugin's selector narrowed to {KEY}=device-plugin" in out
+    assert "3. [move-nodes] one node at a time (gpu-1, gpu-2): cordon, wait for the pods" in out
     up = UpKeeping(kube)
     assert migrate.migrate(kube, stack, _args(project, "--timeout", "5"), up) == 0  # type: ignore[arg-type]
     out = capsys.readouterr().out
-    assert up.calls == ["remove", "install"]
-    published = out.index("waiting until dra's allocator is Ready on gpu-2")
-    mapped = out.index("done after 0.0 s: DeviceClass gpu.nvidia.com maps nvidia.com/gpu")
-    assert published < mapped < out.index("uncordoned gpu-1")
+    assert up.calls == ["install", "remove"]
+    # Never two allocators on a node; at every write one node serves nvidia.com/gpu; the nodes move in turn.
+    assert all(len(allocators) <= 1 for sample in kube.samples for allocators, _ in sample.values())
+    assert all(any(serves for _, serves in sample.values()) for sample in kube.samples)
+    cordoned = [tuple(n for n, (_, s) in sample.items() if not s) for sample in kube.samples]
+    assert ("gpu-1", "gpu-2") not in cordoned
+    assert out.index("uncordoned gpu-1") < out.index("cordoned gpu-2") < out.index("uncordoned gpu-2")
+    assert out.index("DeviceClass gpu.nvidia.com maps nvidia.com/gpu") < out.index("cordoned gpu-1")
+    assert "[node 1/2] gpu-1 serves dra" in out
+    assert "[node 2/2] gpu-2 serves dra" in out
+    for node in NODES:
+        state = kube.objects[f"/api/v1/nodes/{node}"]
+        assert state["metadata"]["labels"][KEY] == "dra"
+        assert state["metadata"]["labels"]["workload.example.com/gpu-allocation"] == "device-plugin"  # kept
+        assert not state["spec"].get("unschedulable")
+        assert TRANSIT not in state["metadata"].get("annotations", {})
+    assert RECORD not in kube.objects
+    written = yaml.safe_load((project / "stacks" / "Pulumi.t.yaml").read_text())
+    assert written["config"]["eks-hybrid-gpu:cohorts"][0]["nodeSelector"] == MOVED
 
 
-def test_a_mapping_class_that_never_comes_holds_the_nodes_cordoned(project: Path) -> None:
+def test_an_interrupted_move_resumes_at_the_node_it_was_moving(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     _keeping(project)
-    kube = _cluster()
+    kube = _fleet()
+    stack = migrate.read_stack_file("t", project)
+    up = UpKeeping(kube)
+    real = kube.merge_patch
+
+    def stops_at_gpu_2(path: str, body: dict[str, Any]) -> dict[str, Any]:
+        found = real(path, body)
+        if path == "/api/v1/nodes/gpu-2" and body.get("metadata", {}).get("labels") == {KEY: None}:
+            raise KeyboardInterrupt
+        return found
+
+    kube.merge_patch = stops_at_gpu_2  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        migrate.migrate(kube, stack, _args(project, "--timeout", "5"), up)  # type: ignore[arg-type]
+    record = _record(kube)
+    assert (record["phase"], record["moved"], record["toSelector"]) == ("move-nodes", ["gpu-1"], MOVED)
+    stopped = kube.objects["/api/v1/nodes/gpu-2"]
+    assert stopped["spec"]["unschedulable"] is True
+    assert KEY not in stopped["metadata"]["labels"]  # between its two owners, neither selects it
+    kube.merge_patch = real  # type: ignore[method-assign]
+    capsys.readouterr()
+    assert migrate.migrate(kube, stack, _args(project, "--timeout", "5"), up) == 0  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert (
+        "resuming the migration recorded in the cluster: cohort plugin from device-plugin to dra one node at a "
+        "time, phase move-nodes, 1 of 2 node(s) moved" in out
+    )
+    assert "[node 1/2]" not in out
+    assert "[node 2/2] gpu-2: device-plugin -> dra" in out
+    assert "cordoned gpu-1" not in out
+    assert up.calls == ["install", "remove"]
+    assert all(len(allocators) <= 1 for sample in kube.samples for allocators, _ in sample.values())
+    assert not kube.objects["/api/v1/nodes/gpu-2"]["spec"].get("unschedulable")
+
+
+def test_a_mapping_class_that_never_comes_moves_no_node(project: Path) -> None:
+    _keeping(project)
+    kube = _fleet()
     up = UpKeeping(kube)
     stack = migrate.read_stack_file("t", project)
 
@@ -233,8 +378,53 @@ def test_a_mapping_class_that_never_comes_holds_the_nodes_cordoned(project: Path
 
     with pytest.raises(WaitTimedOut, match=r"DeviceClass gpu\.nvidia\.com maps nvidia\.com/gpu: not after 1 s"):
         migrate.migrate(kube, stack, _args(project, "--timeout", "1"), without_mapping)  # type: ignore[arg-type]
-    assert json.loads(kube.objects[RECORD]["data"]["migration.json"])["phase"] == "wait-published"
-    assert all(kube.objects[f"/api/v1/nodes/{n}"]["spec"]["unschedulable"] for n in NODES)
+    assert _record(kube)["phase"] == "install"
+    assert not any(kube.objects[f"/api/v1/nodes/{n}"]["spec"].get("unschedulable") for n in NODES)
+
+
+def test_hosts_already_selected_by_the_allocator_label_move_as_a_cohort_at_once(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _keeping(project)
+    kube = _cluster()
+    stack = migrate.read_stack_file("t", project)
+    ledger = json.loads(kube.objects[LEDGER]["data"]["ownership.json"])
+    ledger["cohorts"]["plugin"]["nodeSelector"] = MOVED
+    kube.objects[LEDGER]["data"]["ownership.json"] = json.dumps(ledger)
+    for node in NODES:
+        kube.objects[f"/api/v1/nodes/{node}"]["metadata"]["labels"][KEY] = "dra"
+    planned = migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project))  # type: ignore[arg-type]
+    assert planned is not None
+    assert (planned.per_node, planned.phase) == (False, "cordon")
+    assert f"already holds {KEY}, which a move one node at a time changes" in capsys.readouterr().out
+
+
+def test_each_phase_installs_the_old_owner_the_new_beside_it_or_the_new_alone() -> None:
+    raw = {
+        "cohorts": [{"name": "plugin", "owner": "dra", "nodeSelector": HOSTS}],
+        "dra": {"extendedResourceName": NAME, "featureGates": {}},
+    }
+    moving = Migration("plugin", "device-plugin", "dra", "install", HOSTS, NODES, to_selector=MOVED)
+    for phase, owner, selector, beside in (
+        ("label", "device-plugin", HOSTS, None),
+        ("install", "device-plugin", OLD, MOVED),
+        ("move-nodes", "device-plugin", OLD, MOVED),
+        ("remove", "dra", MOVED, None),
+        ("uncordon", "dra", MOVED, None),
+    ):
+        changed, problems = apply_to_raw(raw, moving.at(phase))
+        assert problems == []
+        assert (changed["cohorts"][0]["owner"], changed["cohorts"][0]["nodeSelector"]) == (owner, selector), phase
+        assert ("extendedResourceName" in changed["dra"]) is (owner == "dra"), phase
+        other = beside_raw(raw, moving.at(phase))
+        if beside is None:
+            assert other is None, phase
+            continue
+        assert other is not None
+        assert other["cohorts"][0] == {"name": "plugin", "owner": "dra", "nodeSelector": MOVED}
+        assert other["dra"]["extendedResourceName"] == NAME
+    again = parse_migration(moving.at("move-nodes").as_json(), "record")
+    assert again == moving.at("move-nodes")
 
 
 def test_the_phases_before_install_carry_no_mapping_and_install_keeps_it() -> None:
@@ -296,3 +486,21 @@ def test_move_host_into_dra_where_a_class_maps_a_name_needs_the_gate_on_that_nod
     assert str(refused.value).startswith("node gpu-1 into cohort dra (dra): cohort dra cannot keep nvidia.com/gpu")
     assert says in str(refused.value)
     assert kube.writes == []
+
+
+def test_the_stack_file_gets_the_hosts_new_selector_with_its_comments_kept() -> None:
+    text = (
+        "config:\n"
+        "  eks-hybrid-gpu:cohorts:\n"
+        "    - name: plugin  # the training fleet\n"
+        "      owner: device-plugin\n"
+        "      nodeSelector: {eks.amazonaws.com/compute-type: hybrid,\n"
+        "        workload.example.com/gpu-allocation: device-plugin}\n"
+        "      hostDriverVerified: true  # checked by hostcheck\n"
+    )
+    result = edited(text, "plugin", "dra", MOVED)
+    assert result is not None
+    assert "# the training fleet" in result
+    assert "# checked by hostcheck" in result
+    entry = yaml.safe_load(result)["config"]["eks-hybrid-gpu:cohorts"][0]
+    assert entry == {"name": "plugin", "owner": "dra", "nodeSelector": MOVED, "hostDriverVerified": True}

@@ -18,6 +18,7 @@ from cluster.records.read import Records
 from components.config import StackConfig
 from components.mid_migration import apply_to_raw
 from components.ownership_ledger import ownership_map
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort, hybrid_node
 
 pytestmark = pytest.mark.unit
@@ -277,6 +278,51 @@ def test_a_plain_pulumi_up_mid_migration_installs_what_the_recorded_phase_allows
     else:
         assert "migration" not in ledger
         assert entry["owner"] == ("device-plugin" if plugins else "dra")
+
+
+MOVED_HOSTS = {**PLUGIN_HOSTS, ALLOCATOR_LABEL: "dra"}
+OLD_HOSTS = {**PLUGIN_HOSTS, ALLOCATOR_LABEL: "device-plugin"}
+CHART = "kubernetes:helm.sh/v4:Chart"
+
+
+@pytest.mark.parametrize(
+    ("phase", "plugins", "beside"), [("install", 1, True), ("move-nodes", 1, True), ("remove", 0, False)]
+)
+def test_one_node_at_a_time_installs_the_new_owner_beside_the_old_under_the_cohorts_own_child_name(
+    run: Any, monkeypatch: pytest.MonkeyPatch, phase: str, plugins: int, beside: bool
+) -> None:
+    config = _base_config(cluster=EKS, cohorts=[cohort(PLUGIN_COHORT, owner="dra")])
+    record = {**RECORD, "phase": phase, "toSelector": MOVED_HOSTS, "moved": ["gpu-1"]}
+    records = Records(
+        "gpu-system", ledger_of(_ledger(cohort(PLUGIN_COHORT)), LEDGER_REF), parse_migration(record, "cm")
+    )
+    nodes = [
+        hybrid_node("gpu-1", "device-plugin", operands_opt_out=False, labels={ALLOCATOR_LABEL: "dra"}),
+        hybrid_node("gpu-2", "device-plugin", operands_opt_out=False, labels={ALLOCATOR_LABEL: "device-plugin"}),
+    ]
+    monkeypatch.setattr("components.program.read_cluster", lambda *_a: LiveCluster(nodes, records=records))
+
+    recorder = run(config)
+
+    assert [r.name for r in recorder.of_type("eks-hybrid-gpu:owners:DevicePlugin")] == ["gpu-plugin"] * plugins
+    charts = {"kubeletPlugin" in r.inputs["values"]: r.inputs["values"] for r in recorder.of_type(CHART)}
+    if plugins:
+        assert charts[False]["nodeSelector"] == OLD_HOSTS
+    assert charts[True]["kubeletPlugin"]["nodeSelector"] == MOVED_HOSTS
+    # The DRA driver has the cohort's own child name whether beside or alone: the last phase keeps it as it is.
+    (driver,) = recorder.of_type("eks-hybrid-gpu:owners:DraDriver")
+    assert driver.name == "gpu-plugin"
+    ledger = json.loads(recorder.named("gpu-ledger-configmap").inputs["data"]["ownership.json"])
+    entry = ledger["cohorts"]["plugin"]
+    if beside:
+        assert (entry["owner"], entry["nodeSelector"]) == ("device-plugin", OLD_HOSTS)
+        assert entry["beside"] == {"owner": "dra", "nodeSelector": MOVED_HOSTS, "namespace": "gpu-dra-system"}
+        assert ledger["migration"]["moved"] == ["gpu-1"]
+    else:
+        assert (entry["owner"], entry["nodeSelector"]) == ("dra", MOVED_HOSTS)
+        assert "beside" not in entry
+    namespaces = {r.inputs["metadata"]["name"] for r in recorder.of_type("kubernetes:core/v1:Namespace")}
+    assert "gpu-dra-system" in namespaces
 
 
 def test_a_one_step_flip_registers_nothing(run: Any, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -13,6 +13,7 @@ from cluster.client import kubeclient, names
 from eks_hybrid_gpu import inspection, movehost, projectdir
 from eks_hybrid_gpu.migrate import cli as migrate_cli
 from policy.gpu_allocation.vocab.grammar import is_dns_subdomain
+from policy.gpu_allocation.vocab.stack_files import stack_file_name
 
 NOT_NODE_NAMES = ["NODE/status", "sim-0/status", "..", ".", "a/b", "", "Upper", "-x", "x-", "a..b", "x" * 254, "a b"]
 
@@ -61,12 +62,38 @@ def test_segment_is_a_name_or_a_refusal_never_a_path(value: str) -> None:
         (names.stack_name, "../etc", "stack name"),
         (names.stack_name, "..", "stack name"),
         (names.stack_name, ".hidden", "stack name"),
-        (names.stack_name, "a/b", "stack name"),
+        (names.stack_name, "a/b/c/d", "stack name"),
+        (names.stack_name, "myorg//prod", "stack name"),
+        (names.stack_name, "myorg/../prod", "stack name"),
+        (names.stack_name, "/prod", "stack name"),
+        (names.stack_name, "prod\n", "stack name"),
     ],
 )
 def test_each_kind_refuses_by_its_own_grammar(check: object, value: str, kind: str) -> None:
     with pytest.raises(names.NameRefused, match=f"is not a {kind}"):
         check(value)  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("value", "file"),
+    [
+        ("prod", "stacks/Pulumi.prod.yaml"),
+        ("myorg/prod", "stacks/Pulumi.prod.yaml"),
+        ("my-org/eks-hybrid-gpu/prod.v2", "stacks/Pulumi.prod.v2.yaml"),
+    ],
+)
+def test_org_qualified_stacks_are_names_and_their_file_is_the_last_segments(value: str, file: str) -> None:
+    assert names.stack_name(value) == value
+    assert stack_file_name(value) == file
+
+
+def test_a_stack_of_another_project_is_refused_with_the_names_to_pass() -> None:
+    with pytest.raises(names.NameRefused) as refused:
+        names.stack_name("myorg/other/prod")
+    assert str(refused.value) == (
+        "--stack 'myorg/other/prod' names project 'other', but this program's project is 'eks-hybrid-gpu' "
+        "(Pulumi.yaml): pass myorg/eks-hybrid-gpu/prod or myorg/prod"
+    )
 
 
 @pytest.mark.parametrize("value", ["kube-system", "kube-system/a/b", "/name", "ns/", "NS/x", "ns/a..b", 7])

@@ -422,9 +422,10 @@ def test_the_eks_source_says_which_credentials_to_check() -> None:
         "preflight: the kubeconfig generated for EKS cluster hybrid-gpu (us-west-2) cannot be used ("
     )
     assert str(refused.value).endswith(
-        "); check the AWS credentials that `aws eks get-token --cluster-name hybrid-gpu --region us-west-2` uses, "
-        "and that this IAM principal has an EKS access entry with cluster-admin (or list and get on nodes, pods, "
-        "daemonsets, resourceslices and resourceclaims)"
+        "); check the AWS credentials that `aws eks get-token --cluster-name hybrid-gpu --region us-west-2 --output "
+        "json` uses (set cluster.awsProfile or cluster.roleArn to choose them), and that this IAM principal has an EKS "
+        "access entry with cluster-admin (or list and get on nodes, pods, daemonsets, resourceslices and "
+        "resourceclaims)"
     )
 
 

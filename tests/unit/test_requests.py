@@ -97,7 +97,7 @@ def test_migrate_hands_the_domain_one_frozen_request_and_the_stack_file_it_read(
     assert cli.main([*argv, "--project", str(project)]) == 0
 
     assert len(ran.calls) == 1
-    _, stack, request, _ = ran.calls[0]
+    _, stack, request, *_ = ran.calls[0]
     assert request == migrate.MigrateRequest(
         stack="t", cohort="plugin", to="dra", timeout=60.0, dry_run=True, project=project
     )
@@ -155,7 +155,7 @@ def test_merge_into_runs_what_its_dry_run_shows(
 
     monkeypatch.setattr(migrate_cli, "stack_runner", no_runner)
     argv = ["migrate", "--stack", "t", "--cohort", "plugin", "--to", "dra", "--merge-into", "dra"]
-    argv += ["--project", str(project), *(["--dry-run"] if dry_run else [])]
+    argv += ["--project", str(project), *(["--dry-run"] if dry_run else ["--yes"])]
 
     assert migrate_cli.run(parser("migrate").parse_args(argv)) == 0, capsys.readouterr().err
     out, err = capsys.readouterr()

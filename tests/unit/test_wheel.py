@@ -109,6 +109,16 @@ def test_hostcheck_on_a_recorded_host_agrees_with_the_checkout(
     assert [gpu["model"] for gpu in inventory["gpus"]] == [model]
 
 
+def test_the_installed_wheel_writes_the_checkouts_artifact_byte_for_byte(
+    installed: wheel.Installed, tmp_path: Path
+) -> None:
+    from eks_hybrid_gpu import hostartifact
+
+    written = installed.run("hostcheck", "--artifact", str(tmp_path / "hc.pyz"))
+    assert written.returncode == 0, written.stderr
+    assert (tmp_path / "hc.pyz").read_bytes() == hostartifact.archive()
+
+
 def test_a_folder_that_is_no_project_is_refused_in_one_line(installed: wheel.Installed) -> None:
     refused = installed.run("inspect", "--project", str(installed.elsewhere))
     assert (refused.returncode, refused.stdout) == (2, "")

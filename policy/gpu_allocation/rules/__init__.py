@@ -16,13 +16,16 @@ Families (``pack.py`` serves their ``POLICIES`` in this order):
 - :mod:`rules.dra`: ``api_current`` (dra-api-current), ``feature_gates`` (dra-feature-gates-allowlisted, with
   ``driver_gates``: how the driver reads its gates), ``webhook`` (dra-webhook-needs-tls), ``extended_resource_names``
   (dra-extended-resource-name-unique), ``mapped_name_publishers`` (dra-extended-resource-one-publisher),
-  ``plain_requests`` (dra-extended-resource-request-served), ``mapping_gate`` (dra-extended-resource-gate-on)
+  ``plain_requests`` (dra-extended-resource-request-served), ``claim_cohort`` (dra-claim-on-dra-cohort),
+  ``mapping_gate`` (dra-extended-resource-gate-on)
 - :mod:`rules.drivers`: ``driver_ownership`` (driver-ownership-consistent, driver-verification-declared),
   ``chart_versions`` (chart-version-pinned), ``operator_hooks`` (operator-hooks-kept)
 
 What the rules read, bottom up:
 
-- :mod:`rules.sdk_internals`: the one home of the pulumi-policy private internals the pack relies on
+- :mod:`rules.sdk_internals`: the one home of the pulumi-policy private internals the pack relies on (and of the one
+  conversion of each object per analyzer request)
+- :mod:`rules.declare`: one declaration of a stack policy (the fields every rule sets)
 - :mod:`rules.props`: property plumbing (SDK proxies to plain data, unknowns, accessors, policy config)
 - :mod:`vocab.parsing` (shared with the program): bounded JSON/YAML reading, so a hostile value is "cannot
   tell", never a crash

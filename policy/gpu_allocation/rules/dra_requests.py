@@ -10,6 +10,7 @@ objects come from the stack (:class:`.stack_view.StackView`); a claim or class t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -21,6 +22,11 @@ DRA_GROUP: Final = "resource.k8s.io"
 MIG_CLASS: Final = "mig.nvidia.com"
 """The DeviceClass the DRA chart renders for MIG devices (dra-driver-nvidia-gpu ``templates/deviceclass-mig.yaml``:
 ``device.attributes['gpu.nvidia.com'].type == 'mig'``)."""
+GPU_CLASSES: Final = frozenset({"gpu.nvidia.com", MIG_CLASS, "vfio.gpu.nvidia.com"})
+"""The DeviceClasses the DRA chart renders for the GPUs its driver publishes (``templates/deviceclass-*.yaml``; the
+compute-domain classes are IMEX channels and daemons, no GPU)."""
+_NAMES_GPU_DRIVER: Final = re.compile(r"""device\.driver\s*==\s*(['"])gpu\.nvidia\.com\1""")
+"""A CEL selector that admits only the NVIDIA GPU driver's devices (``device.driver == 'gpu.nvidia.com'``)."""
 CLAIM_KINDS: Final = frozenset({"ResourceClaimTemplate", "ResourceClaim", "DeviceClass"})
 """The DRA kinds this reader needs read from a stack."""
 
@@ -46,6 +52,17 @@ class DeviceRequest:
     device_class: str | None
     class_object: Resource | None
     expressions: tuple[Expression, ...]
+
+
+def asks_nvidia_gpu(request: DeviceRequest) -> bool:
+    """Tell whether a device request asks for the NVIDIA DRA driver's GPUs.
+
+    It does when it names one of the chart's GPU classes, or a CEL selector (of the request or of its class) admits
+    only that driver's devices.
+    """
+    if request.device_class in GPU_CLASSES:
+        return True
+    return any(_NAMES_GPU_DRIVER.search(expression.text) for expression in request.expressions)
 
 
 def is_dra_object(resource: Resource, kind: str) -> bool:

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..vocab import labels as vocab
-from ..vocab.ledger import ledger_cohorts, ledger_problems, read_record
+from ..vocab.ledger import beside_of, ledger_cohorts, ledger_problems, read_record
 from .props import UNKNOWN, dig
 from .resource import Resource
 
@@ -46,3 +46,19 @@ def parse_ledger(resource: Resource) -> Ledger:
         cohorts=ledger_cohorts(document),
         operator_mode=document.get("operatorMode"),
     )
+
+
+def beside_key(ledger: Ledger | None, cohort: str | None, owner: str | None) -> str | None:
+    """The unit key of `owner` installed beside cohort `cohort`'s own owner, as the ledger records it; else None.
+
+    While `migrate` moves a cohort to DRA one node at a time, the ledger records the new owner beside the old
+    (`beside`: its owner and the hosts' new selector); the pack judges it as a unit of its own, so the two owners'
+    placements are still compared like two cohorts' (disjoint, or refused).
+    """
+    if ledger is None or not ledger.known or cohort is None or owner is None:
+        return None
+    entry = ledger.cohorts.get(cohort)
+    beside = beside_of(entry) if entry is not None else None
+    if beside is None or beside[0] != owner or entry is None or entry.get("owner") == owner:
+        return None
+    return f"{cohort} ({owner} beside, one node at a time)"

@@ -18,6 +18,9 @@ from typing import Any, Final
 
 from ..vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR
 from ..vocab.selectors import Placement, placements_overlap
+from .dra_requests import DRA_GROUP as DRA_API_GROUP
+from .installations import Installation
+from .operator_crs import cr_mode
 from .props import UNKNOWN, compact_json, dig
 from .resource import Resource
 from .shapes import POD_SPEC_PATHS, containers, is_device_plugin_gpu, pod_placement
@@ -37,22 +40,53 @@ def reads_mapping(resource: Resource) -> bool:
     return reads_gpu_objects(resource) or is_device_class(resource)
 
 
+RELEASE_GPU_CLASS: Final = "gpu.nvidia.com"
+"""The GPU DeviceClass the DRA chart renders (dra-driver-nvidia-gpu ``templates/deviceclass-gpu.yaml``)."""
+RELEASE_MAPPED_NAME: Final = "nvidia.com/gpu"
+"""What that class maps on ``resource.k8s.io/v1`` (``extendedResourceName: nvidia.com/gpu``, chart 0.4.1 and 0.5.0)."""
+
+
 @dataclass(frozen=True)
 class MappingClass:
-    """A DeviceClass that maps an extended resource name."""
+    """A DeviceClass that maps an extended resource name (an object of the stack, or one a Release renders)."""
 
     resource: Resource
     name: str
+    subject: str | None = None
+    """For a class a Release renders (its objects are not sent to the analyzer): the class and the Release."""
 
     @property
     def describe(self) -> str:
         """The class, for messages."""
-        return self.resource.describe
+        return self.subject or self.resource.describe
+
+
+def release_mapping(install: Installation) -> MappingClass | None:
+    """The ``gpu.nvidia.com`` mapping a DRA driver's Release renders, read from its values as the chart reads them.
+
+    A ``helm.v3.Release`` hides what it renders from the analyzer, so the class is read from the values: the chart
+    renders ``gpu.nvidia.com`` when ``resources.gpus.enabled`` (Helm truthiness, default true) and sets
+    ``extendedResourceName: nvidia.com/gpu`` on it when the resource API it renders is ``resource.k8s.io/v1``
+    (``resourceApiVersion``, empty by default: the highest version the cluster serves, v1 on every Kubernetes the
+    chart supports, 1.34+). An install whose rendered objects the analyzer sees (a Chart v4) shows the class itself.
+    """
+    if install.owner != DRA or not install.inputs_visible or install.publishes_gpus is not True:
+        return None
+    if any(is_device_class(child) for child in install.children):
+        return None
+    api = install.value("resourceApiVersion")
+    if api is UNKNOWN or api not in (None, "", f"{DRA_API_GROUP}/v1"):
+        return None
+    subject = f"DeviceClass '{RELEASE_GPU_CLASS}' (rendered by {install.describe} from its values)"
+    return MappingClass(install.resource, RELEASE_MAPPED_NAME, subject)
 
 
 def mapping_classes(view: StackView) -> list[MappingClass]:
-    """Every DeviceClass of the stack with ``spec.extendedResourceName`` (a value of the wrong type is recorded)."""
-    found = []
+    """Every DeviceClass of the stack with ``spec.extendedResourceName`` (a value of the wrong type is recorded).
+
+    With the class each DRA driver's Release renders (:func:`release_mapping`).
+    """
+    found = [m for m in (release_mapping(i) for i in view.installations()) if m is not None]
     for resource in view.resources:
         if not is_device_class(resource):
             continue
@@ -73,8 +107,11 @@ class Publisher:
     owner: str
     """``device-plugin`` or ``dra``."""
     placement: Placement | None
-    """Where it runs; None: on every GPU node (the GPU Operator's device plugin cannot be pinned to a cohort)."""
+    """Where it runs; None: on every GPU node (the GPU Operator's operands cannot be pinned to a cohort)."""
     subject: str
+    operator: bool = False
+    """The GPU Operator's operand (its DRA driver's GPU class maps no extended resource: the GPUCluster has no such
+    field)."""
 
     def reaches(self, placement: Placement) -> bool:
         """Tell whether one node can satisfy both this allocator's placement and ``placement``."""
@@ -101,21 +138,29 @@ def publishers(view: StackView) -> list[Publisher]:
     """The device plugins and DRA drivers of the stack that publish GPUs, with where they run.
 
     From the install model (:meth:`StackView.installations`): a standalone allocator, a Chart's rendered allocator
-    or a Release's values. The GPU Operator's device plugin (``devicePlugin.enabled`` not false) runs wherever GPU
-    discovery finds a GPU, so it reaches every node; its own DRA driver (GPUCluster) is not placed by the pack. A
-    placement unknown during preview is skipped (judged at ``up``).
+    or a Release's values. The GPU Operator's operands run wherever GPU discovery finds a GPU (its DaemonSets take
+    no nodeSelector: gpu-operator #2626, #547), so they reach every node: its device plugin under a ClusterPolicy
+    (``devicePlugin.enabled`` not false), its DRA driver under a GPUCluster (the Operator runs the driver's kubelet
+    plugin on every node it manages, and no device plugin: gpu-operator ``manifests/state-dra-driver``), whether the
+    GPUCluster comes from the Operator's values, its rendered objects or a CR of its own. A placement unknown during
+    preview is skipped (judged at ``up``).
     """
     found = []
     for install in view.installations():
         if install.owner == GPU_OPERATOR:
-            if install.operand_enabled("devicePlugin") is True:
-                found.append(Publisher(DEVICE_PLUGIN, None, f"the device plugin of {install.describe}"))
+            if install.mode in {"gpu-cluster", "both"}:
+                found.append(Publisher(DRA, None, f"the DRA driver the GPUCluster of {install.describe} runs", True))
+            if install.mode != "gpu-cluster" and install.operand_enabled("devicePlugin") is True:
+                found.append(Publisher(DEVICE_PLUGIN, None, f"the device plugin of {install.describe}", True))
             continue
         if install.owner not in {DEVICE_PLUGIN, DRA} or install.publishes_gpus is not True:
             continue
         setting = install.placement_setting
         if isinstance(setting.value, Placement):
             found.append(Publisher(install.owner, setting.value, setting.subject))
+    for resource in view.resources:
+        if cr_mode(resource) == "gpu-cluster" and view.installation_urn(resource) is None:
+            found.append(Publisher(DRA, None, f"the DRA driver {resource.describe} runs", True))
     return found
 
 

@@ -25,7 +25,7 @@ from pulumi_policy.proxy import (
 )
 
 from ..vocab.parsing import MAX_DEPTH, TOO_DEEP
-from .sdk_internals import PROXY_TYPES, proxy_target
+from .sdk_internals import PROXY_TYPES, once_per_request, proxy_target
 
 # --------------------------------------------------------------------------- unknowns
 
@@ -108,8 +108,14 @@ def plain(value: Any, depth: int = 0) -> Any:
     return value
 
 
+@once_per_request
 def readable(props: Any) -> tuple[dict[str, Any], str | None]:
-    """Plain props of one object and None; ``({}, why)`` when they nest too deeply to walk (cannot tell)."""
+    """Plain props of one object and None; ``({}, why)`` when they nest too deeply to walk (cannot tell).
+
+    Copied once per object for all the policies of one analyzer request (the SDK hands each policy the same props
+    there: :func:`.sdk_internals.share_deserialization_per_request`), so the copy is read-only: no rule writes into
+    props (``tests/policy/test_real_props.py`` replays every capture with the copies frozen).
+    """
     try:
         return as_dict(plain(props)), None
     except RecursionError:

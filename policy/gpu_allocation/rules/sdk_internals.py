@@ -19,6 +19,13 @@ Two behaviours of the SDK have no public API, and the pack needs both:
   never see the stack's ``kubernetesVersion``: :func:`take_stack_config_from_configure_stack` puts the request's
   config where the SDK reads it.
 
+- The servicer turns a request's properties into policy args once *per policy*: ``Analyze`` and ``AnalyzeStack``
+  (``_PolicyAnalyzerServicer`` in 1.21.0) call ``json_format.MessageToDict``, ``deserialize_properties`` and
+  ``unknown_checking_proxy`` on every resource for each of the pack's policies, which was most of the pack's cost per
+  preview (bench/README.md, section 3). :func:`share_deserialization_per_request` makes those three calls give every
+  policy of one request the same (read-only) result: each policy still gets its own args, validates alone and
+  reports alone; only the SDK's conversion of the same bytes is done once.
+
 The benchmarks and the pack's tests also drive the SDK's gRPC servicer in-process (no analyzer subprocess), for
 which the SDK has no public name either: :data:`AnalyzerServicer`.
 
@@ -29,10 +36,16 @@ When the pin moves, check both against the new SDK's ``proxy.py`` and ``policy.p
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import threading
+from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Final
 
+import pulumi_policy.policy as sdk_policy
+from google.protobuf import json_format
 from pulumi_policy.policy import _NotApplicableError, _PolicyAnalyzerServicer
 from pulumi_policy.proxy import _DictProxy, _ListProxy
 
@@ -75,3 +88,67 @@ def take_stack_config_from_configure_stack() -> None:
 
     configure_stack.keeps_stack_config = True  # type: ignore[attr-defined]
     setattr(AnalyzerServicer, "ConfigureStack", configure_stack)  # noqa: B010 (a method of the SDK, replaced)
+
+
+_REQUEST: Final = threading.local()
+"""The conversions of the request this thread is serving (gRPC serves requests on a thread pool)."""
+
+
+def once_per_request(function: Callable[[Any], Any]) -> Callable[..., Any]:
+    """``function`` of the same object, within one request, is computed once (the argument is kept alive with it).
+
+    Outside a request served by a servicer that :func:`share_deserialization_per_request` set up, every call computes.
+    The result is shared by every policy of the request: nobody may write into it.
+    """
+
+    @functools.wraps(function)
+    def call(value: Any, *rest: Any, **options: Any) -> Any:
+        done: dict[int, tuple[Any, Any]] | None = getattr(_REQUEST, "done", None)
+        if done is None or rest or options:
+            return function(value, *rest, **options)
+        key = id(value)
+        found = done.get(key)
+        if found is None or found[0] is not value:
+            found = (value, function(value))
+            done[key] = found
+        return found[1]
+
+    call.shared_per_request = True  # type: ignore[attr-defined]
+    return call
+
+
+class _JsonFormat(ModuleType):
+    """``google.protobuf.json_format`` as the servicer sees it: ``MessageToDict`` of one request's message once."""
+
+    MessageToDict = staticmethod(once_per_request(json_format.MessageToDict))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(json_format, name)
+
+
+def _serving_one_request(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def serve(self: Any, request: Any, context: Any) -> Any:
+        outer = getattr(_REQUEST, "done", None)
+        _REQUEST.done = {} if outer is None else outer
+        try:
+            return method(self, request, context)
+        finally:
+            _REQUEST.done = outer
+
+    return serve
+
+
+def share_deserialization_per_request() -> None:
+    """Convert each resource of an ``Analyze``/``AnalyzeStack`` request once, for all the pack's policies.
+
+    Safe because no policy writes into its props (every rule copies them first: ``rules.props.plain``), and the
+    conversions are pure; outside a request (a test calling the SDK's helpers) nothing is shared.
+    """
+    if getattr(getattr(sdk_policy, "deserialize_properties"), "shared_per_request", False):  # noqa: B009
+        return
+    setattr(sdk_policy, "json_format", _JsonFormat("json_format"))  # noqa: B010 (the names the servicer calls)
+    for name in ("deserialize_properties", "unknown_checking_proxy"):
+        setattr(sdk_policy, name, once_per_request(getattr(sdk_policy, name)))
+    for name in ("Analyze", "AnalyzeStack"):
+        setattr(AnalyzerServicer, name, _serving_one_request(getattr(AnalyzerServicer, name)))

@@ -55,6 +55,13 @@ FEATURE_GATE: Final = re.compile(r"[A-Z][A-Za-z0-9]{0,99}", re.ASCII)
 EKS_CLUSTER_NAME: Final = re.compile(r"[0-9A-Za-z][A-Za-z0-9_-]{0,99}", re.ASCII)
 AWS_REGION: Final = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]{1,2}", re.ASCII)
 KUBE_CONTEXT: Final = re.compile(r"[A-Za-z0-9@:._/+=-]{1,253}", re.ASCII)
+AWS_PROFILE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+=,@-]{0,127}", re.ASCII)
+"""A named profile of ~/.aws/config as a command line passes it (`--profile`): no spaces, quotes or slashes."""
+IAM_ROLE_ARN: Final = re.compile(
+    r"arn:aws(?:-cn|-us-gov|-iso|-iso-[a-z])?:iam::[0-9]{12}:role/(?:[A-Za-z0-9_+=,.@-]+/)*[A-Za-z0-9_+=,.@-]{1,64}",
+    re.ASCII,
+)
+"""An IAM role's ARN, path included: arn:aws:iam::123456789012:role/gpu-admin."""
 """A kubeconfig context name as tools write them (EKS: arn:aws:eks:<region>:<account>:cluster/<name>)."""
 MIG_PROFILE: Final = re.compile(r"[1-8]g\.[0-9]{1,4}gb(\+me)?", re.ASCII)
 """A MIG profile name as nvidia-smi prints it: 1g.5gb, 1g.10gb+me."""

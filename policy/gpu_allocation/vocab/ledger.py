@@ -54,7 +54,30 @@ def ledger_problems(document: Mapping[str, Any]) -> list[tuple[str, str]]:
         namespace = entry.get("namespace")
         if namespace is not None and not is_dns_label(namespace):
             problems.append((f" cohort '{name}' namespace", "is not a namespace name (a DNS-1123 label)"))
+        if entry.get("beside") is not None and beside_of(entry) is None:
+            problems.append((f" cohort '{name}' beside", "is not an object with an owner and a nodeSelector"))
     return problems
+
+
+BESIDE_KEY = "beside"
+"""A cohort entry's key for the owner installed beside its owner while `migrate` moves it one node at a time."""
+
+
+def beside_of(entry: Mapping[str, Any]) -> tuple[str, dict[str, str]] | None:
+    """(owner, nodeSelector) of the owner a cohort entry records beside its own, None when none (or unusable).
+
+    While `migrate` moves a cohort to DRA one node at a time (KEP-5004), the ledger records the new owner beside
+    the old, on the hosts' new selector: a key whose value differs from the old selector's, so no node has both.
+    """
+    beside = entry.get(BESIDE_KEY)
+    if not isinstance(beside, dict):
+        return None
+    owner, selector = beside.get("owner"), beside.get("nodeSelector")
+    if not isinstance(owner, str) or not isinstance(selector, dict):
+        return None
+    if not all(is_label_key(k) and is_label_value(v) for k, v in selector.items()):
+        return None
+    return owner, {str(k): str(v) for k, v in selector.items()}
 
 
 def ledger_cohorts(document: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -9,19 +9,28 @@ Sources: the charts' own metadata and values (../shared/reference/charts.md), th
 the field notes (second publishers, old chart names).
 """
 
-from __future__ import annotations
-
 import re
-from collections.abc import Mapping
+import sys
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Dict, FrozenSet, Mapping, Optional, Set, Tuple
 
 from .labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, Owner
 
-Version = tuple[int, int, int]
-Mechanism = Literal["extended-resource", "dra"]
+if TYPE_CHECKING:
+    from typing import Final
+
+Version = Tuple[int, int, int]
+if sys.version_info >= (3, 8):
+    from typing import Literal
+
+    Mechanism = Literal["extended-resource", "dra"]
+else:  # typing.Literal is 3.8+; the host check's artifact runs on 3.6 and 3.7
+    Mechanism = str
 """How a mode hands GPUs to pods: `nvidia.com/*` extended resources or `gpu.nvidia.com` ResourceSlices."""
-ModeKey = Literal["device-plugin", "dra", "cluster-policy", "gpu-cluster"]
+if sys.version_info >= (3, 8):
+    ModeKey = Literal["device-plugin", "dra", "cluster-policy", "gpu-cluster"]
+else:  # typing.Literal is 3.8+; the host check's artifact runs on 3.6 and 3.7
+    ModeKey = str
 
 
 @dataclass(frozen=True)
@@ -29,8 +38,8 @@ class HostFloor:
     """What a host needs before a mode can work (compatibility floors, not recommendations)."""
 
     title: str
-    driver_major: int | None
-    toolkit: tuple[int, int] | None
+    driver_major: Optional[int]
+    toolkit: Optional[Tuple[int, int]]
     """Minimum (major, minor) NVIDIA Container Toolkit; None: installed, any version."""
     toolkit_required: bool
     runtime_handler_required: bool
@@ -63,21 +72,21 @@ class ChartPin:
     version: str
     upstream: str
     """A Helm repository URL, or an `oci://` reference of the chart itself."""
-    sha256: str | None
+    sha256: Optional[str]
     """sha256 of the released `helm package` archive; None: no known digest yet."""
-    old_names: tuple[str, ...] = ()
-    fallback: tuple[str, str] | None = None
+    old_names: Tuple[str, ...] = ()
+    fallback: Optional[Tuple[str, str]] = None
     """(version, sha256) of an older archive the local stack and chart-rendering tests may use from a mirror."""
 
     @property
-    def names(self) -> tuple[str, ...]:
+    def names(self) -> Tuple[str, ...]:
         """The current name first, then the old ones."""
         return (self.name, *self.old_names)
 
     @property
-    def archives(self) -> dict[tuple[str, str], str | None]:
+    def archives(self) -> Dict[Tuple[str, str], Optional[str]]:
         """(chart, version) -> known digest, for the pinned release and the fallback."""
-        known: dict[tuple[str, str], str | None] = {(self.name, self.version): self.sha256}
+        known: Dict[Tuple[str, str], Optional[str]] = {(self.name, self.version): self.sha256}
         if self.fallback is not None:
             known[(self.name, self.fallback[0])] = self.fallback[1]
         return known
@@ -93,32 +102,32 @@ class OwnerKind:
     """Its key under `charts.` and `namespaces.` in the stack config (`devicePlugin`)."""
     default_namespace: str
     chart: ChartPin
-    app_labels: frozenset[str]
+    app_labels: FrozenSet[str]
     """`app.kubernetes.io/name` of the chart's workloads, old chart names included."""
-    images: frozenset[str]
+    images: FrozenSet[str]
     """Last path element of the owner's image repository (NGC, GHCR, registry.k8s.io, mirrors), old names too."""
     allocator_binary: str
     """The executable that publishes GPUs (or, for a manager, the manager's), recognised in a command or shell line."""
-    modes: tuple[Mode, ...]
+    modes: Tuple[Mode, ...]
     docs_url: str
-    companion_commands: frozenset[str] = frozenset()
+    companion_commands: FrozenSet[str] = frozenset()
     """Commands of the owner's image that are part of its install and publish no GPU."""
-    allocator_container: str | None = None
+    allocator_container: Optional[str] = None
     """The container name that publishes GPUs when the image also runs companions."""
-    component_labels: tuple[str, ...] = ()
+    component_labels: Tuple[str, ...] = ()
     """Pod-template labels of the chart whose value `allocator_component` marks the allocator pod."""
-    allocator_component: str | None = None
+    allocator_component: Optional[str] = None
     manager: bool = False
     """The owner's own pods publish nothing: they run operands that do (the GPU Operator)."""
 
-    def mode(self, operator_mode: str | None = None) -> Mode:
+    def mode(self, operator_mode: Optional[str] = None) -> Mode:
         """The mode a cohort of this owner runs in: the only one, or the Operator's by its `operator.mode`."""
         if len(self.modes) == 1:
             return self.modes[0]
         return next((m for m in self.modes if m.key == operator_mode), self.modes[0])
 
 
-_DRA_HOST: Final = HostFloor(
+_DRA_HOST: "Final" = HostFloor(
     title="standalone DRA driver 0.5.0",
     driver_major=565,
     toolkit=(1, 18),
@@ -128,13 +137,13 @@ _DRA_HOST: Final = HostFloor(
     source="DRA 0.5.0 prerequisites: driver 565+, Container Toolkit 1.18+, CDI-enabled runtime",
     without_handler="it allocates through CDI instead",
 )
-DRA_MIN_KUBERNETES: Final[Version] = (1, 34, 2)
+DRA_MIN_KUBERNETES: "Final[Version]" = (1, 34, 2)
 """DRA GPU allocation with resource.k8s.io/v1 requires Kubernetes 1.34.2 or newer (the seed guide)."""
 
 # A kubelet may run up to three minor versions behind the control plane, and nodeadm installs each Hybrid Node's
 # own, so every mode carries its own kubelet floor (cluster/judge/node_facts.py checks nodes against it). The charts'
 # `-0` lets pre-release suffixes through, so a floor compares major.minor.patch only.
-DEVICE_PLUGIN_KIND: Final = OwnerKind(
+DEVICE_PLUGIN_KIND: "Final" = OwnerKind(
     owner=DEVICE_PLUGIN,
     title="NVIDIA device plugin",
     config_key="devicePlugin",
@@ -172,7 +181,7 @@ DEVICE_PLUGIN_KIND: Final = OwnerKind(
     ),
 )
 
-DRA_KIND: Final = OwnerKind(
+DRA_KIND: "Final" = OwnerKind(
     owner=DRA,
     title="NVIDIA DRA driver",
     config_key="draDriver",
@@ -208,7 +217,7 @@ DRA_KIND: Final = OwnerKind(
     ),
 )
 
-GPU_OPERATOR_KIND: Final = OwnerKind(
+GPU_OPERATOR_KIND: "Final" = OwnerKind(
     owner=GPU_OPERATOR,
     title="NVIDIA GPU Operator",
     config_key="gpuOperator",
@@ -267,7 +276,7 @@ GPU_OPERATOR_KIND: Final = OwnerKind(
     ),
 )
 
-OWNER_KINDS: Final[Mapping[Owner, OwnerKind]] = {
+OWNER_KINDS: "Final[Mapping[Owner, OwnerKind]]" = {
     kind.owner: kind for kind in (DEVICE_PLUGIN_KIND, DRA_KIND, GPU_OPERATOR_KIND)
 }
 """Owner -> its kind, in the vocabulary's order (labels.OWNERS)."""
@@ -278,12 +287,12 @@ def owner_kind(owner: Owner) -> OwnerKind:
     return OWNER_KINDS[owner]
 
 
-def mode_of(owner: Owner, operator_mode: str | None = None) -> Mode:
+def mode_of(owner: Owner, operator_mode: Optional[str] = None) -> Mode:
     """The mode a cohort of `owner` runs in (`operator_mode` matters for the GPU Operator only)."""
     return OWNER_KINDS[owner].mode(operator_mode)
 
 
-def allocates_through_dra(owner: object, operator_mode: str | None = None) -> bool:
+def allocates_through_dra(owner: object, operator_mode: Optional[str] = None) -> bool:
     """Whether a cohort of `owner` hands out GPUs through ResourceSlices (the DRA driver, the Operator's GPUCluster)."""
     kind = OWNER_KINDS.get(owner)  # type: ignore[call-overload]
     return kind is not None and kind.mode(operator_mode).mechanism == "dra"
@@ -297,45 +306,45 @@ def chart_base_name(reference: str) -> str:
     return re.sub(r"-v?\d+\.\d+\.\d+.*$", "", base)
 
 
-def owner_of_chart(reference: str) -> Owner | None:
+def owner_of_chart(reference: str) -> Optional[Owner]:
     """The owner whose chart (current or old name) a reference names, or None."""
     base = chart_base_name(reference)
     return next((kind.owner for kind in OWNER_KINDS.values() if base in kind.chart.names), None)
 
 
-def owner_of_app_label(value: object) -> Owner | None:
+def owner_of_app_label(value: object) -> Optional[Owner]:
     """The owner whose chart's workloads carry this `app.kubernetes.io/name`, or None (also for a non-string)."""
     if not isinstance(value, str):
         return None
     return next((kind.owner for kind in OWNER_KINDS.values() if value in kind.app_labels), None)
 
 
-def owner_of_image(repository_name: str) -> Owner | None:
+def owner_of_image(repository_name: str) -> Optional[Owner]:
     """The owner whose image this repository name (last path element, no tag) is, or None."""
     return next((kind.owner for kind in OWNER_KINDS.values() if repository_name in kind.images), None)
 
 
-def archive_digests() -> dict[tuple[str, str], str | None]:
+def archive_digests() -> Dict[Tuple[str, str], Optional[str]]:
     """(chart, version) -> sha256 of every archive the registry knows (pinned releases and fallbacks)."""
-    known: dict[tuple[str, str], str | None] = {}
+    known: Dict[Tuple[str, str], Optional[str]] = {}
     for kind in OWNER_KINDS.values():
         known.update(kind.chart.archives)
     return known
 
 
-def hostcheck_modes() -> dict[str, Mode]:
+def hostcheck_modes() -> Dict[str, Mode]:
     """The host check's `--owner` values -> their modes."""
     return {mode.hostcheck_key: mode for kind in OWNER_KINDS.values() for mode in kind.modes}
 
 
-def hostcheck_owners() -> dict[str, Owner]:
+def hostcheck_owners() -> Dict[str, Owner]:
     """The host check's `--owner` values -> the owner kind whose mode each one checks (its default cohort label)."""
     return {mode.hostcheck_key: kind.owner for kind in OWNER_KINDS.values() for mode in kind.modes}
 
 
-def registered_literals() -> frozenset[str]:
+def registered_literals() -> FrozenSet[str]:
     """Every chart name, app label and image name in the registry: what no other module may spell out."""
-    found: set[str] = set()
+    found: Set[str] = set()
     for kind in OWNER_KINDS.values():
         found.update(kind.chart.names, kind.app_labels, kind.images)
     return frozenset(found)

@@ -13,30 +13,31 @@ Reading rules:
   release: they do not order, so `v1.34.2-eks-abc` meets a 1.34.2 floor.
 """
 
-from __future__ import annotations
-
 import re
 from dataclasses import dataclass, field
-from typing import Final
+from typing import TYPE_CHECKING, List, Optional, Tuple, Union
 
-_NUMBER: Final = r"(?:0|[1-9][0-9]*)"
-_IDENTIFIER: Final = r"(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
-_BUILD: Final = r"[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*"
-SEMVER: Final = re.compile(
+if TYPE_CHECKING:
+    from typing import Final
+
+_NUMBER: "Final" = r"(?:0|[1-9][0-9]*)"
+_IDENTIFIER: "Final" = r"(?:0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)"
+_BUILD: "Final" = r"[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*"
+SEMVER: "Final" = re.compile(
     rf"v?(?P<major>{_NUMBER})\.(?P<minor>{_NUMBER})\.(?P<patch>{_NUMBER})"
     rf"(?:-(?P<pre>{_IDENTIFIER}(?:\.{_IDENTIFIER})*))?(?:\+(?P<build>{_BUILD}))?",
     re.ASCII,
 )
 """An exact SemVer 2.0 version, optionally v-prefixed (group `pre`: the pre-release, `build`: the metadata)."""
-_LOOSE: Final = re.compile(
+_LOOSE: "Final" = re.compile(
     r"v?(?P<major>[0-9]{1,6})\.(?P<minor>[0-9]{1,6})(?:\.(?P<patch>[0-9]{1,6}))?"
     r"(?:[-~](?P<pre>[0-9A-Za-z.~_-]{0,100}))?(?:\+(?P<build>[0-9A-Za-z.+~_-]{0,100}))?",
     re.ASCII,
 )
 """What clusters and tools report (`2.0.5-1`, `1.7.27-0ubuntu1~24.04.1`, `v1.31.9+k3s1`); patch optional (partial)."""
-_DISTRIBUTION_BUILD: Final = re.compile(r"(?:eks|gke|aks)[-.][0-9A-Za-z.-]+", re.ASCII)
+_DISTRIBUTION_BUILD: "Final" = re.compile(r"(?:eks|gke|aks)[-.][0-9A-Za-z.-]+", re.ASCII)
 """A Kubernetes distribution's build suffix: it names a build of the release, not a pre-release."""
-_IN_TEXT: Final = re.compile(r"\bv?[0-9]{1,6}\.[0-9]{1,6}\.[0-9]{1,6}(?:[-~+][0-9A-Za-z.]+)?", re.ASCII)
+_IN_TEXT: "Final" = re.compile(r"\bv?[0-9]{1,6}\.[0-9]{1,6}\.[0-9]{1,6}(?:[-~+][0-9A-Za-z.]+)?", re.ASCII)
 """A version inside a tool's `--version` output."""
 
 
@@ -47,29 +48,29 @@ class Version:
     major: int
     minor: int
     patch: int
-    prerelease: tuple[int | str, ...] = ()
+    prerelease: Tuple[Union[int, str], ...] = ()
     build: str = field(default="", compare=False)
 
     @property
-    def release(self) -> tuple[int, int, int]:
+    def release(self) -> Tuple[int, int, int]:
         """(major, minor, patch): what a floor compares."""
         return self.major, self.minor, self.patch
 
-    def key(self) -> tuple[tuple[int, int, int], int, tuple[tuple[int, int | str], ...]]:
+    def key(self) -> Tuple[Tuple[int, int, int], int, Tuple[Tuple[int, Union[int, str]], ...]]:
         """The sort key: release, then a release above its pre-releases, then identifiers (numbers first)."""
         identifiers = tuple((0, p) if isinstance(p, int) else (1, p) for p in self.prerelease)
         return self.release, 0 if self.prerelease else 1, identifiers
 
-    def __lt__(self, other: Version) -> bool:
+    def __lt__(self, other: "Version") -> bool:
         return self.key() < other.key()
 
-    def __le__(self, other: Version) -> bool:
+    def __le__(self, other: "Version") -> bool:
         return self.key() <= other.key()
 
-    def __gt__(self, other: Version) -> bool:
+    def __gt__(self, other: "Version") -> bool:
         return self.key() > other.key()
 
-    def __ge__(self, other: Version) -> bool:
+    def __ge__(self, other: "Version") -> bool:
         return self.key() >= other.key()
 
     def __str__(self) -> str:
@@ -79,11 +80,11 @@ class Version:
         return f"{text}+{self.build}" if self.build else text
 
 
-def _identifiers(text: str) -> tuple[int | str, ...]:
+def _identifiers(text: str) -> Tuple[Union[int, str], ...]:
     return tuple(int(p) if p.isdigit() else p for p in text.split("."))
 
 
-def _build(match: re.Match[str]) -> Version:
+def _build(match: "re.Match[str]") -> Version:
     pre, build = match["pre"] or "", match["build"] or ""
     if pre and _DISTRIBUTION_BUILD.fullmatch(pre):
         pre, build = "", f"{pre}+{build}" if build else pre
@@ -91,7 +92,7 @@ def _build(match: re.Match[str]) -> Version:
     return Version(major, minor, patch, _identifiers(pre) if pre else (), build)
 
 
-def parse_exact(text: object) -> Version | None:
+def parse_exact(text: object) -> Optional[Version]:
     """An exact SemVer 2.0 version (what a chart pin must be), whole string; None otherwise."""
     if not isinstance(text, str):
         return None
@@ -99,7 +100,7 @@ def parse_exact(text: object) -> Version | None:
     return _build(found) if found else None
 
 
-def parse(text: object, *, partial: bool = False) -> Version | None:
+def parse(text: object, *, partial: bool = False) -> Optional[Version]:
     """A reported version, whole string (`v1.34.4-eks-3025e55`, `2.0.5-1`); `partial` also takes `1.34`."""
     if not isinstance(text, str) or len(text) > 256:
         return None
@@ -109,19 +110,21 @@ def parse(text: object, *, partial: bool = False) -> Version | None:
     return _build(found)
 
 
-def find(text: str) -> str | None:
+def find(text: str) -> Optional[str]:
     """The first MAJOR.MINOR.PATCH version in a tool's output, as written there less a leading v; None if none."""
     found = _IN_TEXT.search(text)
-    return found[0].removeprefix("v") if found and parse(found[0]) else None
+    if found is None or parse(found[0]) is None:
+        return None
+    return found[0][1:] if found[0].startswith("v") else found[0]
 
 
-def search(text: str) -> Version | None:
+def search(text: str) -> Optional[Version]:
     """The first version in a tool's output (`NVIDIA Container Toolkit CLI version 1.17.8`), parsed."""
     found = find(text)
     return parse(found) if found else None
 
 
-def newest(versions: list[str]) -> str:
+def newest(versions: List[str]) -> str:
     """The highest of version strings by SemVer precedence (a release above its pre-releases); unparsed lowest."""
     floor = Version(-1, -1, -1)
     return max(versions, key=lambda v: (parse(v) or floor).key())

@@ -1,4 +1,4 @@
-"""DRA policies: current API shapes, reviewed feature gates, a webhook with TLS, the name mapping; one module per rule.
+"""DRA policies: API shapes, feature gates, webhook TLS, the name mapping, claims on DRA nodes; one module per rule.
 
 The seed's words for each rule are in its module; this package lists the family's policies in README order.
 """
@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Final
 
 from .api_current import DRA_API_CURRENT
+from .claim_cohort import DRA_CLAIM_ON_DRA_COHORT
 from .extended_resource_names import DRA_EXTENDED_RESOURCE_NAME_UNIQUE
 from .feature_gates import DRA_FEATURE_GATES_ALLOWLISTED
 from .mapped_name_publishers import DRA_EXTENDED_RESOURCE_ONE_PUBLISHER
@@ -17,6 +18,7 @@ from .webhook import DRA_WEBHOOK_NEEDS_TLS
 
 __all__ = [
     "DRA_API_CURRENT",
+    "DRA_CLAIM_ON_DRA_COHORT",
     "DRA_EXTENDED_RESOURCE_GATE_ON",
     "DRA_EXTENDED_RESOURCE_NAME_UNIQUE",
     "DRA_EXTENDED_RESOURCE_ONE_PUBLISHER",
@@ -33,5 +35,6 @@ POLICIES: Final = (
     DRA_EXTENDED_RESOURCE_NAME_UNIQUE,
     DRA_EXTENDED_RESOURCE_ONE_PUBLISHER,
     DRA_EXTENDED_RESOURCE_REQUEST_SERVED,
+    DRA_CLAIM_ON_DRA_COHORT,
     DRA_EXTENDED_RESOURCE_GATE_ON,
 )

@@ -10,16 +10,14 @@ it a refusal, naming both.
 from __future__ import annotations
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import PROJECT
 from ...vocab.owners import DRA_KIND
+from ..declare import stack_policy
 from ..findings import PREVIEW_AGAIN, report_findings
 from ..name_mapping import MappingClass, describe_all, is_device_class, mapping_classes
 from ..stack_view import StackView
@@ -45,11 +43,12 @@ def _fix(owners: list[MappingClass]) -> str:
 def extended_resource_name_unique_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse two DeviceClasses of the stack mapping the same extendedResourceName, naming both."""
     view = StackView.from_args(args, DEVICE_CLASS_KINDS)
-    if not any(is_device_class(r) for r in view.resources):
-        args.not_applicable("no DeviceClass in the stack")
+    mapped = mapping_classes(view)
+    if not mapped and not any(is_device_class(r) for r in view.resources):
+        args.not_applicable("no DeviceClass in the stack (nor one a DRA driver's Release renders)")
         return
     by_name: dict[str, list[MappingClass]] = {}
-    for mapping in mapping_classes(view):
+    for mapping in mapped:
         by_name.setdefault(mapping.name, []).append(mapping)
     for name, owners in sorted(by_name.items()):
         if len(owners) < 2:
@@ -65,18 +64,16 @@ def extended_resource_name_unique_validator(args: StackValidationArgs, report_vi
     report_findings(view.problems(is_device_class), report_violation)
 
 
-DRA_EXTENDED_RESOURCE_NAME_UNIQUE = StackValidationPolicy(
+DRA_EXTENDED_RESOURCE_NAME_UNIQUE = stack_policy(
     name="dra-extended-resource-name-unique",
     description=(
         "At most one DeviceClass maps each spec.extendedResourceName: the API asks for it to be unique, and the "
         "class created last silently serves every plain request of the name."
     ),
     validate=extended_resource_name_unique_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
     # Nothing to tune: only the enforcement level is configurable (one class per name).
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Keep spec.extendedResourceName on one DeviceClass per name and remove it from the others; this program "
         f"keeps the DRA chart's mapping only with {PROGRAM_SETTING}: nvidia.com/gpu and sets none of its own."
     ),

@@ -11,16 +11,14 @@ driver owns the same GPUs: two owners of one GPU. Nodes are compared as the sche
 from __future__ import annotations
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import DEFAULT_COHORT_LABEL_KEY, DRA, PROJECT
 from ...vocab.owners import DRA_KIND
+from ..declare import stack_policy
 from ..findings import LABELS_NOTE, PREVIEW_AGAIN, report_findings
 from ..name_mapping import MAPPING_KINDS, mapping_classes, publishers, publishes_name, reads_mapping
 from ..stack_view import StackView
@@ -58,18 +56,16 @@ def one_publisher_validator(args: StackValidationArgs, report_violation: ReportV
     report_findings(view.problems(reads_mapping), report_violation)
 
 
-DRA_EXTENDED_RESOURCE_ONE_PUBLISHER = StackValidationPolicy(
+DRA_EXTENDED_RESOURCE_ONE_PUBLISHER = stack_policy(
     name="dra-extended-resource-one-publisher",
     description=(
         "A name a DeviceClass maps (spec.extendedResourceName) is never also published by a device plugin on a "
         "node the DRA driver runs on."
     ),
     validate=one_publisher_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.CRITICAL,
     # Nothing to tune: only the enforcement level is configurable (one publisher of a name per node).
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         f"Give the device plugin and the DRA driver disjoint cohorts ({PROJECT}:cohorts[i].nodeSelector, or each "
         "allocator's own nodeSelector and required node affinity); move a node from one to the other with "
         "`eks-hybrid-gpu move-host`, never by running both on it."

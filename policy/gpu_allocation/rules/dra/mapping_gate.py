@@ -10,17 +10,16 @@ from __future__ import annotations
 
 from pulumi_policy import (
     EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab import kube_releases
 from ...vocab.labels import PROJECT
 from ...vocab.owners import DRA_KIND
 from ..cluster_version import VERSION_CONFIG, cluster_version, how_to_tell
+from ..declare import stack_policy
 from ..findings import CANNOT_JUDGE, PREVIEW_AGAIN, report_findings
 from ..name_mapping import is_device_class, mapping_classes
 from ..stack_view import StackView
@@ -62,17 +61,17 @@ def mapping_gate_validator(args: StackValidationArgs, report_violation: ReportVi
     report_findings(view.problems(is_device_class), report_violation)
 
 
-DRA_EXTENDED_RESOURCE_GATE_ON = StackValidationPolicy(
+DRA_EXTENDED_RESOURCE_GATE_ON = stack_policy(
     name=NAME,
     description=(
         f"A DeviceClass mapping an extended resource name runs where {GATE} is on (1.36+, or set on 1.34/1.35); "
         "elsewhere it maps nothing and is reported (advisory)."
     ),
     validate=mapping_gate_validator,
-    enforcement_level=EnforcementLevel.ADVISORY,
+    level=EnforcementLevel.ADVISORY,
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(properties=VERSION_CONFIG),
-    remediation_steps=(
+    config=VERSION_CONFIG,
+    remediation=(
         f"Upgrade to Kubernetes 1.36+, or turn {GATE} on in every control-plane component and kubelet and set "
         f"{PROJECT}:cluster.featureGates.{GATE}: true; or drop the mapping ({PROJECT}:dra.extendedResourceName unset)."
     ),

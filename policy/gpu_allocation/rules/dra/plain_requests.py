@@ -12,17 +12,15 @@ workload can still take to a device plugin's node is served there, and is not th
 from __future__ import annotations
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab import kube_releases
 from ...vocab.labels import DRA, PROJECT
 from ..cluster_version import VERSION_CONFIG, ClusterVersion, cluster_version, how_to_tell
+from ..declare import stack_policy
 from ..findings import CANNOT_JUDGE, PREVIEW_AGAIN, report_findings
 from ..name_mapping import (
     MAPPING_KINDS,
@@ -55,14 +53,25 @@ def _lands(request: PlainRequest, drivers: list[Publisher]) -> str:
 
 
 def _no_mapping(request: PlainRequest, drivers: list[Publisher]) -> str:
-    keep = (
-        f"map the name (this program: {PROJECT}:dra.extendedResourceName: nvidia.com/gpu keeps the DRA chart's "
-        f"gpu.nvidia.com mapping, on Kubernetes 1.36+ or with {GATE} on), or "
-        if request.name == "nvidia.com/gpu"
-        else ""
-    )
+    reaching = [d for d in drivers if d.reaches(request.placement)]
+    if all(d.operator for d in reaching):
+        # The GPUCluster runs the driver and no device plugin; its GPU class has no extendedResourceName to set.
+        keep = (
+            "add a DeviceClass of your own that maps the name (spec.extendedResourceName: "
+            f"{request.name}, selecting the driver's devices with device.driver == 'gpu.nvidia.com'; KEP-5004, on "
+            f"Kubernetes 1.36+ or with {GATE} on: the Operator's own GPU class maps none), or "
+        )
+        why = "the GPU Operator runs no device plugin under a GPUCluster, and no DeviceClass maps the name"
+    else:
+        keep = (
+            f"map the name (this program: {PROJECT}:dra.extendedResourceName: nvidia.com/gpu keeps the DRA chart's "
+            f"gpu.nvidia.com mapping, on Kubernetes 1.36+ or with {GATE} on), or "
+            if request.name == "nvidia.com/gpu"
+            else ""
+        )
+        why = "no DeviceClass maps it"
     return (
-        f"{_lands(request, drivers)} and no DeviceClass maps it (spec.extendedResourceName): the scheduler finds no "
+        f"{_lands(request, drivers)} and {why} (spec.extendedResourceName): the scheduler finds no "
         f"{request.name} there and the pod stays Pending (Insufficient {request.name}). Either {keep}{CLAIM_FIX}, "
         f"or place it on a device-plugin cohort ({request.resource.manifest_path}); {PREVIEW_AGAIN}."
     )
@@ -125,17 +134,16 @@ def request_served_validator(args: StackValidationArgs, report_violation: Report
     report_findings(view.problems(reads_mapping), report_violation)
 
 
-DRA_EXTENDED_RESOURCE_REQUEST_SERVED = StackValidationPolicy(
+DRA_EXTENDED_RESOURCE_REQUEST_SERVED = stack_policy(
     name=NAME,
     description=(
         "A plain nvidia.com/gpu request (no ResourceClaim) that can only land on a DRA driver's nodes is served by "
         f"a DeviceClass mapping the name, with {GATE} on at the cluster's Kubernetes version."
     ),
     validate=request_served_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(properties=VERSION_CONFIG),
-    remediation_steps=(
+    config=VERSION_CONFIG,
+    remediation=(
         f"Keep the name through DRA ({PROJECT}:dra.extendedResourceName: nvidia.com/gpu) on Kubernetes 1.36+ or with "
         f"{PROJECT}:cluster.featureGates.{GATE}: true; or ask through a ResourceClaim; or place the workload on a "
         f"device-plugin cohort. Declare the version in {PROJECT}:cluster.kubernetesVersion or this policy's "

@@ -12,8 +12,9 @@ from typing import Any, Final
 
 from ...vocab import labels as vocab
 from ...vocab.labels import GPU_OPERATOR, PROJECT
+from ...vocab.ledger import beside_of
 from ...vocab.selectors import Placement
-from ..ledger import Ledger
+from ..ledger import Ledger, beside_key
 from ..props import string_map
 from ..shapes import pod_placement
 from ..stack_view import StackView
@@ -81,7 +82,7 @@ def cohort_units(view: StackView, ledger: Ledger | None) -> dict[str, Unit]:
         if owner is None or resource.is_ledger:
             continue
         cohort = resource.cohort
-        key = cohort or view.installation_urn(resource) or resource.urn
+        key = beside_key(ledger, cohort, owner) or cohort or view.installation_urn(resource) or resource.urn
         current = unit(key, cohort)
         current.add_owner(owner, resource.describe, resource.urn)
         stamped = resource.annotation(vocab.CONFIG_PATH_ANNOTATION)
@@ -107,13 +108,21 @@ def cohort_units(view: StackView, ledger: Ledger | None) -> dict[str, Unit]:
             selector = string_map(entry.get("nodeSelector"))
             if selector is not None:
                 current.selectors.append((Placement.of(selector), f"{ledger.resource.describe} (cohort '{name}')"))
+            beside = beside_of(entry)
+            beside_unit = beside_key(ledger, name, beside[0]) if beside is not None else None
+            if beside is not None and beside_unit is not None:
+                other = unit(beside_unit, name)
+                other.add_owner(beside[0], ledger.resource.describe, None)
+                where = f"{ledger.resource.describe} (cohort '{name}', {beside[0]} beside)"
+                other.selectors.append((Placement.of(beside[1]), where))
 
     for install in view.installations():
         if install.owner == GPU_OPERATOR or install.publishes_gpus is False:
             continue
         setting = install.placement_setting
         placement = setting.value
-        keys = install.cohorts or _matching_cohorts(units, install.owner, placement)
+        keys = [beside_key(ledger, c, install.owner) or c for c in install.cohorts]
+        keys = keys or _matching_cohorts(units, install.owner, placement)
         for key in keys or [install.resource.urn]:
             current = unit(key, key if keys else None)
             if not keys and not install.stamped:

@@ -20,6 +20,7 @@ from pulumi_policy.proxy import UnknownValueError
 
 from ...vocab import labels as vocab
 from ...vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, PROJECT
+from ...vocab.ledger import beside_of
 from ...vocab.owners import GPU_OPERATOR_KIND
 from ..findings import LABELS_NOTE, report_findings
 from ..installations import Installation
@@ -74,6 +75,9 @@ def _check_ledger_rendered(stamped: list[Resource], ledger: Ledger, report: Repo
         entry = ledger.cohorts.get(cohort)
         path = resource.config_path("", cohort_path(cohort, ""))
         problem: tuple[str, str] | None = None
+        beside = beside_of(entry) if entry is not None else None
+        if entry is not None and beside is not None and beside[0] == resource.owner != entry.get("owner"):
+            entry = {**entry, "owner": beside[0], "nodeSelector": beside[1]}  # installed beside, one node at a time
         if entry is None:
             problem = ("missing", f"cohort '{cohort}' is not in {where}")
         elif entry.get("owner") != resource.owner:
@@ -129,6 +133,14 @@ def _check_ledger_owners(
     operator_cohorts = []
     for name, entry in sorted(ledger.cohorts.items()):
         owner = entry.get("owner")
+        beside = beside_of(entry)
+        if beside is not None and beside[0] not in rendered_owners:
+            message = (
+                f"{where} records owner '{beside[0]}' beside cohort '{name}' (migrate, one node at a time), but "
+                "nothing in this stack installs it. Redeploy the ledger with the program, or finish the migration "
+                f"with `eks-hybrid-gpu migrate --stack STACK --cohort {name} --to {beside[0]}`."
+            )
+            report(message, ledger.resource.urn)
         if owner == GPU_OPERATOR:
             operator_cohorts.append(name)
         if owner not in vocab.OWNERS:
