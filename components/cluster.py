@@ -15,8 +15,9 @@ from pathlib import Path
 import pulumi
 import pulumi_kubernetes as k8s
 
+from cluster.client.kubeclient import Kube
 from cluster.client.kubeconfig import Source
-from cluster.judge.live import LiveCluster, preflight_hints, read_live
+from cluster.judge.live import LiveCluster, connect, preflight_hints, read_live
 from components.config import ClusterConfig, StackConfig
 from components.validation import ClusterFacts
 
@@ -208,3 +209,8 @@ def read_cluster(
     """
     selectors = [c.selector(config.cohort_label_key) for c in config.cohorts] if config is not None else []
     return read_live(source_of(cluster, target), records_namespace, selectors)
+
+
+def lease_client(cluster: ClusterConfig, target: ClusterTarget) -> Kube:
+    """The client an update takes its cohorts' Leases through (`components.update_leases`); LiveReadError when none."""
+    return connect(source_of(cluster, target))

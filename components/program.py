@@ -11,10 +11,12 @@ import pulumi
 from cluster.judge.live import LiveCluster, LiveReadError
 from cluster.judge.preflight import check
 from cluster.records.lease_records import lease_lines
+from cluster.records.leases import Leases
 from cluster.records.ledger import ledger_namespace
 from cluster.records.migration import Migration, paused_cohorts
 from cluster.records.read import Records
-from components.cluster import ClusterTarget, make_provider, read_cluster, resolve_target
+from components import update_leases
+from components.cluster import ClusterTarget, lease_client, make_provider, read_cluster, resolve_target
 from components.config import StackConfig
 from components.mid_migration import apply_to_raw, beside_raw
 from components.refusals import StackConfigError, redact
@@ -103,18 +105,56 @@ def preflight_line(live: LiveCluster, seconds: float) -> str:
     )
 
 
-def _show_leases(records: Records) -> None:
-    """Say which nodes and cohorts a `move-host` or `migrate` holds now: this update runs beside it."""
+def _show_leases(records: Records, ours: Leases | None, holder: str | None, warned: set[str]) -> None:
+    """Say which nodes and cohorts a `move-host` or `migrate` holds now: this update runs beside it.
+
+    Not this update's own Leases, nor those of the `migrate` run it is a phase of (`holder`), nor the cohort Leases
+    a preview already warned of (`warned`).
+    """
     if records.leases_error is not None:
         pulumi.log.warn(f"preflight: the Leases of move-host and migrate could not be read ({records.leases_error})")
-    for line in lease_lines([lease for lease in records.leases if not lease.held_by_this_process()]):
+    mine = {ours.identity} if ours is not None else set()
+    others = [
+        lease
+        for lease in records.leases
+        if not lease.held_by_this_process() and lease.holder not in mine | {holder} and lease.name not in warned
+    ]
+    for line in lease_lines(others):
         pulumi.log.warn(
             f"preflight: Lease {line}; that run is changing these GPUs now: let it finish (`eks-hybrid-gpu inspect` "
             "shows the Leases) before reviewing this preview's view of them"
         )
 
 
-def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: Path | None = None) -> HybridGpuCluster:
+def _cohort_leases(config: StackConfig, target: ClusterTarget, holder: str | None) -> tuple[Leases | None, set[str]]:
+    """An update takes its cohorts' Leases (`components.update_leases`); a preview warns of held ones instead."""
+    try:
+        kube = lease_client(config.cluster, target)
+    except LiveReadError as error:
+        if pulumi.runtime.is_dry_run():
+            pulumi.log.warn(f"the cohorts' Leases could not be read ({error}): a `pulumi up` would refuse")
+            return None, set()
+        msg = (
+            f"pulumi up of stack {pulumi.get_stack()} refused, nothing was changed: the cohorts' Leases could not be "
+            f"read ({error}); an update that cannot see whether `migrate` or `move-host` is changing these GPUs does "
+            "not run beside them"
+        )
+        raise pulumi.RunError(msg) from None
+    namespace = ledger_namespace(config.namespaces)
+    declared = [c.name for c in config.cohorts]
+    if pulumi.runtime.is_dry_run():
+        return None, update_leases.warn_held(kube, namespace, declared, holder)
+    return update_leases.hold(kube, namespace, declared, pulumi.get_stack(), holder), set()
+
+
+def run(
+    project_dir: Path,
+    *,
+    render_dir: str | None = None,
+    local_kubeconfig: Path | None = None,
+    lease_holder: str | None = None,
+    cohort_leases: bool = True,
+) -> HybridGpuCluster:
     """Everything `__main__.py` does; a function so tests and the local runner can call it.
 
     `render_dir` turns on render mode, for `eks-hybrid-gpu review` only (its worker passes it): nothing reaches a
@@ -125,6 +165,12 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
     `local_kubeconfig`: the kubeconfig of the loopback API server that `cluster.source: local` targets. The program
     reads no environment; its entry point does (`__main__.py`: `eks_hybrid_gpu.localpaths.local_kubeconfig()`) and
     passes the file here. Not needed for the other sources, nor in render mode.
+
+    `cohort_leases` (off only under the unit tests' mocks, which reach no cluster): an update holds the Lease of
+    each cohort it may change and refuses while another run holds one; a preview warns of them
+    (`components.update_leases`). `lease_holder`: the holderIdentity of the `migrate` run whose own `pulumi up` this
+    is (its entry point passes it; `__main__.py` reads `EKS_HYBRID_GPU_LEASE_HOLDER`): its Leases count as this
+    update's.
     """
     render_dir = render_dir or None  # an empty folder name is no render mode
     render_only = render_dir is not None
@@ -137,6 +183,10 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
         config = load_stack_config(raw, project_dir, target.facts, stack_file=stack_file, secret_keys=secret_keys)
     except StackConfigError as error:
         raise pulumi.RunError(str(error)) from None
+    leases: Leases | None = None
+    warned: set[str] = set()
+    if cohort_leases and not render_only:
+        leases, warned = _cohort_leases(config, target, lease_holder)
     migration: Migration | None = None
     beside: dict[str, StackConfig] = {}
     if config.cluster.preflight:
@@ -150,7 +200,7 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
             msg = f"{error}; nothing was changed"
             raise pulumi.RunError(msg) from None
         if records is not None:
-            _show_leases(records)
+            _show_leases(records, leases, lease_holder, warned)
         if migration is not None:
             config, raw, beside = _mid_migration(migration, raw, project_dir, target, stack_file, secret_keys)
         paused = paused_cohorts(migration)
@@ -163,6 +213,8 @@ def run(project_dir: Path, *, render_dir: str | None = None, local_kubeconfig: P
             raise pulumi.RunError(
                 str(StackConfigError(redact(problems, raw, secret_keys), stack_file, subject="The live nodes"))
             )
+    if leases is not None:  # the preflight may have taken long: still ours, or register nothing
+        update_leases.still_held(leases, pulumi.get_stack())
     provider = make_provider(target, secret="cluster" in secret_keys, render_dir=render_dir)
     cluster = HybridGpuCluster(
         "gpu",

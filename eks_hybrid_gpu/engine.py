@@ -26,7 +26,7 @@ from typing import Any, Final
 import yaml
 from pulumi import automation as auto
 
-from cluster.records.lease_records import pid_alive
+from cluster.records.lease_records import HOLDER_ENV, pid_alive
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.localpaths import KUBE_DIRS_ENV
 from policy.gpu_allocation.vocab.labels import PROJECT
@@ -280,10 +280,15 @@ def stack(
     work_dir: Path | None = None,
     program: Callable[[], None] | None = None,
     charts: Mapping[str, Any] | None = None,
+    lease_holder: str | None = None,
 ) -> auto.Stack:
     """Select or create a stack whose config lives in `work_dir`/stacks (default: the project's), run inline.
 
     The private engine's backend has no organizations: `myorg/prod` is its stack `prod` (stacks/Pulumi.prod.yaml).
+
+    `lease_holder`: the holderIdentity of the run (`migrate`) whose own `pulumi up` this stack runs: the program
+    counts that run's cohort Leases as its own (inline, as an argument; for the engine's children, in `HOLDER_ENV`).
+    Without it, an update takes its cohorts' Leases and refuses while another run holds one.
     """
     project = work_dir or projectdir.current()
     name = short_name(name)
@@ -291,13 +296,13 @@ def stack(
     def default_program() -> None:
         from components.program import run
 
-        run(project, local_kubeconfig=engine.kubeconfig)
+        run(project, local_kubeconfig=engine.kubeconfig, lease_holder=lease_holder)
 
     work = _work_copy(engine, name, project, charts)
     workspace = auto.LocalWorkspaceOptions(
         work_dir=str(work),
         pulumi_home=str(engine.pulumi_home),
-        env_vars=engine.variables,
+        env_vars={**engine.variables, **({HOLDER_ENV: lease_holder} if lease_holder else {})},
         pulumi_command=auto.PulumiCommand(
             root=str(Path(_which("pulumi", engine)).parent.parent), skip_version_check=True
         ),

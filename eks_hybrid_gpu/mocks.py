@@ -106,17 +106,23 @@ def run_program(
     mocks: RecordingMocks | None = None,
     *,
     render_dir: str | None = None,
+    preview: bool = False,
+    cohort_leases: bool = False,
+    lease_holder: str | None = None,
 ) -> RecordingMocks:
     """Run components.program.run under fresh mocks with `config`; return the recorder.
 
     `render_dir` runs the program in the review's render mode (`components.program.run(..., render_dir=...)`).
+    `preview` runs it as a preview (`pulumi.runtime.is_dry_run()`). `cohort_leases`: the update takes its cohorts'
+    Leases (`components.update_leases`), off by default since the mocks reach no cluster; its tests give the program
+    an in-memory API server instead; `lease_holder` as the program's.
     """
     from components.program import run
     from eks_hybrid_gpu.localpaths import local_kubeconfig
 
     recorder = mocks or RecordingMocks()
     pulumi.runtime.set_mocks(
-        recorder, project=PROJECT, stack=stack, preview=False, monitor=ParentRecordingMonitor(recorder)
+        recorder, project=PROJECT, stack=stack, preview=preview, monitor=ParentRecordingMonitor(recorder)
     )
     pulumi.runtime.set_all_config(
         {f"{PROJECT}:{key}": value if isinstance(value, str) else json.dumps(value) for key, value in config.items()}
@@ -124,7 +130,13 @@ def run_program(
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> pulumi.Output[Any]:
-        return run(ROOT, render_dir=render_dir, local_kubeconfig=local_kubeconfig()).ownership
+        return run(
+            ROOT,
+            render_dir=render_dir,
+            local_kubeconfig=local_kubeconfig(),
+            lease_holder=lease_holder,
+            cohort_leases=cohort_leases,
+        ).ownership
 
     program()
     return recorder

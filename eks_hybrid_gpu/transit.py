@@ -77,9 +77,20 @@ def evict(kube: Kube, pod: str) -> tuple[bool, str]:
 
 
 def drain_consumers(
-    kube: Kube, node: str, *, drain: bool, timeout: float, progress: Callable[[str], None], rerun: str
+    kube: Kube,
+    node: str,
+    *,
+    drain: bool,
+    timeout: float,
+    progress: Callable[[str], None],
+    rerun: str,
+    before_eviction: Callable[[], None] | None = None,
 ) -> None:
-    """Wait until no pod holds a GPU on the node; with `drain`, evict them (PodDisruptionBudgets respected)."""
+    """Wait until no pod holds a GPU on the node; with `drain`, evict them (PodDisruptionBudgets respected).
+
+    `before_eviction` runs before each eviction is asked (the run's `Leases.ensure`): an eviction is a change, and a
+    drain held for minutes by a budget or a throttled API server must not evict on a Lease that went unrenewed.
+    """
     asked: set[str] = set()
 
     def check() -> tuple[bool, str]:
@@ -90,6 +101,8 @@ def drain_consumers(
             for consumer in held:
                 if consumer.pod is None or consumer.pod in asked:
                     continue
+                if before_eviction is not None:
+                    before_eviction()
                 accepted, why = evict(kube, consumer.pod)
                 if accepted:
                     asked.add(consumer.pod)
@@ -254,7 +267,8 @@ def move_node(
     old allocator's pod and publication are gone, set the new value and wait until `owner`'s allocator is Ready and
     publishing, then uncordon (only if `record` says this move cordoned it). Repeatable: a node already labelled
     for `owner` is only settled (its other allocator waited out) and waited for. `ensure` runs before each change
-    (a Lease renewal check). `move-host` moves one node so; `migrate` moves a cohort so, one node after the other.
+    (a Lease renewal check), each eviction of the drain and the old label's removal included. `move-host` moves one
+    node so; `migrate` moves a cohort so, one node after the other.
     """
     key, value = label
     state = read_state(kube, node)
@@ -263,9 +277,12 @@ def move_node(
         ensure()
         mark(kube, node, unschedulable=True, transit=record)
         progress(f"cordoned {node}")
-        drain_consumers(kube, node, drain=drain, timeout=timeout, progress=progress, rerun=rerun)
+        drain_consumers(
+            kube, node, drain=drain, timeout=timeout, progress=progress, rerun=rerun, before_eviction=ensure
+        )
     if not already:
         if key in read_state(kube, node).labels:
+            ensure()  # the drain may have waited long: no relabel on a Lease that went unrenewed
             set_label(kube, node, key, None)
             progress(f"removed label {key} from {node}: no cohort selects it now")
         wait_unpublished(kube, node, timeout, progress, rerun)

@@ -214,6 +214,45 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+HOLDER_ENV: Final = "EKS_HYBRID_GPU_LEASE_HOLDER"
+"""The holderIdentity of the `migrate` run whose own `pulumi up` this is: set for the engine's children, read by the
+program's entry point (`__main__.py`), checked with `started_this_process` before the program trusts it."""
+
+
+def _parent_of(pid: int) -> int | None:
+    """The parent process id of `pid` (Linux `/proc`); None where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat:
+            return int(stat.read().rsplit(")", 1)[-1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def ancestors(pid: int | None = None) -> list[int]:
+    """The ids of this process (or `pid`) and of every process above it, nearest first (no `/proc`: and its parent)."""
+    found = [pid if pid is not None else os.getpid()]
+    while len(found) < 64:
+        parent = _parent_of(found[-1])
+        if parent is None or parent <= 0 or parent in found:
+            break
+        found.append(parent)
+    if len(found) == 1 and pid is None:
+        found.append(os.getppid())
+    return found
+
+
+def started_this_process(identity: str) -> bool:
+    """`identity` (`HOST/PID/RANDOM`) is a run on this machine whose process is this one or one above it.
+
+    `migrate` runs its phases' `pulumi up` inline (the same process) or through the engine (its child, grandchild):
+    either way its process is an ancestor. A holder copied from `kubectl get lease` in another shell is not.
+    """
+    parts = identity.split("/")
+    if len(parts) != 3 or parts[0] != socket.gethostname() or not (parts[1].isascii() and parts[1].isdigit()):
+        return False
+    return len(parts[1]) <= 10 and int(parts[1]) in ancestors()
+
+
 def lease_lines(leases: Sequence[HeldLease], now: datetime | None = None) -> list[str]:
     """One line per Lease for `inspect` and plans: what it guards, who holds it, and whether it has expired."""
     lines = []

@@ -19,6 +19,7 @@ notice or refusal names the skew, its holder's machine and how to clear it.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import socket
@@ -58,7 +59,11 @@ RENEW_TIMEOUT: tuple[float, float] = (2.0, 5.0)
 
 
 class LeaseHeld(Exception):
-    """Another run holds a Lease this one needs; the message names it and what to do."""
+    """Another run holds a Lease this one needs; the message names it and what to do; `lease` is it, as read."""
+
+    def __init__(self, message: str, lease: HeldLease | None = None) -> None:
+        super().__init__(message)
+        self.lease = lease
 
 
 class LeaseLost(Exception):
@@ -72,6 +77,11 @@ def _why(error: Exception) -> str:
         return f"the API server answered {error.status} to {request}: {error.message[:160]}"
     reason = str(error).split("): ", 1)[-1].split("; ", 1)[0][:160]
     return f"no answer to {request}: {reason}"
+
+
+def new_identity() -> str:
+    """`HOST/PID/RANDOM`: the holderIdentity of one run's Leases (`lease_records.started_this_process` reads it)."""
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
 
 
 def leases_path(namespace: str, name: str = "") -> str:
@@ -106,7 +116,10 @@ class Leases:
     namespace: str
     command: str
     say: Callable[[str], None]
-    identity: str = field(default_factory=lambda: f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}")
+    identity: str = field(default_factory=new_identity)
+    on_behalf_of: str | None = None
+    """The identity of the run that started this one (`migrate`'s own `pulumi up`, its program holding the rest of
+    the stack's cohorts): a Lease held by it counts as this run's, and is neither renewed nor released here."""
     held: dict[str, dict[str, Any]] = field(default_factory=dict)
     lost: str | None = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -126,8 +139,9 @@ class Leases:
                 name = lease_name(kind, target)
                 if name not in self.held:
                     self._take(kind, target, name)
-                    self.renewed_at[name] = time.monotonic()
-                    taken.append(name)
+                    if name in self.held:  # not one the run that started this one holds
+                        self.renewed_at[name] = time.monotonic()
+                        taken.append(name)
         except BaseException:
             for name in taken:
                 self._release(name)
@@ -176,6 +190,8 @@ class Leases:
         if current.holder == self.identity:
             self.held[name] = existing
             return
+        if self.on_behalf_of is not None and current.holder == self.on_behalf_of and not current.expired(now):
+            return  # held by the run that started this one: its Lease, renewed and released by it
         ahead = current.ahead(now)
         if current.holder_exited():
             why = "its holder process on this machine has exited"
@@ -191,7 +207,7 @@ class Leases:
                 f"then run this command again. A Lease not renewed for {current.duration} s is taken over; "
                 f"`kubectl -n {self.namespace} get lease {name} -o yaml` shows it"
             )
-            raise LeaseHeld(msg)
+            raise LeaseHeld(msg, current)
         else:
             why = "it has expired"
             if not current.on_this_machine():  # another clock: expired is a guess until a renewal interval passes
@@ -239,14 +255,14 @@ class Leases:
                     "while this run watched it, so it is alive: wait for it to finish (or stop it), then run this "
                     f"command again; to clear the skew, {renewed.skew_fix(self.namespace)}"
                 )
-                raise LeaseHeld(msg)
+                raise LeaseHeld(msg, renewed)
             msg = (
                 f"{kind} {target} is held by another run: {renewed.describe(utc_now())}, which renewed its Lease "
                 "while this run watched it (its machine's clock and this one's differ); wait for it to finish (or "
                 f"stop it), then run this command again. `kubectl -n {self.namespace} get lease {name} -o yaml` "
                 "shows it"
             )
-            raise LeaseHeld(msg)
+            raise LeaseHeld(msg, renewed)
 
     def _start_renewing(self) -> None:
         if self._thread is None and self.held:
@@ -338,6 +354,22 @@ class Leases:
         with self._lock:
             for name in list(self.held):
                 self._release(name)
+
+    def release_when(self, done: Callable[[], bool], poll: float = 0.1) -> None:
+        """Release every Lease once `done()` says the run is over (checked every `poll` s), or when this process exits.
+
+        For a run that cannot wrap its work in `with` (the Pulumi program: the engine applies what it registered
+        after the program's function has returned, and the program's event loop closes when the update ends).
+        """
+
+        def watch() -> None:
+            while not self._stop.wait(poll) and not done():
+                pass
+            self.release()
+            atexit.unregister(self.release)
+
+        atexit.register(self.release)
+        threading.Thread(target=watch, name="lease-release", daemon=True).start()
 
     def __enter__(self) -> Leases:
         return self

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from cluster.client.waits import WaitTimedOut
-from cluster.records.leases import LeaseHeld, LeaseLost
+from cluster.records.leases import LeaseHeld, LeaseLost, new_identity
 from cluster.records.ledger import LedgerError
 from eks_hybrid_gpu import transit
 from eks_hybrid_gpu.cli import run_command
@@ -97,8 +97,9 @@ def _migrate(request: MigrateRequest, outcome: Outcome) -> int:
         # config of a cohort turned into the target owner (for a DRA target, a second DRA cohort), which a merge
         # never installs: the real run refused what its --dry-run showed.
         no_up = request.dry_run or request.merge_into is not None
-        up: Up = _no_up if no_up else stack_runner(stack, request, kubeconfig)
-        return migrate(kube, stack, request, up, None if request.yes else asker(), outcome)
+        holder = new_identity()  # this run's Leases, and the holder its own `pulumi up` runs for
+        up: Up = _no_up if no_up else stack_runner(stack, request, kubeconfig, holder)
+        return migrate(kube, stack, request, up, None if request.yes else asker(), outcome, holder=holder)
     except UpFailed as error:
         print(
             f"migrate: pulumi up failed (its output above says why: {error}); the phase stays recorded: fix that, "

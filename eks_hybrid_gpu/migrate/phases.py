@@ -154,6 +154,7 @@ def migrate(
     up: Up,
     confirm: Confirm | None = None,
     outcome: Outcome | None = None,
+    holder: str | None = None,
 ) -> int:
     """Plan, then (unless --dry-run) run or resume the migration; 0 when the cohort is served by its new owner.
 
@@ -162,13 +163,18 @@ def migrate(
     nodes before and after, and the result.
 
     A run that changes the cluster holds the cohort's Lease (and the merge target's) from before it plans, and each
-    node's Lease from when it knows the nodes, so no `move-host` or second `migrate` acts on them meanwhile.
+    node's Lease from when it knows the nodes, so no `move-host` or second `migrate` acts on them meanwhile. `holder`:
+    their holderIdentity, the one `up` tells its program (a plain `pulumi up` of the stack is refused while they are
+    held; the phases' own is not).
     """
     records = ClusterRecords(kube, stack.config.namespaces.device_plugin)
     outcome = outcome or Outcome("MigrateResult", {})
     if request.dry_run:
         return _migrate(kube, stack, request, up, records, None, None, outcome)
-    with Leases(kube, records.namespace, request.rerun(), say) as leases:
+    leases = Leases(kube, records.namespace, request.rerun(), say)
+    if holder is not None:
+        leases.identity = holder
+    with leases:
         leases.acquire("cohort", [c for c in (request.cohort, request.merge_into) if c])
         return _migrate(kube, stack, request, up, records, leases, confirm, outcome)
 

@@ -18,8 +18,12 @@ class UpFailed(Exception):
     """A phase's `pulumi up` failed; its output above says why."""
 
 
-def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | None) -> Up:
-    """How one phase runs `pulumi up`: the local default's engine for a local stack, else the user's Pulumi."""
+def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | None, holder: str) -> Up:
+    """How one phase runs `pulumi up`: the local default's engine for a local stack, else the user's Pulumi.
+
+    `holder`: the holderIdentity of this run's Leases; the program of each `pulumi up` is told it, so it counts the
+    cohort's Lease as its own instead of refusing the migration that holds it.
+    """
     from pulumi import automation as auto
 
     from eks_hybrid_gpu import chartmirror, engine, engine_lock
@@ -42,7 +46,9 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
                 charts.update(chartmirror.choose(config, request.chart_mirror).overrides or {})
         except chartmirror.ChartMirrorError as error:
             raise MigrateRefused(str(error)) from None
-        pulumi_stack = engine.stack(env, stack.name, work_dir=stack.project_dir, charts=charts or None)
+        pulumi_stack = engine.stack(
+            env, stack.name, work_dir=stack.project_dir, charts=charts or None, lease_holder=holder
+        )
 
         work = engine.project_folder(env)  # a stable folder: this run's own work folder is removed after it
 
@@ -56,7 +62,7 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
         from components.program import run as program
 
         def user_program() -> None:
-            program(stack.project_dir)
+            program(stack.project_dir, lease_holder=holder)
 
         pulumi_stack = auto.select_stack(
             stack.name,

@@ -6,8 +6,13 @@ import json
 import os
 import re
 import shutil
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +24,7 @@ from kubernetes import client, config
 from pulumi import automation as auto
 
 from cluster.client import kubeclient
+from cluster.records.lease_records import HeldLease, utc_now
 from components.config import StackConfig
 from components.ownership_ledger import ownership_map
 from eks_hybrid_gpu import chartmirror, engine, local, projectdir
@@ -50,6 +56,17 @@ def work_dir_with_stack(tmp: Path, stack: str, overrides: dict[str, Any]) -> Pat
         document["config"][f"eks-hybrid-gpu:{key}"] = value
     (tmp / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump(document))
     return tmp
+
+
+def command_process(command: str, *argv: str) -> subprocess.Popen[str]:
+    """`eks-hybrid-gpu COMMAND ARGV...` in a process of its own, its output (stdout and stderr) on one pipe."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "eks_hybrid_gpu", command, *argv],
+        cwd=projectdir.SHIPPED,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def api(kubeconfig: Path) -> client.ApiClient:
@@ -148,3 +165,43 @@ def stack_up(
             kube.delete(path)
         engine.stack(env, name, work_dir=work).destroy(color="never")
         stack.workspace.remove_stack(name)
+
+
+@dataclass
+class LeaseWatch:
+    """Reads the cohort's Lease every 0.2 s: who held it, and the longest it went unrenewed (this machine's clock)."""
+
+    kube: kubeclient.Kube
+    path: str
+    holders: dict[str, str] = field(default_factory=dict)
+    """holderIdentity -> its command."""
+    longest: dict[str, float] = field(default_factory=dict)
+    """holderIdentity -> the most seconds seen since its renewTime."""
+    ages: list[tuple[float, float]] = field(default_factory=list)
+    """(time.monotonic(), seconds since its renewTime) at each read that found it."""
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def run(self) -> None:
+        while not self.stop.wait(0.2):
+            found = self.kube.get_or_none(self.path)
+            if found is None:
+                continue
+            lease = HeldLease.of(found)
+            age = lease.age(utc_now()) or 0.0
+            self.ages.append((time.monotonic(), age))
+            self.holders[lease.holder] = lease.command
+            self.longest[lease.holder] = max(self.longest.get(lease.holder, 0.0), age)
+
+    def age_at(self, moment: float) -> float | None:
+        """The Lease's age at the last read before `moment` plus the time since: how long unrenewed then, at least."""
+        before = [(t, age) for t, age in self.ages if t <= moment]
+        return before[-1][1] + (moment - before[-1][0]) if before else None
+
+    def __enter__(self) -> LeaseWatch:
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop.set()
+        self.thread.join()

@@ -456,3 +456,30 @@ def test_renewal_goes_through_a_connection_of_its_own_with_its_own_deadline() ->
     assert own.timeout == leases.RENEW_TIMEOUT
     assert own.timeout[1] < leases.DURATION_SECONDS / 3
     assert shared.timeout == (5.0, 30.0)
+
+
+def test_a_drain_asks_no_eviction_once_the_runs_lease_went_unrenewed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from eks_hybrid_gpu import transit
+
+    held = SimpleNamespace(pod="ai-workloads/trainer", holds="nvidia.com/gpu: 1", describe=lambda: "trainer holds 1")
+    monkeypatch.setattr(transit, "read_state", lambda _kube, _node: SimpleNamespace(consumers=[held]))
+    evicted: list[str] = []
+    monkeypatch.setattr(transit, "evict", lambda _kube, pod: (evicted.append(pod), (True, ""))[1])
+
+    def lost() -> None:
+        msg = "Lease gpu-system/gpu-allocation-node.gpu-1 went unrenewed for 31 s, longer than its duration (30 s)"
+        raise LeaseLost(msg)
+
+    with pytest.raises(LeaseLost):
+        transit.drain_consumers(
+            FakeKube(),  # type: ignore[arg-type]
+            "gpu-1",
+            drain=True,
+            timeout=5,
+            progress=said.append,
+            rerun="eks-hybrid-gpu move-host gpu-1 --to dra --drain",
+            before_eviction=lost,
+        )
+    assert evicted == []

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from cluster.records.lease_records import started_this_process
 from eks_hybrid_gpu import cli, migrate, movehost
 from eks_hybrid_gpu.cli import parser
 from eks_hybrid_gpu.simulate.rehearse import Rehearsal
@@ -30,9 +31,11 @@ class Captured:
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.keywords: list[dict[str, Any]] = []
 
-    def __call__(self, *args: Any) -> int:
+    def __call__(self, *args: Any, **keywords: Any) -> int:
         self.calls.append(args)
+        self.keywords.append(keywords)
         return 0
 
 
@@ -102,6 +105,7 @@ def test_migrate_hands_the_domain_one_frozen_request_and_the_stack_file_it_read(
     assert request.rerun() == (
         f"eks-hybrid-gpu migrate --stack t --cohort plugin --to dra --project {project} --timeout 60.0"
     )
+    assert started_this_process(ran.keywords[0]["holder"])  # its Leases' holder, which its own pulumi up is told
 
 
 def test_merge_into_hands_move_host_a_move_request_per_host(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
