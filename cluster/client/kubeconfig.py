@@ -9,6 +9,10 @@ caller (`Hints`): the day-2 commands name their `--kubeconfig/--context`, the pr
 from __future__ import annotations
 
 import json
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -78,22 +82,86 @@ def chosen_context(source: Source) -> str:
     return str(source.context or current)
 
 
+@contextmanager
+def _loader_log() -> Iterator[list[str]]:
+    """What the kubernetes client's kubeconfig loader logs while it runs, kept from the process's output.
+
+    It reports an exec credential plugin that is missing or fails with `logging.error` on the root logger — which,
+    with no handler yet, configures logging for the whole process (an `ERROR:root:` line, then every urllib3 retry
+    warning) — and then goes on without credentials, so the first request gets a misleading 401. Caught here, the
+    failure becomes one refusal before any request.
+    """
+    caught: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            caught.append(record.getMessage())
+
+    handler = Catch(logging.WARNING)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield caught
+    finally:
+        root.removeHandler(handler)
+
+
+def _loaded(source: Source, api: client.ApiClient, context: str, logged: list[str]) -> client.ApiClient:
+    """The client, once its credentials and its server are known to be there; KubeAccessError otherwise."""
+    where = f"{source.name}, context {context or '(none)'}"
+    if logged:
+        reason = " ".join(logged[0].split())[:200]
+        missing = _NOT_FOUND.search(reason)
+        what = (
+            f"{_shown(missing[1])} is not installed (not found on PATH)"
+            if missing
+            else f"failed ({_ERRNO.sub('', reason)})"
+        )
+        msg = (
+            f"{where}: the user's exec credential plugin {what}: no credentials, so no request was sent; install it "
+            f"(for EKS: the AWS CLI, `aws eks get-token`) or fix the user's exec entry, or {source.hints.unusable}"
+        )
+        raise KubeAccessError(msg)
+    host = str(api.configuration.host or "")
+    if not host.startswith(("https://", "http://")):
+        said = f"is {_shown(host)}, not an https:// URL" if host else "is missing"
+        msg = f"{where}: the cluster's server (clusters[].cluster.server) {said}; set it or {source.hints.unusable}"
+        raise KubeAccessError(msg)
+    return api
+
+
+_NOT_FOUND = re.compile(r"\[Errno 2\][^:]*: '([^']*)'")
+"""How the loader logs a plugin that is not there: Popen's `[Errno 2] No such file or directory: 'aws'`."""
+_ERRNO = re.compile(r"\[Errno -?\d+\] ")
+
+
+def _shown(value: str) -> str:
+    return value if value.isascii() and value.isprintable() and len(value) <= 80 else ascii(value[:80])
+
+
 def open_client(source: Source) -> tuple[client.ApiClient, str]:
-    """The kubernetes ApiClient for the source's context, and that context's name; KubeAccessError when unusable."""
+    """The kubernetes ApiClient for the source's context, and that context's name; KubeAccessError when unusable.
+
+    Unusable: the file is missing or no kubeconfig, the context is absent, the user's exec credential plugin is
+    missing or fails, the cluster names no server.
+    """
     if source.kubeconfig_content is not None:
         try:
             document = json.loads(source.kubeconfig_content)
-            api: client.ApiClient = config.new_client_from_config_dict(document, context=source.context)  # type: ignore[no-untyped-call]
+            with _loader_log() as logged:
+                api: client.ApiClient = config.new_client_from_config_dict(document, context=source.context)  # type: ignore[no-untyped-call]
         except UNUSABLE as error:
             raise _unusable(source, error) from None
-        return api, str(source.context or document.get("current-context") or "")
+        chosen = str(source.context or document.get("current-context") or "")
+        return _loaded(source, api, chosen, logged), chosen
     path = source.kubeconfig_path or ""
     if not Path(path).is_file():
         msg = f"{source.name} {missing_file(path)}; {source.hints.missing}"
         raise KubeAccessError(msg)
     chosen = chosen_context(source)
     try:
-        api = config.new_client_from_config(config_file=path, context=source.context)  # type: ignore[no-untyped-call]
+        with _loader_log() as logged:
+            api = config.new_client_from_config(config_file=path, context=source.context)  # type: ignore[no-untyped-call]
     except UNUSABLE as error:
         raise _unusable(source, error) from None
-    return api, chosen
+    return _loaded(source, api, chosen, logged), chosen
