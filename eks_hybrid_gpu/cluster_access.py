@@ -20,6 +20,7 @@ from cluster.client.names import BAD_NAME_EXIT_CODE, NameRefused
 from components.config import NamespacesConfig
 from eks_hybrid_gpu.localcluster import running_kubeconfig
 from eks_hybrid_gpu.localpaths import local_state_dir
+from eks_hybrid_gpu.options import USAGE_EXIT_CODE, UsageError
 
 ACCESS_EXIT_CODE = 2
 """Exit code of a command that cannot read the cluster: no usable kubeconfig, no answer, refused credentials, an
@@ -78,6 +79,7 @@ def run_reporting(
 ) -> int:
     """Run a day-2 command's `body`, turning what stopped it into one line on stderr and the exit code.
 
+    A name that is none (NameRefused) or an argument that cannot be used (UsageError) exits 2, as argparse does.
     Not reading the cluster (a KubeAccessError, or an answer `errors.cannot_read` says is no reading: 5xx, 429, a
     list expired twice) exits ACCESS_EXIT_CODE; so does any API answer the command did not expect when it only
     reads (`reads_only`: nothing it reports could be judged). One of the command's own `refusals`, whose message
@@ -91,6 +93,9 @@ def run_reporting(
     except NameRefused as error:
         print(f"{command}: {error}", file=sys.stderr)
         return BAD_NAME_EXIT_CODE
+    except UsageError as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return USAGE_EXIT_CODE
     except refusals as error:
         print(f"{command}: {error}", file=sys.stderr)
         return 1

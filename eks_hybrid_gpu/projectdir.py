@@ -149,6 +149,12 @@ def stack_file(name: str, project: Path | None = None) -> Path:
     return (project or current()) / stack_file_name(name)
 
 
+def stack_names(project: Path | None = None) -> list[str]:
+    """The stacks of the project's `stacks/Pulumi.<name>.yaml` files, sorted: what a refusal of --stack offers."""
+    found = ((project or current()) / "stacks").glob("Pulumi.*.yaml")
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in found)
+
+
 def policy_pack(project: Path | None = None) -> Path:
     """The pack's executable entry point: the project's own `policy/analyzer`, else the shipped one."""
     own = (project or current()) / "policy" / "analyzer"

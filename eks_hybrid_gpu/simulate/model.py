@@ -360,7 +360,10 @@ def load(text: str, source: str = "cohorts file") -> Simulation:
         document = yaml.safe_load(text)
         return Simulation.model_validate(document)
     except yaml.YAMLError as error:
-        msg = f"{source} is not YAML: {error}"
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "it does not parse"
+        msg = f"{source} is not YAML ({problem}{at}): fix it or print a valid one with `eks-hybrid-gpu simulate fleet`"
         raise SimulationError(msg) from None
     except ValidationError as error:
         problems = [
