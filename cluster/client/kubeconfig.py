@@ -49,7 +49,8 @@ class Source:
     @property
     def name(self) -> str:
         """How refusals name this kubeconfig."""
-        return self.described_as or f"kubeconfig {self.kubeconfig_path}"
+        path = str(self.kubeconfig_path)
+        return self.described_as or f"kubeconfig {path if path.isprintable() else ascii(path)}"
 
 
 def missing_file(path: str) -> str:
@@ -59,12 +60,54 @@ def missing_file(path: str) -> str:
     return "does not exist"
 
 
-UNUSABLE = (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError)
-"""What the kubernetes client's kubeconfig loader raises on a file it cannot use (it parses with PyYAML)."""
+UNUSABLE = (
+    ConfigException,
+    yaml.YAMLError,
+    OSError,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    RecursionError,
+)
+"""What the kubernetes client's kubeconfig loader raises on a file it cannot use: it parses with PyYAML (nesting
+thousands deep exhausts its recursion) and reads entries by key, so a value of the wrong type (`server: 5`, a user
+that is a string) fails on whatever method that type lacks."""
+MAX_KUBECONFIG_BYTES = 4 * 1024 * 1024
+"""Far above any real kubeconfig (a few KiB a cluster): a larger file is refused before PyYAML spends a minute on it."""
+
+
+def _check_file(source: Source, path: str) -> None:
+    """A kubeconfig file the loader may read: not larger than MAX_KUBECONFIG_BYTES, UTF-8; KubeAccessError else."""
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_KUBECONFIG_BYTES:
+            msg = (
+                f"{source.name} is {size // 1024} KiB, larger than any kubeconfig (at most "
+                f"{MAX_KUBECONFIG_BYTES // (1024 * 1024)} MiB is read); {source.hints.unusable}"
+            )
+            raise KubeAccessError(msg)
+        Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        msg = f"{source.name} is not UTF-8 text (byte offset {error.start}); {source.hints.unusable}"
+        raise KubeAccessError(msg) from None
+    except OSError as error:
+        raise _unusable(source, error) from None
 
 
 def _unusable(source: Source, error: Exception) -> KubeAccessError:
-    return KubeAccessError(f"{source.name} cannot be used ({' '.join(str(error).split())}); {source.hints.unusable}")
+    if isinstance(error, RecursionError):
+        reason = "it nests deeper than any kubeconfig"
+    elif isinstance(error, AttributeError | TypeError | KeyError) and not isinstance(error, ConfigException):
+        reason = (
+            "it is not shaped as kubectl reads one: a mapping whose clusters, users and contexts are lists of named "
+            "entries, with a string server and a mapping user; a value here has another type"
+        )
+    elif isinstance(error, OSError):
+        reason = " ".join((error.strerror or str(error)).split()).lower()
+    else:
+        reason = " ".join(str(error).split())[:300]
+    return KubeAccessError(f"{source.name} cannot be used ({reason}); {source.hints.unusable}")
 
 
 def chosen_context(source: Source) -> str:
@@ -158,6 +201,7 @@ def open_client(source: Source) -> tuple[client.ApiClient, str]:
     if not Path(path).is_file():
         msg = f"{source.name} {missing_file(path)}; {source.hints.missing}"
         raise KubeAccessError(msg)
+    _check_file(source, path)
     chosen = chosen_context(source)
     try:
         with _loader_log() as logged:
