@@ -92,7 +92,7 @@ def run_pulumi(rehearsal: Rehearsal) -> int:
                 document if isinstance(document, dict) else {}, rehearsal.chart_mirror
             )
         except (OSError, yaml.YAMLError, chartmirror.ChartMirrorError) as error:
-            print(f"simulate {rehearsal.action}: {option}: {' '.join(str(error).split())}", file=sys.stderr)
+            print(f"simulate {rehearsal.action}: {' '.join(str(error).split())}", file=sys.stderr)
             return ACCESS_EXIT_CODE
         for notice in choice.notices:
             print(notice, file=sys.stderr)

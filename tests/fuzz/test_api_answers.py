@@ -106,6 +106,25 @@ def test_any_answer_ends_in_a_result_or_one_line_naming_the_server(tmp_path: Pat
         assert time.monotonic() - started < BOUND_SECONDS
 
 
+@settings(max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(answer=st.builds(Answer, status=STATUSES, content_type=CONTENT_TYPES, body=BODIES, cut=st.none()))
+def test_inspect_over_any_answer_exits_0_or_2_never_the_conflict_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], answer: Answer
+) -> None:
+    # One answer to every request can show no GPU conflict: whatever inspect cannot read is exit 2, in one line.
+    with hostile(tmp_path, Script(default=answer)) as (url, kubeconfig):
+        started = time.monotonic()
+        code = inspection.main(["--kubeconfig", kubeconfig])
+        assert time.monotonic() - started < BOUND_SECONDS * 3
+    err = capsys.readouterr().err
+    assert code in (0, 2), (answer, code, err)
+    if code == 2:
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, err
+        assert url in lines[0], lines[0]
+        assert MARK not in lines[0]
+
+
 def run_inspect(kubeconfig: str, capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
     code = inspection.main(["--kubeconfig", kubeconfig])
     captured = capsys.readouterr()
