@@ -30,6 +30,15 @@ class Unreachable(Exception):
     """No HTTP answer at all (connection refused, DNS, TLS); the message is the innermost cause, on one line."""
 
 
+class TooLarge(Exception):
+    """An answer whose body grew past MAX_ANSWER_BYTES: read no further (the message says its status and the cap)."""
+
+
+MAX_ANSWER_BYTES: Final = 256 << 20
+"""The most one answer's body may hold. A page of `LIST_PAGE` objects is a few MiB and one object at most etcd's
+1.5 MiB; a body past this is no API server's answer, and reading it on would exhaust memory."""
+
+
 @dataclass(frozen=True)
 class Response:
     """An HTTP answer: status, reason phrase, body text and its content type."""
@@ -122,11 +131,18 @@ def send(
     """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable."""
     headers = dict(headers or {"Accept": "application/json"})
     response = _call(api, method, path, query=list((query or {}).items()), headers=headers, body=body, timeout=timeout)
+    raw = response.response
+    data = bytearray()
     try:
-        data = response.read()
+        for chunk in raw.stream(1 << 16):
+            data += chunk
+            if len(data) > MAX_ANSWER_BYTES:
+                raw.release_conn()
+                msg = f"{response.status} {response.reason or ''}: the body grew past {MAX_ANSWER_BYTES} bytes"
+                raise TooLarge(msg)
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise Unreachable(one_line(error)) from None
-    text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
+    text = bytes(data).decode(errors="replace")
     content_type = str(response.getheader("Content-Type") or "")
     return Response(response.status, str(response.reason or ""), text, content_type)
 

@@ -30,6 +30,7 @@ from cluster.client.kube_http import (
     GO_NOT_FOUND,
     REQUEST_TIMEOUT,
     Response,
+    TooLarge,
     Unreachable,
     json_object,
     preview,
@@ -108,6 +109,12 @@ class Kube:
             response = send(self.api, method, path, query=params, headers=headers, body=body, timeout=self.timeout)
         except Unreachable as error:
             raise KubeUnreachable(self._unreachable(str(error)), f"{method} {path}") from None
+        except TooLarge as error:
+            msg = (
+                f"not an API server answer to {method} {path} ({self.where}): {error}; {proxies_in_force(self.api)}; "
+                f"check the kubeconfig's server URL and the proxy variables, and {self.hints.unreachable}"
+            )
+            raise KubeNotAnswer(msg, 0, f"{method} {path}") from None
         if raw and 200 <= response.status <= 299:
             return response.text
         document = json_object(response)

@@ -18,6 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from cluster.client import kube_http
 from cluster.client.errors import UNAVAILABLE_STATUSES, KubeAccessError, KubeApiError, KubeNotAnswer
 from cluster.client.kubeclient import LIST_PAGE, NODES, Kube, open_cluster
 from cluster.client.kubeconfig import Source
@@ -208,3 +209,14 @@ def test_the_preview_preflight_refuses_a_plain_text_200_naming_the_server(tmp_pa
     text = one_line(raised.value)
     assert text.startswith("preflight: not an API server answer to GET "), text
     assert url in text, text
+
+
+def test_a_body_past_the_cap_is_no_answer_and_is_not_read_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kube_http, "MAX_ANSWER_BYTES", 4096)
+    body = json.dumps({"items": [{"metadata": {"name": "n" * 60}}] * 200, "metadata": {}}).encode()
+    with hostile(tmp_path, Script(default=Answer(body=body))) as (url, kubeconfig):
+        with pytest.raises(KubeNotAnswer) as raised:
+            client(kubeconfig).get(NODES, what="nodes")
+    text = one_line(raised.value)
+    assert "200 OK: the body grew past 4096 bytes" in text
+    assert url in text
