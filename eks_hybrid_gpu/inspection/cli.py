@@ -19,9 +19,10 @@ from eks_hybrid_gpu.terminal import terminal_width
 CONFLICT_EXIT_CODE = 1
 """Exit code when a finding is a conflict (two publishers, or one the ledger does not expect)."""
 EXIT_CODES = (
-    "exit status: 0 no conflict; 1 a GPU conflict (the report says which); 2 a usage error, or the cluster could "
-    "not be read (no answer, refused credentials, a server unavailable, or an answer that is no API server's: one "
-    "line on stderr names the server), so nothing was judged"
+    "exit status: 0 no conflict; 1 a GPU conflict (the report says which), or a ledger or migration record that "
+    "is broken (one line names its ConfigMap); 2 a usage error, or the cluster could not be read (no answer, "
+    "refused credentials, a server unavailable, or an answer that is no API server's: one line on stderr names the "
+    "server), so nothing was judged"
 )
 
 
