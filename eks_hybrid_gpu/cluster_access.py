@@ -50,6 +50,14 @@ def default_kubeconfig() -> str:
     return first or str(Path.home() / ".kube" / "config")
 
 
+def _is_file(path: str) -> bool:
+    """Whether `path` is a file; a name the file system refuses (too long) is none."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
     """A client for the kubeconfig's context; a missing or unusable kubeconfig is a KubeAccessError.
 
@@ -57,7 +65,7 @@ def connect(kubeconfig: str | None = None, context: str | None = None) -> Kube:
     command says so.
     """
     path = kubeconfig or default_kubeconfig()
-    if kubeconfig is None and not os.environ.get("KUBECONFIG") and not Path(path).is_file():
+    if kubeconfig is None and not os.environ.get("KUBECONFIG") and not _is_file(path):
         local = running_kubeconfig(local_state_dir())
         if local is not None:
             print(

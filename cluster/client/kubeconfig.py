@@ -198,7 +198,11 @@ def open_client(source: Source) -> tuple[client.ApiClient, str]:
         chosen = str(source.context or document.get("current-context") or "")
         return _loaded(source, api, chosen, logged), chosen
     path = source.kubeconfig_path or ""
-    if not Path(path).is_file():
+    try:
+        found = Path(path).is_file()
+    except (OSError, ValueError) as error:  # a name too long for the file system, a NUL byte
+        raise _unusable(source, error) from None
+    if not found:
         msg = f"{source.name} {missing_file(path)}; {source.hints.missing}"
         raise KubeAccessError(msg)
     _check_file(source, path)

@@ -78,7 +78,11 @@ def run_pulumi(rehearsal: Rehearsal) -> int:
     stack_file = Path(rehearsal.stack_file) if rehearsal.stack_file else projectdir.stack_file(rehearsal.stack)
     name = stack_name_of(stack_file) if rehearsal.stack_file else rehearsal.stack
     option = f"--stack-file {show(rehearsal.stack_file)}" if rehearsal.stack_file else f"--stack {rehearsal.stack}"
-    if not stack_file.is_file():
+    try:
+        found = stack_file.is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        found = False
+    if not found:
         known = ", ".join(projectdir.stack_names()) or "none"
         msg = f"{option}: {show(str(stack_file))} is not a file; name a stack of stacks/ ({known}) or a --stack-file"
         raise UsageError(msg)

@@ -193,3 +193,19 @@ def test_a_fleet_file_that_is_not_utf8_is_one_line(tmp_path: Path, capsys: pytes
         "pass the "
         "path of a cohorts YAML file (`simulate fleet` prints one)\n"
     )
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["inspect", "--kubeconfig", "a" * 300],  # found by the walk above: a name too long for the file system
+        ["simulate", "preview", "--stack-file", "a" * 300],
+        ["simulate", "apply", "--file", "a" * 300],
+    ],
+)
+def test_a_path_too_long_for_the_file_system_is_one_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # Each is refused before any cluster or engine is reached.
+    assert cli.main(argv) == 2
+    lines = capsys.readouterr().err.strip().split("\n")
+    assert len(lines) == 1, lines
+    assert "Errno" not in lines[0]
