@@ -198,6 +198,8 @@ def _node_steps(migration: Migration) -> list[str]:
     }
     start = NODE_PHASES.index(migration.phase)
     return [f"{i}. [{p}] {lines[p]}" for i, p in enumerate(NODE_PHASES, 1) if NODE_PHASES.index(p) >= start]
+
+
 MIGRATION_FIX: Final = "it is written by `eks-hybrid-gpu migrate`: run it again, or restore the ConfigMap"
 """The fix for a migration record that does not parse: `migrate` writes it, not `pulumi up`."""
 BROKEN_FIX: Final = (

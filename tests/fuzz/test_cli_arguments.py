@@ -160,8 +160,9 @@ def test_a_usage_error_is_one_escaped_line_naming_help(capsys: pytest.CaptureFix
     [
         (
             ["simulate", "fleet", "--stack", "a\nb"],
-            "simulate fleet: --stack 'a\\nb' is not a stack name (letters, digits, '-', '_' and '.', at most 100 "
-            "characters, starting with a letter or digit): pass NAME of stacks/Pulumi.NAME.yaml",
+            "simulate fleet: --stack 'a\\nb' is not a stack name (STACK, ORG/STACK or ORG/PROJECT/STACK, each part "
+            "letters, digits, '-', '_' and '.', at most 100 characters, starting with a letter or digit): pass NAME of "
+            "stacks/Pulumi.NAME.yaml (or ORG/NAME)",
         ),
         (
             ["simulate", "apply", "--file", "/nonexistent/cohorts.yaml"],

@@ -100,7 +100,7 @@ def parse_exact(text: object) -> Optional[Version]:
     return _build(found) if found else None
 
 
-CEL_NUMBER_MAX: Final = 2**64 - 1
+CEL_NUMBER_MAX: "Final" = 2**64 - 1
 """blang/semver reads each number with strconv.ParseUint(s, 10, 64)."""
 
 
