@@ -208,14 +208,14 @@ BROKEN_FIX: Final = (
 
 
 def _invalid_names(migration: Migration) -> list[str]:
-    """The names in the record that are not names of their kind: a cohort, nodes, a node selector."""
+    """The names in the record that are not names of their kind: a cohort, nodes, the node selectors."""
     found = []
     if not is_dns_label(migration.cohort):
         found.append(f"cohort {shown(migration.cohort)}, not a cohort name ({LABEL_RULE})")
-    for node in (*migration.nodes, *migration.cordoned_by_us):
+    for node in (*migration.nodes, *migration.cordoned_by_us, *migration.moved):
         if not is_dns_subdomain(node):
             found.append(f"node {shown(node)}, not a node name ({SUBDOMAIN_RULE})")
-    for key, value in migration.node_selector.items():
+    for key, value in (*migration.node_selector.items(), *(migration.to_selector or {}).items()):
         if not is_label_key(key) or not is_label_value(value):
             found.append(f"nodeSelector {shown(key)}={shown(value)}, not a label")
     return found

@@ -61,6 +61,16 @@ HOSTILE_MIGRATIONS = {
             "nodes": ["gpu-1/status"],
         }
     ),
+    "moved node not a name": json.dumps(
+        {
+            "cohort": "plugin",
+            "from": "device-plugin",
+            "to": "dra",
+            "phase": "remove",
+            "nodeSelector": {},
+            "moved": ["../gpu-1"],
+        }
+    ),
 }
 
 
