@@ -21,7 +21,7 @@ import sys
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.projectdir import ProjectDirError
@@ -51,6 +51,28 @@ def version() -> str:
         return "unknown (not installed: run scripts/bootstrap.sh or pip install .)"
 
 
+USAGE_LINE_MAX: Final = 400
+"""A usage error longer than this (an argument of megabytes echoed back) is cut."""
+
+
+def _printable(text: str) -> str:
+    """The text on one line: control and other unprintable characters escaped as Python escapes them."""
+    escaped = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
+    return escaped if len(escaped) <= USAGE_LINE_MAX else escaped[: USAGE_LINE_MAX - 3] + "..."
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse whose usage error is one line — what is wrong, every echoed value escaped, where --help is — exit 2.
+
+    argparse's own prints the whole usage block first, and echoes an unrecognized argument raw (a newline or a NUL
+    byte in it reaches the terminal or the log as is).
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print the one line and exit 2, as argparse exits on a usage error."""
+        self.exit(2, f"{self.prog}: {_printable(message)}; see `{self.prog} --help`\n")
+
+
 PROJECT_HELP = (
     f"the Pulumi project (the folder of its {projectdir.PROJECT_FILE}; default: the first one from the working "
     "directory upwards, else the project this package ships)"
@@ -62,7 +84,7 @@ def _project_option(argv: Sequence[str]) -> tuple[Path | None, list[str]]:
 
     It is read before the command's module, and so `components`, is imported.
     """
-    early = argparse.ArgumentParser(prog="eks-hybrid-gpu", add_help=False, allow_abbrev=False)
+    early = Parser(prog="eks-hybrid-gpu", add_help=False, allow_abbrev=False)
     early.add_argument("--project", type=Path, metavar="DIR")
     known, rest = early.parse_known_args(argv)
     project: Path | None = known.project
@@ -113,7 +135,7 @@ def parser(chosen: str | None = None, *, every: bool = False) -> argparse.Argume
 
     `every` imports each command's module: for `completion`, which prints the whole line's words.
     """
-    root = argparse.ArgumentParser(
+    root = Parser(
         prog="eks-hybrid-gpu",
         description="One NVIDIA GPU allocation owner per node cohort on EKS Hybrid Nodes: the day-2 commands.",
         epilog=f"The shared flags ({', '.join(SHARED_FLAGS)}) may also stand before the command. "

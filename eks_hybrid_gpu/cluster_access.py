@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cluster.client.errors import KubeAccessError, KubeApiError
+from cluster.client.errors import KubeAccessError, KubeApiError, cannot_read
 from cluster.client.kube_http import DEFAULT_REQUEST_SECONDS
 from cluster.client.kubeclient import Kube, open_cluster
 from cluster.client.kubeconfig import Source
@@ -23,10 +23,12 @@ from cluster.client.names import BAD_NAME_EXIT_CODE, NameRefused
 from components.config import NamespacesConfig
 from eks_hybrid_gpu.localcluster import running_kubeconfig
 from eks_hybrid_gpu.localpaths import local_state_dir
-from eks_hybrid_gpu.options import duration
+from eks_hybrid_gpu.options import USAGE_EXIT_CODE, UsageError, duration
 
 ACCESS_EXIT_CODE = 2
-"""Exit code of a command that could not talk to the cluster at all."""
+"""Exit code of a command that cannot read the cluster: no usable kubeconfig, no answer, refused credentials, an
+answer that is no API server's, a server unavailable (5xx, 429) or a list that expired twice. Never a command's
+verdict: `inspect` exits 1 for a GPU conflict, and 2 only when it could not judge."""
 WORKLOADS_NAMESPACE: str = NamespacesConfig.model_fields["workloads"].default
 """The stack config's default workloads namespace: where the smoke Jobs and the claim template live."""
 
@@ -83,6 +85,14 @@ def default_kubeconfig() -> str:
     return kubeconfig_files()[0]
 
 
+def _is_file(path: str) -> bool:
+    """Whether `path` is a file; a name the file system refuses (too long) is none."""
+    try:
+        return Path(path).is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def say_waiting(line: str) -> None:
     """The line a command prints while a request to the API server has not been answered for a while."""
     print(line, file=sys.stderr, flush=True)
@@ -104,7 +114,7 @@ def connect(
     on stderr (not with `say_waits=False`: a background process such as the simulated device manager).
     """
     files = (kubeconfig,) if kubeconfig else kubeconfig_files()
-    if kubeconfig is None and not os.environ.get("KUBECONFIG") and not Path(files[0]).is_file():
+    if kubeconfig is None and not os.environ.get("KUBECONFIG") and not _is_file(files[0]):
         local = running_kubeconfig(local_state_dir())
         if local is not None:
             print(
@@ -123,11 +133,16 @@ def run_reporting(
     body: Callable[[], int],
     refusals: tuple[type[Exception], ...] = (),
     answers: tuple[type[Exception], ...] = (KubeApiError,),
+    *,
+    reads_only: bool = False,
 ) -> int:
     """Run a day-2 command's `body`, turning what stopped it into one line on stderr and the exit code.
 
-    Not reaching the cluster (KubeAccessError) exits ACCESS_EXIT_CODE; one of the command's own `refusals`, whose
-    message says what to do, exits 1 with it; an API answer the command did not expect (`answers`) exits 1.
+    A name that is none (NameRefused) or an argument that cannot be used (UsageError) exits 2, as argparse does.
+    Not reading the cluster (a KubeAccessError, or an answer `errors.cannot_read` says is no reading: 5xx, 429, a
+    list expired twice) exits ACCESS_EXIT_CODE; so does any API answer the command did not expect when it only
+    reads (`reads_only`: nothing it reports could be judged). One of the command's own `refusals`, whose message
+    says what to do, exits 1 with it; another API answer the command did not expect (`answers`) exits 1.
     """
     try:
         return body()
@@ -137,9 +152,16 @@ def run_reporting(
     except NameRefused as error:
         print(f"{command}: {error}", file=sys.stderr)
         return BAD_NAME_EXIT_CODE
+    except UsageError as error:
+        print(f"{command}: {error}", file=sys.stderr)
+        return USAGE_EXIT_CODE
     except refusals as error:
         print(f"{command}: {error}", file=sys.stderr)
         return 1
     except answers as error:
+        if isinstance(error, KubeApiError) and (reads_only or cannot_read(error)):
+            where = f" ({error.where})" if error.where else ""
+            print(f"{command}: cannot read the cluster{where}: {error.status} {error.message}", file=sys.stderr)
+            return ACCESS_EXIT_CODE
         print(f"{command}: the API server answered {error}", file=sys.stderr)
         return 1

@@ -9,10 +9,17 @@ of simulated nodes (they turn Ready and keep heartbeating, their pods go Running
 the simulated device manager, which plays the kubelet's device part: each node publishes the GPUs its allocator
 pods publish. Everything listens on loopback only (kwok and the device manager serve nothing at all), lives in one
 state directory, and is stopped by pid.
+
+The API server serves a certificate signed by a CA of the cluster's own, made at start (`pki/` of the state
+directory, as kind and k3d make theirs), for 127.0.0.1 and localhost; the kubeconfig carries that CA
+(`certificate-authority-data`), so every client — this module's readiness check, `cluster.client`, kwok, the device
+manager, the controller manager and the scheduler, the Pulumi provider — verifies the server. Nothing skips TLS
+verification.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -71,11 +78,68 @@ class LocalCluster:
         """Kubeconfig of the cluster-admin user."""
         return self.state_dir / "kubeconfig"
 
+    @property
+    def ca_file(self) -> Path:
+        """The cluster's own CA, which signed the API server's certificate: what every client verifies it with."""
+        return self.state_dir / "pki" / "ca.crt"
 
-def _get(url: str, token: str) -> tuple[int, str]:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # the loopback server's certificate is self-signed, made at start
+
+SERVING_NAMES = "IP:127.0.0.1,DNS:localhost"
+"""The names the API server's certificate is valid for: it listens on loopback only."""
+CA_DAYS = 3650
+SERVING_DAYS = 365
+"""Lifetimes: longer than any local cluster lives (a state directory is made anew at every start)."""
+
+
+def _openssl(*args: str) -> None:
+    try:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, text=True)  # noqa: S603, S607
+    except FileNotFoundError:
+        msg = "openssl is not installed: the local cluster makes its CA and keys with it; install openssl"
+        raise LocalClusterError(msg) from None
+    except subprocess.CalledProcessError as error:
+        msg = f"openssl {args[0]} failed: {' '.join((error.stderr or '').split())[:300]}"
+        raise LocalClusterError(msg) from None
+
+
+def make_certificates(pki: Path) -> tuple[Path, Path, Path]:
+    """A CA of the cluster's own and the API server's certificate it signs: (CA, serving cert, serving key).
+
+    The serving certificate names 127.0.0.1 and localhost, is for server authentication only, and carries the key
+    identifiers strict verifiers (Python 3.13's VERIFY_X509_STRICT, Go) look for.
+    """
+    pki.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ca_key, ca, key, csr, cert = (
+        pki / n for n in ("ca.key", "ca.crt", "apiserver.key", "apiserver.csr", "apiserver.crt")
+    )
+    _openssl(
+        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", str(CA_DAYS),
+        "-keyout", str(ca_key), "-out", str(ca), "-subj", "/CN=eks-hybrid-gpu local CA",
+        "-addext", "basicConstraints=critical,CA:TRUE",
+        "-addext", "keyUsage=critical,keyCertSign,cRLSign",
+        "-addext", "subjectKeyIdentifier=hash",
+    )  # fmt: skip
+    _openssl(
+        "req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(csr), "-subj", "/CN=kube-apiserver"
+    )
+    extensions = pki / "apiserver.ext"
+    extensions.write_text(
+        "basicConstraints=critical,CA:FALSE\n"
+        "keyUsage=critical,digitalSignature,keyEncipherment\n"
+        "extendedKeyUsage=serverAuth\n"
+        f"subjectAltName={SERVING_NAMES}\n"
+        "subjectKeyIdentifier=hash\n"
+        "authorityKeyIdentifier=keyid,issuer\n"
+    )
+    _openssl(
+        "x509", "-req", "-sha256", "-days", str(SERVING_DAYS), "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
+        "-CAcreateserial", "-out", str(cert), "-extfile", str(extensions),
+    )  # fmt: skip
+    return ca, cert, key
+
+
+def _get(url: str, token: str, ca_file: Path) -> tuple[int, str]:
+    context = ssl.create_default_context(cafile=str(ca_file))  # the cluster's own CA; the hostname is checked
     request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})  # noqa: S310
     # The loopback API server is never reached through $HTTPS_PROXY: kubectl and the Pulumi provider (Go) skip a
     # proxy for loopback too, so a machine behind a proxy starts its local cluster as any other.
@@ -90,7 +154,7 @@ def _get(url: str, token: str) -> tuple[int, str]:
 def _wait_ready(cluster: LocalCluster, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status, _ = _get(f"{cluster.server}/readyz", cluster.token)
+        status, _ = _get(f"{cluster.server}/readyz", cluster.token, cluster.ca_file)
         if status == 200:
             return
         if not alive(cluster.state_dir, "kube-apiserver") or not alive(cluster.state_dir, "etcd"):
@@ -105,7 +169,15 @@ def _write_kubeconfig(cluster: LocalCluster) -> None:
     document = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "local", "cluster": {"server": cluster.server, "insecure-skip-tls-verify": True}}],
+        "clusters": [
+            {
+                "name": "local",
+                "cluster": {
+                    "server": cluster.server,
+                    "certificate-authority-data": base64.b64encode(cluster.ca_file.read_bytes()).decode(),
+                },
+            }
+        ],
         "users": [{"name": "admin", "user": {"token": cluster.token}}],
         "contexts": [{"name": "local", "context": {"cluster": "local", "user": "admin"}}],
         "current-context": "local",
@@ -167,11 +239,8 @@ def _start_all(
     etcd_port, peer_port, api_port = free_port(), free_port(), free_port()
     token = secrets.token_hex(16)
     (state / "tokens.csv").write_text(f'{token},admin,admin,"system:masters"\n')
-    subprocess.run(  # noqa: S603
-        ["openssl", "genrsa", "-out", str(state / "sa.key"), "2048"],  # noqa: S607
-        check=True,
-        capture_output=True,
-    )
+    _openssl("genrsa", "-out", str(state / "sa.key"), "2048")
+    _ca, serving_cert, serving_key = make_certificates(state / "pki")
     progress(f"starting etcd on 127.0.0.1:{etcd_port}")
     start_process(
         state,
@@ -213,7 +282,8 @@ def _start_all(
             # reaches the API server through that Service (kwok's pods run nowhere), so no reconciler keeps them.
             "--endpoint-reconciler-type=none",
             f"--secure-port={api_port}",
-            f"--cert-dir={state / 'apiserver-certs'}",
+            f"--tls-cert-file={serving_cert}",
+            f"--tls-private-key-file={serving_key}",
             f"--token-auth-file={state / 'tokens.csv'}",
             "--authorization-mode=RBAC",
             "--service-cluster-ip-range=10.0.0.0/24",

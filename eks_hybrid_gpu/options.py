@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
+import os
 import re
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import yaml
+
+from cluster.findings import show
 
 _UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION: Final = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+", re.ASCII)
@@ -26,7 +31,47 @@ MAX_DURATION_SECONDS: Final = 7 * 24 * 3600.0
 OUTPUTS: Final = ("table", "wide", "json", "yaml")
 API_VERSION: Final = "eks-hybrid-gpu/v1alpha1"
 """The `apiVersion` of every document `-o json|yaml` prints; each report has its `kind` (InspectReport, ...)."""
+USAGE_EXIT_CODE: Final = 2
+"""What a command exits with when an argument cannot be used, as argparse exits on one it cannot parse."""
+_REASONS: Final = {
+    errno.ENOENT: "no such file",
+    errno.EISDIR: "is a folder, not a file",
+    errno.ENOTDIR: "a part of the path is not a folder",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "permission denied",
+    errno.ELOOP: "too many levels of links",
+    errno.ENAMETOOLONG: "the name is too long",
+}
 Request = TypeVar("Request")
+
+
+class UsageError(Exception):
+    """An argument that cannot be used (a file that is not there, not a file, not UTF-8): one line, exit 2."""
+
+
+def os_reason(error: OSError) -> str:
+    """Why a file could not be read, in words: `no such file`, never `[Errno 2] No such file or directory: 'x'`."""
+    if error.errno in _REASONS:
+        return _REASONS[error.errno]
+    return os.strerror(error.errno).lower() if error.errno else "it cannot be read"
+
+
+def read_text_argument(path: str, option: str, what: str) -> str:
+    """The UTF-8 text of the file an option names; UsageError with one line (the option, the path, why, the fix)."""
+    named = f"{option} {show(path)}"
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        msg = f"{named}: {os_reason(error)}; pass the path of {what}"
+        raise UsageError(msg) from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        msg = (
+            f"{named} is not UTF-8 text (byte 0x{data[error.start]:02x} at offset {error.start}); save it as UTF-8 "
+            f"and pass the path of {what}"
+        )
+        raise UsageError(msg) from None
 
 
 def request_of(kind: type[Request], args: argparse.Namespace) -> Request:

@@ -40,11 +40,11 @@ class ProjectDirError(Exception):
 def names_this_project(directory: Path) -> bool:
     """True when `directory/Pulumi.yaml` exists and its top-level `name:` is this project's."""
     manifest = directory / PROJECT_FILE
-    if not manifest.is_file():
-        return False
     try:
+        if not manifest.is_file():
+            return False
         lines = manifest.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError):  # a name too long, a folder not readable: no project of ours
         return False
     # A line read, not a YAML parse: this module runs before any third-party import is set up.
     names = [line.split(":", 1)[1].split("#", 1)[0].strip().strip("'\"") for line in lines if line.startswith("name:")]
@@ -69,10 +69,19 @@ def search_upwards(start: Path) -> Path | None:
 def locate(explicit: Path | None = None, cwd: Path | None = None) -> Path:
     """`explicit` (checked), else the search upwards from `cwd` (default: the working directory), else SHIPPED."""
     if explicit is not None:
-        directory = explicit.expanduser().resolve()
+        try:
+            directory = explicit.expanduser().resolve()
+            holds = (directory / PROJECT_FILE).is_file()
+        except (OSError, RuntimeError, ValueError):  # too long a name, a link loop, a NUL byte
+            directory, holds = explicit, False
         if not names_this_project(directory):
-            what = "holds no Pulumi.yaml" if not (directory / PROJECT_FILE).is_file() else "is another Pulumi project"
-            msg = f"--project {explicit} {what}; name the folder whose Pulumi.yaml says `name: {PROJECT_NAME}`"
+            what = "is another Pulumi project" if holds else "holds no Pulumi.yaml"
+            shown = (
+                str(explicit)
+                if str(explicit).isprintable() and len(str(explicit)) <= 200
+                else ascii(str(explicit)[:200])
+            )
+            msg = f"--project {shown} {what}; name the folder whose Pulumi.yaml says `name: {PROJECT_NAME}`"
             raise ProjectDirError(msg)
         return directory
     return search_upwards(cwd or Path.cwd()) or SHIPPED
@@ -147,6 +156,12 @@ def stack_file(name: str, project: Path | None = None) -> Path:
     from policy.gpu_allocation.vocab.stack_files import stack_file_name
 
     return (project or current()) / stack_file_name(name)
+
+
+def stack_names(project: Path | None = None) -> list[str]:
+    """The stacks of the project's `stacks/Pulumi.<name>.yaml` files, sorted: what a refusal of --stack offers."""
+    found = ((project or current()) / "stacks").glob("Pulumi.*.yaml")
+    return sorted(p.name.removeprefix("Pulumi.").removesuffix(".yaml") for p in found)
 
 
 def policy_pack(project: Path | None = None) -> Path:

@@ -34,6 +34,8 @@ class FakeKube:
         self.version = 0
         self.watch_seconds = 1.0
         """How long one watch stays open (the real server: `timeoutSeconds`, 60 s for the waits)."""
+        self.where = "kubeconfig (in memory), context fake, server fake://testkit"
+        """What `Kube.where` says of a real cluster: refusals name it."""
 
     def get(self, path: str, **_: Any) -> dict[str, Any]:
         if path not in self.objects:

@@ -14,13 +14,16 @@ import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
-from urllib.parse import urlparse
+from typing import Any, Final, Self
+from urllib.parse import urlparse, urlsplit
 
 import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
+from kubernetes.client.rest import should_bypass_proxies
 from urllib3.util.retry import Retry
+
+from cluster.client.names import shown
 
 CONNECT_SECONDS = 5.0
 """How long a connection to the API server may take to open (within the request timeout)."""
@@ -91,13 +94,24 @@ def transport(api: client.ApiClient) -> client.ApiClient:
     return client.ApiClient(configuration=configuration)
 
 
+class TooLarge(Exception):
+    """An answer whose body grew past MAX_ANSWER_BYTES: read no further (the message says its status and the cap)."""
+
+
+MAX_ANSWER_BYTES: Final = 256 << 20
+"""The most one answer's body may hold. A page of `LIST_PAGE` objects is a few MiB and one object at most etcd's
+1.5 MiB; a body past this is no API server's answer, and reading it on would exhaust memory."""
+
+
 @dataclass(frozen=True)
 class Response:
-    """An HTTP answer: status, reason phrase and body text."""
+    """An HTTP answer: status, reason phrase, body text and its content type."""
 
     status: int
     reason: str
     text: str
+    content_type: str = ""
+    """The `Content-Type` header as sent (empty when absent)."""
 
     @property
     def message(self) -> str:
@@ -181,12 +195,20 @@ def send(
     """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable."""
     headers = dict(headers or {"Accept": "application/json"})
     response = _call(api, method, path, query=list((query or {}).items()), headers=headers, body=body, timeout=timeout)
+    raw = response.response
+    data = bytearray()
     try:
-        data = response.read()
+        for chunk in raw.stream(1 << 16):
+            data += chunk
+            if len(data) > MAX_ANSWER_BYTES:
+                raw.release_conn()
+                msg = f"{response.status} {response.reason or ''}: the body grew past {MAX_ANSWER_BYTES} bytes"
+                raise TooLarge(msg)
     except (urllib3.exceptions.HTTPError, OSError) as error:
         raise (TimedOut if timed_out(error) else Unreachable)(one_line(error)) from None
-    text = data.decode(errors="replace") if isinstance(data, bytes) else str(data or "")
-    return Response(response.status, str(response.reason or ""), text)
+    text = bytes(data).decode(errors="replace")
+    content_type = str(response.getheader("Content-Type") or "")
+    return Response(response.status, str(response.reason or ""), text, content_type)
 
 
 def timed_out(error: BaseException) -> bool:
@@ -213,9 +235,75 @@ def one_line(reason: object) -> str:
 
 
 def status_message(text: str) -> str:
-    """`message` of a Kubernetes Status body, or the body itself on one line (at most 300 characters)."""
+    """`message` of a Kubernetes Status body; empty for any other body (a proxy's HTML page is no message to quote)."""
     try:
         document = json.loads(text)
     except ValueError:
-        return " ".join(text.split())[:300]
-    return str(document.get("message") or "") if isinstance(document, dict) else ""
+        return ""
+    return " ".join(str(document.get("message") or "").split())[:300] if isinstance(document, dict) else ""
+
+
+JSON_MEDIA_TYPES: Final = ("application/json",)
+"""What kube-apiserver sends for JSON (`application/json`, `;stream=watch` on a watch); `+json` suffixes count too."""
+GO_NOT_FOUND: Final = "404 page not found"
+"""The plain-text 404 of the Go mux under kube-apiserver's non-API paths: an answer of the API server, not a proxy."""
+
+
+def is_json_type(content_type: str) -> bool:
+    """`application/json; charset=utf-8`, `application/merge-patch+json`: a JSON media type."""
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in JSON_MEDIA_TYPES or media.endswith("+json")
+
+
+def json_object(response: Response) -> dict[str, Any] | None:
+    """The body as the JSON object an API server sends, or None when it is no API server answer.
+
+    kube-apiserver answers every request under /api and /apis with a JSON object (the object, the list, or a
+    Status) labelled `application/json`: an HTML page, plain text, an empty body, a JSON array or a body that does
+    not parse is what a proxy, a load balancer or another server on that port sends.
+    """
+    if not is_json_type(response.content_type):
+        return None
+    try:
+        document = json.loads(response.text)
+    except ValueError:
+        return None
+    return document if isinstance(document, dict) else None
+
+
+def preview(response: Response) -> str:
+    """What the body is, for a message: its content type and its HTML title or first words, escaped and short."""
+    kind = response.content_type.split(";", 1)[0].strip() or "no content type"
+    if not response.text.strip():
+        return f"{kind}, empty body"
+    title = re.search(r"<title[^>]*>(.*?)</title>", response.text[:4096], re.IGNORECASE | re.DOTALL)
+    words = " ".join((title[1] if title else response.text[:200]).split())
+    return f"{kind}, body {shown(words[:60])}"
+
+
+def redacted(url: str) -> str:
+    """A proxy URL without its credentials or query: `http://***@proxy:3128`."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "(a proxy URL that does not parse)"
+    auth = "***@" if parts.username or parts.password else ""
+    return f"{parts.scheme}://{auth}{host}{port}" if parts.scheme else shown(url)
+
+
+def proxies_in_force(api: client.ApiClient) -> str:
+    """Which proxy the client sends its requests through, as a message names it (credentials redacted).
+
+    The kubernetes client takes it from HTTPS_PROXY/HTTP_PROXY/ALL_PROXY (by the server URL's scheme) unless the
+    kubeconfig's `proxy-url` names one, and skips it for the hosts in NO_PROXY: what it resolved is what is told.
+    """
+    configuration = api.configuration
+    proxy, no_proxy = configuration.proxy, configuration.no_proxy or ""
+    skipped = f"; NO_PROXY={shown(no_proxy)}" if no_proxy else ""
+    if not proxy:
+        return f"no proxy in force (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and the kubeconfig's proxy-url unset{skipped})"
+    if no_proxy and should_bypass_proxies(str(configuration.host), no_proxy):
+        return f"proxy {redacted(proxy)} bypassed for this server by NO_PROXY={shown(no_proxy)}"
+    return f"through proxy {redacted(proxy)} (HTTPS_PROXY/HTTP_PROXY/ALL_PROXY or the kubeconfig's proxy-url{skipped})"

@@ -10,7 +10,6 @@ caller's words (`cluster.client.kubeconfig.Hints`).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
@@ -21,8 +20,29 @@ from urllib.parse import quote
 from kubernetes import client
 
 from cluster.client import names
-from cluster.client.errors import KubeAccessError, KubeApiError, KubeUnreachable
-from cluster.client.kube_http import REQUEST_TIMEOUT, TimedOut, Unreachable, request_timeout, send, transport, watch
+from cluster.client.errors import (
+    GONE,
+    UNAVAILABLE_STATUSES,
+    KubeAccessError,
+    KubeApiError,
+    KubeNotAnswer,
+    KubeUnreachable,
+)
+from cluster.client.kube_http import (
+    GO_NOT_FOUND,
+    REQUEST_TIMEOUT,
+    Response,
+    TimedOut,
+    TooLarge,
+    Unreachable,
+    json_object,
+    preview,
+    proxies_in_force,
+    request_timeout,
+    send,
+    transport,
+    watch,
+)
 from cluster.client.kubeconfig import Hints, Source, open_client
 
 NODES = "/api/v1/nodes"
@@ -38,7 +58,7 @@ LIST_PAGE = 500
 SLOW_SECONDS = 3.0
 """A request still unanswered after this long is told once (`Kube.slow`), so a slow server is never silence."""
 
-__all__ = ["KubeAccessError", "KubeApiError", "KubeUnreachable"]
+__all__ = ["KubeAccessError", "KubeApiError", "KubeNotAnswer", "KubeUnreachable"]
 
 
 @dataclass
@@ -102,13 +122,28 @@ class Kube:
             raise KubeUnreachable(self._unreachable(str(error), self.hints.timed_out), f"{method} {path}") from None
         except Unreachable as error:
             raise KubeUnreachable(self._unreachable(str(error)), f"{method} {path}") from None
+        except TooLarge as error:
+            msg = (
+                f"not an API server answer to {method} {path} ({self.where}): {error}; {proxies_in_force(self.api)}; "
+                f"check the kubeconfig's server URL and the proxy variables, and {self.hints.unreachable}"
+            )
+            raise KubeNotAnswer(msg, 0, f"{method} {path}") from None
         finally:
             if notice is not None:
                 notice.cancel()
         self._slow_told.clear()
-        text = response.text
+        if raw and 200 <= response.status <= 299:
+            return response.text
+        document = json_object(response)
+        request = f"{method} {path}"
+        if response.status in UNAVAILABLE_STATUSES:
+            raise KubeApiError(response.status, self._unavailable(response, document), what, self.where, request)
+        if document is None and not (response.status == 404 and response.text.strip() == GO_NOT_FOUND):
+            if response.status != 204:
+                raise KubeNotAnswer(self._not_an_answer(response, request), response.status, request)
+            document = {}
         if 200 <= response.status <= 299:
-            return text if raw else (json.loads(text) if text else {})
+            return document
         message = response.message
         if response.status == 401:
             msg = f"the API server rejected the credentials ({self.where}): 401 Unauthorized; {self.hints.unauthorized}"
@@ -118,7 +153,24 @@ class Kube:
             refused = f" {verb} {what}" if what else ""
             msg = f"permission denied{refused} ({self.where}): {message}; {self.hints.forbidden}"
             raise KubeAccessError(msg)
-        raise KubeApiError(response.status, message, what, self.where, f"{method} {path}")
+        raise KubeApiError(response.status, message, what, self.where, request)
+
+    def _not_an_answer(self, response: Response, request: str) -> str:
+        """A body no API server sends: the request, the server, what came back, the proxy; check the URL and proxy."""
+        return (
+            f"not an API server answer to {request} ({self.where}): {response.status} {response.reason}, "
+            f"{preview(response)}; {proxies_in_force(self.api)}; a proxy or another server answered: check the "
+            f"kubeconfig's server URL and the proxy variables, and {self.hints.unreachable}"
+        )
+
+    def _unavailable(self, response: Response, document: dict[str, Any] | None) -> str:
+        """A 5xx or 429: the server (or what stands in front of it) cannot answer now; waiting may cure it."""
+        said = response.message if document is not None else f"not an API server answer: {preview(response)}"
+        proxy = "" if document is not None else f"; {proxies_in_force(self.api)}"
+        return (
+            f"{response.reason or 'unavailable'} from server {self.server}: {said}{proxy}; the API server (or a "
+            "proxy or load balancer in front of it) cannot answer now: wait and run the command again"
+        )
 
     def _unreachable(self, reason: str, fix: str | None = None) -> str:
         return f"cannot reach the Kubernetes API ({self.where}): {reason}; {fix or self.hints.unreachable}"
@@ -159,7 +211,10 @@ class Kube:
         """A list's items a page of `LIST_PAGE` at a time (limit/continue); None when the list is not served (404).
 
         A list that stops being served part-way is a KubeApiError: half a list is no answer. A caller's own
-        `limit` is one page, as asked.
+        `limit` is one page, as asked. A next page answered 410 Gone (the continue token is older than the server
+        keeps: the cluster changed faster than the list was read) restarts the list once from its first page,
+        skipping the objects already given (by uid), as client-go's pager falls back to a fresh list; a second 410
+        is a KubeApiError that says to list again.
         """
         one_page = "limit" in query
         limit: dict[str, str | int | bool] = {} if one_page else {"limit": LIST_PAGE}
@@ -168,14 +223,34 @@ class Kube:
             return None
 
         def following(document: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+            given: set[str] = set()
+            restarted = False
             while True:
-                yield list(document.get("items") or [])
+                page = [item for item in document.get("items") or [] if _uid(item) not in given]
+                given.update(_uid(item) for item in page)
+                yield page
                 token = str((document.get("metadata") or {}).get("continue") or "")
                 if one_page or not token:
                     return
-                document = self.get(path, what=what, **limit, **query, **{"continue": token})
+                try:
+                    document = self.get(path, what=what, **limit, **query, **{"continue": token})
+                except KubeApiError as error:
+                    if error.status != GONE:
+                        raise
+                    if restarted:
+                        raise self._expired_twice(error, path, what) from None
+                    restarted = True
+                    document = self.get(path, what=what, **limit, **query)
 
         return following(first)
+
+    def _expired_twice(self, error: KubeApiError, path: str, what: str) -> KubeApiError:
+        message = (
+            f"the list of {what or path} expired twice while it was read {LIST_PAGE} at a time (410 Gone: "
+            f"{error.message or 'the continue token is too old'}); the cluster changes faster than the list is read: "
+            "list again (run the command again)"
+        )
+        return KubeApiError(GONE, message, what, self.where, error.request)
 
     def items(self, path: str, *, what: str = "", **query: str | int | bool) -> list[dict[str, Any]]:
         """The items of a list, read a page at a time (`pages`); a 404 (API or namespace absent) is an empty list."""
@@ -221,6 +296,14 @@ class Kube:
         """A plain-text subresource such as a pod log."""
         found: str = self.request("GET", path, query=query, raw=True)
         return found
+
+
+def _uid(item: object) -> str:
+    """An object's uid (else namespace/name): how a restarted list skips what it already gave."""
+    metadata = item.get("metadata") if isinstance(item, dict) else None
+    if not isinstance(metadata, dict):
+        return f"#{id(item)}"
+    return str(metadata.get("uid") or f"{metadata.get('namespace')}/{metadata.get('name')}")
 
 
 def open_cluster(

@@ -14,8 +14,11 @@ caller (`Hints`): the day-2 commands name their `--kubeconfig/--context`, the pr
 from __future__ import annotations
 
 import json
+import logging
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,8 +69,8 @@ class Source:
         if self.described_as:
             return self.described_as
         if len(self.files) > 1:
-            return f"kubeconfig {os.pathsep.join(self.files)} (merged)"
-        return f"kubeconfig {self.kubeconfig_path or ''.join(self.files)}"
+            return f"kubeconfig {_shown(os.pathsep.join(self.files), 400)} (merged)"
+        return f"kubeconfig {_shown(self.kubeconfig_path or ''.join(self.files), 400)}"
 
 
 def missing_file(path: str) -> str:
@@ -77,12 +80,54 @@ def missing_file(path: str) -> str:
     return "does not exist"
 
 
-UNUSABLE = (ConfigException, yaml.YAMLError, OSError, ValueError, TypeError, KeyError)
-"""What the kubernetes client's kubeconfig loader raises on a file it cannot use (it parses with PyYAML)."""
+UNUSABLE = (
+    ConfigException,
+    yaml.YAMLError,
+    OSError,
+    ValueError,
+    TypeError,
+    KeyError,
+    AttributeError,
+    RecursionError,
+)
+"""What the kubernetes client's kubeconfig loader raises on a file it cannot use: it parses with PyYAML (nesting
+thousands deep exhausts its recursion) and reads entries by key, so a value of the wrong type (`server: 5`, a user
+that is a string) fails on whatever method that type lacks."""
+MAX_KUBECONFIG_BYTES = 4 * 1024 * 1024
+"""Far above any real kubeconfig (a few KiB a cluster): a larger file is refused before PyYAML spends a minute on it."""
+
+
+def _check_file(source: Source, path: str) -> None:
+    """A kubeconfig file the loader may read: not larger than MAX_KUBECONFIG_BYTES, UTF-8; KubeAccessError else."""
+    try:
+        size = Path(path).stat().st_size
+        if size > MAX_KUBECONFIG_BYTES:
+            msg = (
+                f"{source.name} is {size // 1024} KiB, larger than any kubeconfig (at most "
+                f"{MAX_KUBECONFIG_BYTES // (1024 * 1024)} MiB is read); {source.hints.unusable}"
+            )
+            raise KubeAccessError(msg)
+        Path(path).read_bytes().decode("utf-8")
+    except UnicodeDecodeError as error:
+        msg = f"{source.name} is not UTF-8 text (byte offset {error.start}); {source.hints.unusable}"
+        raise KubeAccessError(msg) from None
+    except OSError as error:
+        raise _unusable(source, error) from None
 
 
 def _unusable(source: Source, error: Exception) -> KubeAccessError:
-    return KubeAccessError(f"{source.name} cannot be used ({' '.join(str(error).split())}); {source.hints.unusable}")
+    if isinstance(error, RecursionError):
+        reason = "it nests deeper than any kubeconfig"
+    elif isinstance(error, AttributeError | TypeError | KeyError) and not isinstance(error, ConfigException):
+        reason = (
+            "it is not shaped as kubectl reads one: a mapping whose clusters, users and contexts are lists of named "
+            "entries, with a string server and a mapping user; a value here has another type"
+        )
+    elif isinstance(error, OSError):
+        reason = " ".join((error.strerror or str(error)).split()).lower()
+    else:
+        reason = " ".join(str(error).split())[:300]
+    return KubeAccessError(f"{source.name} cannot be used ({reason}); {source.hints.unusable}")
 
 
 SECTIONS = (("clusters", "cluster"), ("users", "user"), ("contexts", "context"))
@@ -194,26 +239,97 @@ def _missing(source: Source) -> KubeAccessError | None:
     return None
 
 
+@contextmanager
+def _loader_log() -> Iterator[list[str]]:
+    """What the kubernetes client's kubeconfig loader logs while it runs, kept from the process's output.
+
+    It reports an exec credential plugin that is missing or fails with `logging.error` on the root logger — which,
+    with no handler yet, configures logging for the whole process (an `ERROR:root:` line, then every urllib3 retry
+    warning) — and then goes on without credentials, so the first request gets a misleading 401. Caught here, the
+    failure becomes one refusal before any request.
+    """
+    caught: list[str] = []
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            caught.append(record.getMessage())
+
+    handler = Catch(logging.WARNING)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield caught
+    finally:
+        root.removeHandler(handler)
+
+
+def _loaded(source: Source, api: client.ApiClient, context: str, logged: list[str]) -> client.ApiClient:
+    """The client, once its credentials and its server are known to be there; KubeAccessError otherwise."""
+    where = f"{source.name}, context {context or '(none)'}"
+    if logged:
+        reason = " ".join(logged[0].split())[:200]
+        missing = _NOT_FOUND.search(reason)
+        what = (
+            f"{_shown(missing[1])} is not installed (not found on PATH)"
+            if missing
+            else f"failed ({_ERRNO.sub('', reason)})"
+        )
+        msg = (
+            f"{where}: the user's exec credential plugin {what}: no credentials, so no request was sent; install it "
+            f"(for EKS: the AWS CLI, `aws eks get-token`) or fix the user's exec entry, or {source.hints.unusable}"
+        )
+        raise KubeAccessError(msg)
+    host = str(api.configuration.host or "")
+    if not host.startswith(("https://", "http://")):
+        said = f"is {_shown(host)}, not an https:// URL" if host else "is missing"
+        msg = f"{where}: the cluster's server (clusters[].cluster.server) {said}; set it or {source.hints.unusable}"
+        raise KubeAccessError(msg)
+    return api
+
+
+_NOT_FOUND = re.compile(r"\[Errno 2\][^:]*: '([^']*)'")
+"""How the loader logs a plugin that is not there: Popen's `[Errno 2] No such file or directory: 'aws'`."""
+_ERRNO = re.compile(r"\[Errno -?\d+\] ")
+
+
+def _shown(value: str, limit: int = 80) -> str:
+    """A value as a refusal shows it: as is when short and printable, else escaped and cut."""
+    return value if value.isascii() and value.isprintable() and len(value) <= limit else ascii(value[:limit])
+
+
 def open_client(source: Source) -> tuple[client.ApiClient, str]:
-    """The kubernetes ApiClient for the source's context, and that context's name; KubeAccessError when unusable."""
+    """The kubernetes ApiClient for the source's context, and that context's name; KubeAccessError when unusable.
+
+    Unusable: the file is missing or no kubeconfig, the context is absent, the user's exec credential plugin is
+    missing or fails, the cluster names no server.
+    """
     if source.kubeconfig_content is not None:
         try:
             document = json.loads(source.kubeconfig_content)
-            api: client.ApiClient = config.new_client_from_config_dict(document, context=source.context)  # type: ignore[no-untyped-call]
+            with _loader_log() as logged:
+                api: client.ApiClient = config.new_client_from_config_dict(document, context=source.context)  # type: ignore[no-untyped-call]
         except UNUSABLE as error:
             raise _unusable(source, error) from None
-        return api, str(source.context or document.get("current-context") or "")
-    missing = _missing(source)
+        chosen = str(source.context or document.get("current-context") or "")
+        return _loaded(source, api, chosen, logged), chosen
+    try:
+        missing = _missing(source)
+    except (OSError, ValueError) as error:  # a name too long for the file system, a NUL byte
+        raise _unusable(source, error) from None
     if missing is not None:
         raise missing
+    for path in source.files:
+        if Path(os.path.expanduser(path)).is_file():
+            _check_file(source, os.path.expanduser(path))
     chosen = chosen_context(source)
     try:
-        if len(source.files) > 1:
-            merged_document = _merged_document(source)
-            api = config.new_client_from_config_dict(merged_document, context=chosen)  # type: ignore[no-untyped-call]
-        else:
-            # One file: the client's own loader, which also writes refreshed auth-provider tokens back to it.
-            api = config.new_client_from_config(config_file=source.files[0], context=source.context)  # type: ignore[no-untyped-call]
+        with _loader_log() as logged:
+            if len(source.files) > 1:
+                merged_document = _merged_document(source)
+                api = config.new_client_from_config_dict(merged_document, context=chosen)  # type: ignore[no-untyped-call]
+            else:
+                # One file: the client's own loader, which also writes refreshed auth-provider tokens back to it.
+                api = config.new_client_from_config(config_file=source.files[0], context=source.context)  # type: ignore[no-untyped-call]
     except UNUSABLE as error:
         raise _unusable(source, error) from None
-    return api, chosen
+    return _loaded(source, api, chosen, logged), chosen

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from cluster.judge.consumers import DEVICE_PLUGIN, pod_resource_consumers
-from cluster.judge.node_facts import parse_reported_version, reported
+from cluster.judge.node_facts import kubelet_version, reported
 from cluster.judge.operator_boundary import untolerated
 from cluster.judge.publishers import positive_count
 from policy.gpu_allocation.vocab import kube_releases
@@ -31,8 +31,8 @@ MAPPING_CLASS: Final = "gpu.nvidia.com"
 
 def minor_of(version: object) -> kube_releases.Minor | None:
     """`v1.37.2-eks-1` -> (1, 37); None when it does not read as a version."""
-    found = parse_reported_version(version)
-    return (found[0], found[1]) if found is not None else None
+    found = kubelet_version(version)
+    return (found.major, found.minor) if found is not None else None
 
 
 def _name(obj: Obj) -> str:

@@ -89,8 +89,24 @@ def dotted(version: Version) -> str:
     return ".".join(map(str, version))
 
 
-def parse_reported_version(text: object) -> Version | None:
-    """`v1.34.4-eks-3025e55` -> (1, 34, 4); None when it is not major.minor.patch with an optional suffix."""
+def kubelet_version(text: object) -> versioning.Version | None:
+    """A kubelet's `status.nodeInfo.kubeletVersion`, ordered as Kubernetes orders its own versions; None if unread.
+
+    Kubernetes compares versions with k8s.io/apimachinery/pkg/util/version (`Version.compareInternal`: a version
+    with a pre-release sorts below the same one without), so `v1.34.2-rc.1` is below a 1.34.2 floor. A
+    distribution's build suffix (`-eks-3025e55`) is a build of the release (`versioning`), as EKS ships it.
+    """
+    if not isinstance(text, str) or len(text) > MAX_REPORTED:
+        return None
+    return versioning.parse(text)
+
+
+def runtime_release(text: object) -> Version | None:
+    """`2.0.5-1` -> (2, 0, 5): the release of a container runtime's reported version; None if unread.
+
+    What follows the release in a runtime's version is a distribution's package revision (`-1`, `-0ubuntu1~24.04.1`),
+    not a SemVer pre-release: containerd's CDI floors compare the release only.
+    """
     if not isinstance(text, str) or len(text) > MAX_REPORTED:
         return None
     found = versioning.parse(text)
@@ -110,7 +126,7 @@ def parse_runtime(text: object) -> Runtime | None:
     if not isinstance(text, str) or len(text) > MAX_REPORTED:
         return None
     found = _RUNTIME.fullmatch(text)
-    return Runtime(found[1], parse_reported_version(found[2])) if found else None
+    return Runtime(found[1], runtime_release(found[2])) if found else None
 
 
 def reported(node: Mapping[str, Any]) -> tuple[object, object]:
@@ -195,10 +211,10 @@ def check_node(node: Mapping[str, Any], owner: NodeOwner) -> list[Issue]:
     name = str(metadata.get("name", "<unnamed>")) if isinstance(metadata, Mapping) else "<unnamed>"
     kubelet_text, runtime_text = reported(node)
     issues: list[Issue] = []
-    kubelet = parse_reported_version(kubelet_text)
+    kubelet = kubelet_version(kubelet_text)
     if kubelet is None:
         issues.append(Issue(name, "kubelet", "cannot-tell", kubelet_text, owner))
-    elif kubelet < floor.kubelet:
+    elif kubelet < versioning.Version(*floor.kubelet):
         issues.append(Issue(name, "kubelet", "below-floor", kubelet_text, owner))
     runtime = parse_runtime(runtime_text)
     if runtime is None or (runtime.name == CONTAINERD and runtime.version is None):

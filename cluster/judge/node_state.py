@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cluster.client import names
 from cluster.client.kubeclient import CLAIMS, PODS, SLICES, Kube, segment
 from cluster.judge.consumers import Consumer, consumers_by_node
 from cluster.judge.publishers import Publisher, is_gpu_resource, pod_publisher, pod_ready, positive_count
@@ -103,6 +104,8 @@ def _allocator_daemonsets(kube: Kube, pods: Sequence[Obj]) -> dict[str, dict[str
         )
         if ref is None or not ref.get("name"):
             continue
+        named_by = f"pod {meta.get('namespace')}/{meta.get('name')}'s metadata.ownerReferences ({kube.where})"
+        names.object_name(ref["name"], f"the DaemonSet name in {named_by}")  # refused naming the pod and the cluster
         namespace, name = segment(str(meta.get("namespace"))), segment(str(ref["name"]))
         daemonset = kube.get_or_none(f"/apis/apps/v1/namespaces/{namespace}/daemonsets/{name}")
         if daemonset is not None and str((daemonset.get("metadata") or {}).get("uid")) == str(ref.get("uid")):

@@ -181,10 +181,14 @@ def gpu_trace(node: Mapping[str, Any]) -> bool:
     )
 
 
-def _segment(value: object, kind: str, check: Callable[[object], bool]) -> str:
-    """A name as one path segment, after checking it against its grammar (a name is never pasted unchecked)."""
+def _segment(value: object, kind: str, check: Callable[[object], bool], named_by: str = "") -> str:
+    """A name as one path segment, after checking it against its grammar (a name is never pasted unchecked).
+
+    `named_by` (`pod NS/NAME's ownerReferences, kubeconfig ..., server S`) says where the name came from.
+    """
     if not check(value):
-        msg = f"{kind} {value!r} is not a valid Kubernetes name; the read cannot judge the object that names it"
+        source = f" (named by {named_by})" if named_by else ""
+        msg = f"{kind} {value!r}{source} is not a valid Kubernetes name; the read cannot judge the object that names it"
         raise ScopeError(msg)
     return quote(str(value), safe="")
 
@@ -195,54 +199,66 @@ def _node_pods(kube: Kube, node: str) -> list[dict[str, Any]]:
     return [slim_pod(p) for page in found or () for p in page]
 
 
-def _same_object(kube: Kube, group: str, resource: str, kind: str, ref: tuple[str, str, str]) -> dict[str, Any] | None:
-    """The object (namespace, name, uid) a pod or a claim names; None when it is gone or another now has its name."""
+def _same_object(
+    kube: Kube, group: str, resource: str, kind: str, ref: tuple[str, str, str], named_by: str
+) -> dict[str, Any] | None:
+    """The object (namespace, name, uid) a pod or a claim names; None when it is gone or another now has its name.
+
+    `named_by` (`pod NS/NAME's ownerReferences`) names the object that names it, for a refusal of a name that is none;
+    the refusal names the cluster too.
+    """
     namespace, name, uid = ref
+    by = f"{named_by}, {kube.where}"
     path = (
-        f"{group}/namespaces/{_segment(namespace, 'namespace', is_dns_label)}/{resource}/"
-        f"{_segment(name, f'{kind} name', is_dns_subdomain)}"
+        f"{group}/namespaces/{_segment(namespace, 'namespace', is_dns_label, by)}/{resource}/"
+        f"{_segment(name, f'{kind} name', is_dns_subdomain, by)}"
     )
     found = kube.get_or_none(path, what=f"{kind} {namespace}/{name}")
     return found if found is not None and _mapping(found.get("metadata")).get("uid") == uid else None
 
 
-def _reserved_pod(kube: Kube, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
-    pod = _same_object(kube, "/api/v1", "pods", "pod", (namespace, name, uid))
+def _reserved_pod(kube: Kube, namespace: str, name: str, uid: str, claim: str) -> dict[str, Any] | None:
+    named_by = f"ResourceClaim {claim}'s status.reservedFor"
+    pod = _same_object(kube, "/api/v1", "pods", "pod", (namespace, name, uid), named_by)
     if pod is None or _mapping(pod.get("status")).get("phase") in ("Succeeded", "Failed"):
         return None
     return slim_pod(pod)
 
 
-def _daemonset(kube: Kube, namespace: str, name: str, uid: str) -> dict[str, Any] | None:
-    daemonset = _same_object(kube, "/apis/apps/v1", "daemonsets", "DaemonSet", (namespace, name, uid))
+def _daemonset(kube: Kube, namespace: str, name: str, uid: str, pod: str) -> dict[str, Any] | None:
+    named_by = f"pod {pod}'s metadata.ownerReferences"
+    daemonset = _same_object(kube, "/apis/apps/v1", "daemonsets", "DaemonSet", (namespace, name, uid), named_by)
     return None if daemonset is None else slim_daemonset(daemonset)
 
 
-def _controllers(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
-    """(namespace, name, uid) of every DaemonSet that controls one of the pods, sorted."""
-    found = set()
+def _controllers(pods: Iterable[Mapping[str, Any]]) -> list[tuple[str, str, str, str]]:
+    """(namespace, name, uid, the first pod NS/NAME naming it) of each DaemonSet controlling one of the pods, sorted."""
+    found: dict[tuple[str, str, str], str] = {}
     for pod in pods:
         meta = _mapping(pod.get("metadata"))
         for ref in meta.get("ownerReferences") or []:
             ref = _mapping(ref)
             if ref.get("kind") == "DaemonSet" and ref.get("controller"):
-                found.add((str(meta.get("namespace")), str(ref.get("name")), str(ref.get("uid"))))
-    return sorted(found)
+                key = (str(meta.get("namespace")), str(ref.get("name")), str(ref.get("uid")))
+                found.setdefault(key, f"{meta.get('namespace')}/{meta.get('name')}")
+    return sorted((*key, pod) for key, pod in found.items())
 
 
 def _missing_reservations(
     claims: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]
-) -> list[tuple[str, str, str]]:
-    """(namespace, name, uid) of the pods the claims reserve that were not read with their nodes."""
+) -> list[tuple[str, str, str, str]]:
+    """(namespace, name, uid, the claim NS/NAME) of the pods the claims reserve that were not read with their nodes."""
     seen = {str(_mapping(p.get("metadata")).get("uid")) for p in pods}
-    found = set()
+    found: dict[tuple[str, str, str], str] = {}
     for claim in claims:
-        namespace = str(_mapping(claim.get("metadata")).get("namespace"))
+        meta = _mapping(claim.get("metadata"))
+        namespace = str(meta.get("namespace"))
         for reserved in _mapping(claim.get("status")).get("reservedFor") or []:
             reserved = _mapping(reserved)
             if reserved.get("resource") == "pods" and str(reserved.get("uid")) not in seen:
-                found.add((namespace, str(reserved.get("name")), str(reserved.get("uid"))))
-    return sorted(found)
+                key = (namespace, str(reserved.get("name")), str(reserved.get("uid")))
+                found.setdefault(key, f"{namespace}/{meta.get('name')}")
+    return sorted((*key, claim) for key, claim in found.items())
 
 
 def _in_parallel(work: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> list[Any]:
@@ -282,10 +298,11 @@ def read(kube: Kube, scope: Scope, versions: Sequence[str]) -> Lists:
     names = [str(n["metadata"].get("name", "")) for n in lists.nodes]
     lists.pods = [p for found in _in_parallel(lambda n: _node_pods(kube, n), [(n,) for n in names]) for p in found]
     extra = _in_parallel(
-        lambda ns, n, uid: _reserved_pod(kube, ns, n, uid), _missing_reservations(lists.claims, lists.pods)
+        lambda ns, n, uid, claim: _reserved_pod(kube, ns, n, uid, claim),
+        _missing_reservations(lists.claims, lists.pods),
     )
     lists.pods += [p for p in extra if p is not None]
-    found = _in_parallel(lambda ns, n, uid: _daemonset(kube, ns, n, uid), _controllers(lists.pods))
+    found = _in_parallel(lambda ns, n, uid, pod: _daemonset(kube, ns, n, uid, pod), _controllers(lists.pods))
     lists.daemonsets = [d for d in found if d is not None]
     return lists
 

@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from cluster.client.names import LABEL_RULE, SUBDOMAIN_RULE, shown
 from cluster.records.ledger import LedgerError
-from policy.gpu_allocation.vocab.grammar import is_dns_label
+from policy.gpu_allocation.vocab.grammar import is_dns_label, is_dns_subdomain, is_label_key, is_label_value
 from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, DEVICE_PLUGIN, DRA
 from policy.gpu_allocation.vocab.owners import OWNER_KINDS
 
@@ -199,6 +200,27 @@ def _node_steps(migration: Migration) -> list[str]:
     return [f"{i}. [{p}] {lines[p]}" for i, p in enumerate(NODE_PHASES, 1) if NODE_PHASES.index(p) >= start]
 
 
+MIGRATION_FIX: Final = "it is written by `eks-hybrid-gpu migrate`: run it again, or restore the ConfigMap"
+"""The fix for a migration record that does not parse: `migrate` writes it, not `pulumi up`."""
+BROKEN_FIX: Final = (
+    "restore it, or delete the ConfigMap once `eks-hybrid-gpu inspect` shows each node's allocator settled"
+)
+
+
+def _invalid_names(migration: Migration) -> list[str]:
+    """The names in the record that are not names of their kind: a cohort, nodes, the node selectors."""
+    found = []
+    if not is_dns_label(migration.cohort):
+        found.append(f"cohort {shown(migration.cohort)}, not a cohort name ({LABEL_RULE})")
+    for node in (*migration.nodes, *migration.cordoned_by_us, *migration.moved):
+        if not is_dns_subdomain(node):
+            found.append(f"node {shown(node)}, not a node name ({SUBDOMAIN_RULE})")
+    for key, value in (*migration.node_selector.items(), *(migration.to_selector or {}).items()):
+        if not is_label_key(key) or not is_label_value(value):
+            found.append(f"nodeSelector {shown(key)}={shown(value)}, not a label")
+    return found
+
+
 def parse_migration(record: Mapping[str, Any] | None, where: str) -> Migration | None:
     """The record `components.ownership_ledger.parse_record` read, checked; a LedgerError when a field is unusable."""
     if record is None:
@@ -224,15 +246,21 @@ def parse_migration(record: Mapping[str, Any] | None, where: str) -> Migration |
             moved=tuple(str(n) for n in record.get("moved") or []),
         )
     except (KeyError, TypeError, ValueError, AttributeError) as error:
-        msg = f"{where} lacks a usable field ({error}); it is written by `eks-hybrid-gpu migrate`: run it again"
+        msg = f"{where} lacks a usable field ({shown(str(error))}); {MIGRATION_FIX}"
         raise LedgerError(msg) from None
+    invalid = _invalid_names(migration)
+    if invalid:
+        msg = (
+            f"{where} records {'; '.join(invalid[:3])}, which `eks-hybrid-gpu migrate` never writes: a record that is "
+            f"not valid is a broken record, judged by no reader; {BROKEN_FIX}"
+        )
+        raise LedgerError(msg)
     kept_ok = all(k in RELOCATABLE_KEYS and is_dns_label(v) for k, v in migration.kept_namespaces.items())
     if not kept_ok or (migration.from_cohort is not None and not is_dns_label(migration.from_cohort)):
         msg = (
             f"{where} records keptNamespaces {dict(migration.kept_namespaces)} and fromCohort "
             f"{migration.from_cohort!r}, which `eks-hybrid-gpu migrate` never writes (keys "
-            f"{', '.join(RELOCATABLE_KEYS)}, values DNS-1123 labels); restore it, or delete the ConfigMap once "
-            "`eks-hybrid-gpu inspect` shows each node's allocator settled"
+            f"{', '.join(RELOCATABLE_KEYS)}, values DNS-1123 labels); {BROKEN_FIX}"
         )
         raise LedgerError(msg)
     pair = (migration.from_owner, migration.to_owner)

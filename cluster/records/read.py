@@ -14,7 +14,7 @@ from cluster.client.errors import KubeAccessError, KubeApiError
 from cluster.client.kubeclient import Kube, segment
 from cluster.records.lease_records import LEASE_OF, HeldLease, leases_path
 from cluster.records.ledger import Ledger, ledger_of, parse_record
-from cluster.records.migration import Migration, parse_migration
+from cluster.records.migration import MIGRATION_FIX, Migration, parse_migration
 from policy.gpu_allocation.vocab.labels import LEDGER_KEY, LEDGER_NAME, MIGRATION_KEY, MIGRATION_NAME
 
 
@@ -56,7 +56,9 @@ def read_migration(kube: Kube, namespace: str) -> Migration | None:
     """The migration record in the ledger's namespace, checked; LedgerError when it cannot be used."""
     ref = f"{namespace}/{MIGRATION_NAME}"
     record = parse_record(
-        kube.get_or_none(configmap_path(namespace, MIGRATION_NAME), what=f"ConfigMap {ref}"), MIGRATION_KEY
+        kube.get_or_none(configmap_path(namespace, MIGRATION_NAME), what=f"ConfigMap {ref}"),
+        MIGRATION_KEY,
+        fix=MIGRATION_FIX,
     )
     return parse_migration(record, f"ConfigMap {ref}")
 

@@ -1,4 +1,4 @@
-"""`eks-hybrid-gpu inspect`: its options, and its exit codes (a conflict 1, an unreadable cluster 2)."""
+"""`eks-hybrid-gpu inspect`: its options and exit codes (a conflict 1; a usage error or an unreadable cluster 2)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,17 @@ from eks_hybrid_gpu.terminal import terminal_width
 
 CONFLICT_EXIT_CODE = 1
 """Exit code when a finding is a conflict (two publishers, or one the ledger does not expect)."""
+EXIT_CODES = (
+    "exit status: 0 no conflict; 1 a GPU conflict (the report says which), or a ledger or migration record that "
+    "is broken (one line names its ConfigMap); 2 a usage error, or the cluster could not be read (no answer, "
+    "refused credentials, a server unavailable, or an answer that is no API server's: one line on stderr names the "
+    "server), so nothing was judged"
+)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """`eks-hybrid-gpu inspect` options."""
+    p.epilog = EXIT_CODES
     cluster_access.add_cluster_options(p)
     cluster_access.add_namespace_option(p, "the ResourceClaims")
     p.add_argument("--ledger", default=DEFAULT_LEDGER, help="ledger ConfigMap as NAMESPACE/NAME")
@@ -36,7 +43,7 @@ def main(argv: Sequence[str]) -> int:
 def run(args: argparse.Namespace) -> int:
     """0 with the report; 1 when a finding is a conflict; 2 with one line for a bad name or an unreadable cluster."""
     return cluster_access.run_reporting(
-        "inspect", lambda: _inspect(args), (LedgerError,), (kubeclient.KubeApiError, ValueError)
+        "inspect", lambda: _inspect(args), (LedgerError,), (kubeclient.KubeApiError,), reads_only=True
     )
 
 

@@ -13,10 +13,11 @@ from urllib.parse import urlparse
 import yaml
 
 from cluster.client import kubeclient, names
+from cluster.findings import show
 from eks_hybrid_gpu import cluster_access
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
-from eks_hybrid_gpu.options import add_output_option, serialized
+from eks_hybrid_gpu.options import UsageError, add_output_option, read_text_argument, serialized
 from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
 from eks_hybrid_gpu.simulate.model import SIMULATION_CONTROLLERS, SimulationError, default_simulation, load
@@ -80,7 +81,11 @@ def _stop(_: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    simulation = load(Path(args.file).read_text(), args.file) if args.file else default_simulation()
+    if args.file:
+        text = read_text_argument(args.file, "--file", "a cohorts YAML file (`simulate fleet` prints one)")
+        simulation = load(text, f"--file {show(args.file)}")
+    else:
+        simulation = default_simulation()
     kube = cluster_access.connect(args.kubeconfig or _default_kubeconfig(), args.context, args.request_timeout)
     _loopback_only(kube)
     result = apply(kube, simulation)
@@ -100,14 +105,11 @@ def _fleet(args: argparse.Namespace) -> int:
     from eks_hybrid_gpu.stackfile import stack_config
     from policy.gpu_allocation.vocab.stack_files import stack_file_name
 
-    names.stack_name(args.stack)  # run_reporting: one line, exit 2
-    stack_file = stack_file_name(args.stack)
+    stack_file = stack_file_name(names.stack_name(args.stack))
     if not (projectdir.current() / stack_file).is_file():
-        print(
-            f"simulate fleet: {stack_file} does not exist; pass --stack NAME of a stack file in stacks/",
-            file=sys.stderr,
-        )
-        return 1
+        known = ", ".join(projectdir.stack_names()) or "none"
+        msg = f"--stack {show(args.stack)}: {stack_file} does not exist; pass a stack of stacks/ ({known})"
+        raise UsageError(msg)
     try:
         fleet = fleet_for(stack_config(args.stack))
     except StackConfigError as error:
@@ -220,7 +222,7 @@ def _rehearse(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run one simulate command; access problems exit 2 with one line, file problems exit 1."""
+    """Run one simulate command; usage and access problems exit 2 with one line, a file's content problems exit 1."""
     handlers = {
         "start": _start,
         "stop": _stop,

@@ -11,7 +11,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from cluster.findings import show
-from cluster.judge.node_facts import MAX_REPORTED, parse_reported_version, parse_runtime
+from cluster.judge.node_facts import MAX_REPORTED, kubelet_version, parse_runtime
 from eks_hybrid_gpu.hostcheck.labels import label_value
 from policy.gpu_allocation.vocab.gpu_models import known_profiles
 from policy.gpu_allocation.vocab.labels import (
@@ -226,7 +226,7 @@ class SimNode(_Strict):
     @field_validator("kubelet_version")
     @classmethod
     def _kubelet_version(cls, value: str) -> str:
-        if parse_reported_version(value) is None or not value.startswith("v"):
+        if kubelet_version(value) is None or not value.startswith("v"):
             msg = (
                 f"{show(value)} is not a kubelet version: write vMAJOR.MINOR.PATCH with an optional build suffix, "
                 f"at most {MAX_REPORTED} characters, e.g. {DEFAULT_KUBELET_VERSION} or v1.31.9-eks-1"
@@ -360,7 +360,10 @@ def load(text: str, source: str = "cohorts file") -> Simulation:
         document = yaml.safe_load(text)
         return Simulation.model_validate(document)
     except yaml.YAMLError as error:
-        msg = f"{source} is not YAML: {error}"
+        mark = getattr(error, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(error, "problem", None) or "it does not parse"
+        msg = f"{source} is not YAML ({problem}{at}): fix it or print a valid one with `eks-hybrid-gpu simulate fleet`"
         raise SimulationError(msg) from None
     except ValidationError as error:
         problems = [

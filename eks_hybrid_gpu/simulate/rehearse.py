@@ -12,9 +12,10 @@ from typing import Any
 import yaml
 
 from cluster.client import names
+from cluster.findings import show
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.cluster_access import ACCESS_EXIT_CODE
-from eks_hybrid_gpu.options import request_of
+from eks_hybrid_gpu.options import UsageError, read_text_argument, request_of
 
 
 def rehearsal_work_dir(stack_file: Path, name: str, root: Path) -> Path:
@@ -72,26 +73,30 @@ def run_pulumi(rehearsal: Rehearsal) -> int:
     from eks_hybrid_gpu.engine import engine_state_dir
     from eks_hybrid_gpu.localpaths import local_state_dir
 
+    if rehearsal.stack_file is None:
+        names.stack_name(rehearsal.stack)
     stack_file = Path(rehearsal.stack_file) if rehearsal.stack_file else projectdir.stack_file(rehearsal.stack)
     name = stack_name_of(stack_file) if rehearsal.stack_file else rehearsal.stack
-    if not stack_file.is_file():
-        option = f"--stack-file {rehearsal.stack_file}" if rehearsal.stack_file else f"--stack {rehearsal.stack}"
-        known = sorted(stack_name_of(p) for p in (projectdir.current() / "stacks").glob("Pulumi.*.yaml"))
-        print(
-            f"simulate {rehearsal.action}: {option}: {stack_file} is not a file; name a stack of stacks/ "
-            f"({', '.join(known)}) or an existing --stack-file",
-            file=sys.stderr,
-        )
-        return 1
+    option = f"--stack-file {show(rehearsal.stack_file)}" if rehearsal.stack_file else f"--stack {rehearsal.stack}"
+    try:
+        found = stack_file.is_file()
+    except (OSError, ValueError):  # a name too long for the file system
+        found = False
+    if not found:
+        known = ", ".join(projectdir.stack_names()) or "none"
+        msg = f"{option}: {show(str(stack_file))} is not a file; name a stack of stacks/ ({known}) or a --stack-file"
+        raise UsageError(msg)
     charts: dict[str, Any] | None = None
     if rehearsal.action != "destroy":  # destroy runs no program: it renders no chart
+        label = "--stack-file" if rehearsal.stack_file else f"--stack {rehearsal.stack}: its file"
+        text = read_text_argument(str(stack_file), label, "a stack file")
         try:
-            document = yaml.safe_load(stack_file.read_text()) or {}
+            document = yaml.safe_load(text) or {}
             choice = chartmirror.choose_for_document(
                 document if isinstance(document, dict) else {}, rehearsal.chart_mirror
             )
         except (OSError, yaml.YAMLError, chartmirror.ChartMirrorError) as error:
-            print(f"simulate {rehearsal.action}: {error}", file=sys.stderr)
+            print(f"simulate {rehearsal.action}: {' '.join(str(error).split())}", file=sys.stderr)
             return ACCESS_EXIT_CODE
         for notice in choice.notices:
             print(notice, file=sys.stderr)

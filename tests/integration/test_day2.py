@@ -495,11 +495,13 @@ def test_verify_cleanup_reports_a_claim_held_by_finalizers_and_leaves_it(
 # ---------------------------------------------------------------- refusals
 
 
-def _kubeconfig(path: Path, server: str, user: str, token: str) -> Path:
+def _kubeconfig(path: Path, server: str, user: str, token: str, of: kubeclient.Kube | None = None) -> Path:
+    """A kubeconfig of `user` for `server`; with `of`, that cluster's CA as its own kubeconfig carries it."""
+    cluster = json.loads(Path(of.kubeconfig).read_text())["clusters"][0]["cluster"] if of is not None else {}
     document = {
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{"name": "c", "cluster": {"server": server, "insecure-skip-tls-verify": True}}],
+        "clusters": [{"name": "c", "cluster": {**cluster, "server": server}}],
         "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": user, "context": {"cluster": "c", "user": user}}],
         "current-context": user,
@@ -545,7 +547,7 @@ def no_access_kubeconfig(day2: kubeclient.Kube, tmp_path_factory: pytest.TempPat
         "/api/v1/namespaces/day2-rbac/serviceaccounts/no-access/token",
         {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest", "spec": {"expirationSeconds": 3600}},
     )["status"]["token"]
-    return _kubeconfig(tmp_path_factory.mktemp("rbac") / "kubeconfig", day2.server, "no-access", token)
+    return _kubeconfig(tmp_path_factory.mktemp("rbac") / "kubeconfig", day2.server, "no-access", token, day2)
 
 
 @pytest.mark.parametrize(
@@ -645,7 +647,7 @@ def test_simulate_never_overwrites_a_real_node(day2: kubeclient.Kube) -> None:
 def test_rejected_credentials_are_refused_in_one_line(
     day2: kubeclient.Kube, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", day2.server, "stale", "expired-token")
+    kubeconfig = _kubeconfig(tmp_path / "kubeconfig", day2.server, "stale", "expired-token", day2)
 
     code, out, err = run(inspection.main, ["--kubeconfig", str(kubeconfig)], capsys)
 

@@ -142,7 +142,13 @@ def no_slices_kubeconfig(sim_kube: kubeclient.Kube, tmp_path: Path) -> Iterator[
             {
                 "apiVersion": "v1",
                 "kind": "Config",
-                "clusters": [{"name": "c", "cluster": {"server": sim_kube.server, "insecure-skip-tls-verify": True}}],
+                # The local cluster's own CA, as its kubeconfig carries it: this identity verifies the server too.
+                "clusters": [
+                    {
+                        "name": "c",
+                        "cluster": json.loads(Path(sim_kube.kubeconfig).read_text())["clusters"][0]["cluster"],
+                    }
+                ],
                 "users": [{"name": name, "user": {"token": token}}],
                 "contexts": [{"name": name, "context": {"cluster": "c", "user": name}}],
                 "current-context": name,

@@ -27,6 +27,9 @@ PCI = 'device.attributes["resource.kubernetes.io"]'
         f'{GPU}.cudaDriverVersion.compareTo(semver("13.0.0")) >= 0',
         f'{GPU}.driverVersion.isGreaterThan(semver("550.0.0"))',
         f'{GPU}.cudaComputeCapability.compareTo(semver("9.0.0")) >= 0',
+        # Kubernetes' CEL semver() is blang/semver's Parse: pre-releases and build metadata parse.
+        f'{GPU}.driverVersion.compareTo(semver("580.0.0-rc.1")) >= 0',
+        f'{GPU}.driverVersion.isGreaterThan(semver("580.0.0-alpha.0.beta+build.5"))',
         f'{MEMORY}.compareTo(quantity("40Gi")) >= 0',
         f'{MEMORY}.isGreaterThan(quantity("40Gi"))',
         f'!({GPU}.uuid == "GPU-6bd4d6e1-4195-52f0-0b57-52ec2a616d15")',
@@ -117,7 +120,8 @@ MISSING = "a missing attribute is a CEL error on a real node and the device is n
         (
             f'{GPU}.driverVersion.compareTo(semver("580.159.04")) >= 0',
             'semver("580.159.04") at position 61 is not a version Kubernetes\' CEL parses: write MAJOR.MINOR.PATCH '
-            "without leading zeros, as the driver publishes versions (NVML's driver 580.159.04 is "
+            "without leading zeros or a v (a -PRERELEASE and +BUILD may follow), as the driver publishes versions "
+            "(NVML's driver 580.159.04 is "
             'semver("580.159.4"), compute capability 9.0 is semver("9.0.0"))',
         ),
         (
@@ -144,3 +148,14 @@ def test_the_real_h200_passes_a_selector_written_from_its_slice() -> None:
         f'{MEMORY}.compareTo(quantity("143771Mi")) >= 0'
     )
     assert fragment_problem(selector) is None
+
+
+@pytest.mark.parametrize(
+    "literal",
+    ["v580.0.0", "580.0", "580.0.0-01", "580.0.0-", "580.0.0+", "18446744073709551616.0.0", "580.0.0-rc..1"],
+)
+def test_semver_literals_cel_refuses_are_refused(literal: str) -> None:
+    problem = fragment_problem(f'{GPU}.driverVersion.compareTo(semver("{literal}")) >= 0')
+    assert problem is not None
+    assert f'semver("{literal}")' in problem
+    assert "is not a version Kubernetes' CEL parses" in problem

@@ -415,6 +415,18 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
     ),
     ("image-with-port-and-tag", _base_config(smokeJobs={"image": "localhost:5000/gpu-smoke:1.0@sha256:" + "a" * 64})),
     (
+        # Kubernetes' CEL semver() parses pre-releases (blang/semver's Parse, k8s.io/apiserver's semverlib.go).
+        "extra-selector-semver-pre-release",
+        _base_config(
+            cluster=DRA_CLUSTER,
+            cohorts=[DRA_COHORT],
+            dra={
+                "extraSelector": 'device.attributes["gpu.nvidia.com"].driverVersion'
+                '.compareTo(semver("580.0.0-rc.1")) >= 0'
+            },
+        ),
+    ),
+    (
         "kubeconfig-context-eks-arn",
         _base_config(
             cluster={

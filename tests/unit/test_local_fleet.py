@@ -317,7 +317,8 @@ def test_simulate_fleet_prints_the_local_fleet_as_a_cohorts_file_to_edit(
     assert {n.name: n.kubelet_version for n in old.nodes if n.kubelet_version != declared} == {
         "sim-dra-1": "v1.31.9-eks-1"
     }
-    assert simulate.main(["fleet", "--stack", "nope"]) == 1
+    assert simulate.main(["fleet", "--stack", "nope"]) == 2  # a usage error, as argparse's own
     assert capsys.readouterr().err == (
-        "simulate fleet: stacks/Pulumi.nope.yaml does not exist; pass --stack NAME of a stack file in stacks/\n"
+        "simulate fleet: --stack 'nope': stacks/Pulumi.nope.yaml does not exist; pass a stack of stacks/ "
+        "(device-plugin, dra, local, mixed, operator-cluster-policy, operator-gpu-cluster)\n"
     )

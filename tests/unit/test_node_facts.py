@@ -14,13 +14,15 @@ from cluster.judge.node_facts import (
     NodeOwner,
     Runtime,
     check_node,
+    kubelet_version,
     node_owner,
-    parse_reported_version,
     parse_runtime,
+    runtime_release,
 )
 from cluster.judge.preflight import check_node_facts
 from components.config import StackConfig
 from policy.gpu_allocation.vocab.owners import DRA_MIN_KUBERNETES, mode_of
+from policy.gpu_allocation.vocab.versioning import Version
 from tests.support.configs import DRA_COHORT, OPERATOR_COHORT, PLUGIN_COHORT, _base_config, cohort, selector_for
 
 pytestmark = pytest.mark.unit
@@ -74,8 +76,26 @@ def troubles(node: dict[str, Any], owner: NodeOwner) -> list[tuple[str, str, boo
         (134, None),
     ],
 )
-def test_parse_reported_version(text: object, parsed: tuple[int, int, int] | None) -> None:
-    assert parse_reported_version(text) == parsed
+def test_runtime_release(text: object, parsed: tuple[int, int, int] | None) -> None:
+    assert runtime_release(text) == parsed
+
+
+@pytest.mark.parametrize(
+    ("reported", "floor", "below"),
+    [
+        # k8s.io/apimachinery/pkg/util/version: a pre-release sorts below its release.
+        ("v1.34.2-rc.1", (1, 34, 2), True),
+        ("v1.34.2-alpha.0", (1, 34, 2), True),
+        ("v1.34.2", (1, 34, 2), False),
+        ("v1.34.2-eks-3025e55", (1, 34, 2), False),
+        ("v1.34.3-rc.1", (1, 34, 2), False),
+        ("v1.34.1", (1, 34, 2), True),
+    ],
+)
+def test_a_kubelet_pre_release_is_below_its_release(reported: str, floor: tuple[int, int, int], below: bool) -> None:
+    found = kubelet_version(reported)
+    assert found is not None
+    assert (found < Version(*floor)) is below
 
 
 @pytest.mark.parametrize(
@@ -130,6 +150,12 @@ KUBELET_CASES: list[tuple[NodeOwner, str, str]] = [
 def test_kubelet_just_met_passes_and_just_missed_is_refused(owner: NodeOwner, met: str, missed: str) -> None:
     assert troubles(recorded(kubelet=met), owner) == []
     assert troubles(recorded(kubelet=missed), owner) == [("kubelet", "below-floor", True)]
+
+
+def test_a_pre_release_kubelet_of_the_floor_release_is_below_the_floor() -> None:
+    # The DRA floor is 1.34.2; its release candidate is not 1.34.2 (k8s.io/apimachinery/pkg/util/version).
+    assert troubles(recorded(kubelet="v1.34.2-rc.1"), "dra") == [("kubelet", "below-floor", True)]
+    assert troubles(recorded(kubelet="v1.34.3-rc.1"), "dra") == []
 
 
 @pytest.mark.parametrize("owner", [case[0] for case in KUBELET_CASES])

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from cluster.client.kubeclient import CLAIMS, DAEMONSETS, PODS, SLICES, KubeApiError
+from cluster.client.names import NameRefused
 from cluster.judge import node_state
 from cluster.judge.consumers import consumers_by_node
 from cluster.judge.publishers import is_gpu_resource, pod_publisher, pod_ready, positive_count
@@ -30,6 +31,7 @@ class RecordingKube:
     def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
         self.objects = objects
         self.requests: list[str] = []
+        self.where = "kubeconfig kc, context admin, server https://127.0.0.1:6443"
 
     def get(self, path: str, **_: Any) -> dict[str, Any]:
         self.requests.append(f"get {path}")
@@ -158,3 +160,15 @@ def test_it_lists_no_daemonset_and_selects_pods_and_slices_by_node() -> None:
         f"list {SLICES}?spec.nodeName={NODE}",
         f"list {CLAIMS}?",
     ]
+
+
+def test_an_owner_reference_that_is_no_name_is_refused_naming_the_pod_and_the_cluster() -> None:
+    objects = cluster()
+    plugin = next(o for o in objects.values() if o.get("kind") == "Pod" and o["metadata"]["name"] == "plugin")
+    plugin["metadata"]["ownerReferences"][0]["name"] = "../../secrets"
+    with pytest.raises(NameRefused) as refused:
+        node_state.read_state(RecordingKube(objects), NODE)  # type: ignore[arg-type]
+    assert str(refused.value).startswith(
+        "the DaemonSet name in pod gpu/plugin's metadata.ownerReferences (kubeconfig kc, context admin, server "
+        "https://127.0.0.1:6443) '../../secrets' is not a Kubernetes object name"
+    )

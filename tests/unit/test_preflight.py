@@ -17,6 +17,7 @@ from cluster.judge.preflight import check, check_nodes
 from components.cluster import ClusterTarget, source_of
 from components.config import ClusterConfig, StackConfig
 from components.validation import ClusterFacts
+from policy.gpu_allocation.vocab.labels import LEDGER_KEY
 from policy.gpu_allocation.vocab.selectors import selects_node
 from tests.support.configs import (
     DRA_COHORT,
@@ -32,6 +33,7 @@ from tests.support.configs import (
     node_info,
     selector_for,
 )
+from tests.support.hostile_api import Answer, Script, hostile
 from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 
 pytestmark = pytest.mark.unit
@@ -560,3 +562,40 @@ def test_finished_holders_and_same_mechanism_holders_pass() -> None:
     same = _holding("same", "plugin-0", limits={"nvidia.com/gpu.shared": "1"})
 
     assert check(config, LiveCluster(nodes, [], [done, same], [])) == []
+
+
+LEDGER_META = {"name": "gpu-allocation-ledger", "namespace": "gpu-system"}
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (Answer(200, "text/plain", b"ok"), "preflight: not an API server answer to GET "),
+        (
+            Answer(
+                body=json.dumps(
+                    {
+                        "metadata": {"name": "gpu-allocation-ledger", "namespace": "gpu-system"},
+                        "data": {LEDGER_KEY: "{"},
+                    }
+                ).encode()
+            ),
+            "preflight: ConfigMap gpu-system/gpu-allocation-ledger key ownership.json ",
+        ),
+    ],
+)
+def test_the_program_refuses_what_it_cannot_read_naming_it_and_saying_once_that_nothing_changed(
+    run: RunProgram, tmp_path: Path, answer: Answer, words: str
+) -> None:
+    recorder = Recorder()
+    with hostile(tmp_path, Script(default=answer)) as (url, kubeconfig):
+        cluster = {"source": "kubeconfig", "kubeconfig": kubeconfig, "kubernetesVersion": "1.34.4"}
+        with pytest.raises(pulumi.RunError) as refused:
+            run(_base_config(cluster=cluster), recorder=recorder)
+    text = str(refused.value)
+    assert text.startswith(words), text
+    assert "\n" not in text
+    assert text.count("nothing was changed") == 1, text
+    if "not an API server answer" in words:
+        assert url in text
+    assert recorder.registrations == []

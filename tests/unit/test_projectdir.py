@@ -121,7 +121,7 @@ def test_the_cli_takes_project_anywhere_for_the_length_of_the_command(
     assert "- name: sim-plugin-0" in fleet
     assert "sim-dra-" not in fleet
     assert projectdir.current() == REPO  # the choice ended with the command
-    assert cli.main(["simulate", "fleet", "--stack", "absent", "--project", str(project)]) == 1
+    assert cli.main(["simulate", "fleet", "--stack", "absent", "--project", str(project)]) == 2  # a usage error
     assert "stacks/Pulumi.absent.yaml does not exist" in capsys.readouterr().err
 
 

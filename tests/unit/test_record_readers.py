@@ -42,6 +42,35 @@ HOSTILE_MIGRATIONS = {
     ),
     "no target": json.dumps({"cohort": "plugin", "from": "device-plugin", "phase": "remove", "nodeSelector": {}}),
     "deep nesting": '{"cohort": ' + NESTED + "}",
+    "cohort not a name": json.dumps(
+        {
+            "cohort": "plugin;touch /tmp/owned;$(id)",
+            "from": "device-plugin",
+            "to": "dra",
+            "phase": "remove",
+            "nodeSelector": {},
+        }
+    ),
+    "node not a name": json.dumps(
+        {
+            "cohort": "plugin",
+            "from": "device-plugin",
+            "to": "dra",
+            "phase": "remove",
+            "nodeSelector": {},
+            "nodes": ["gpu-1/status"],
+        }
+    ),
+    "moved node not a name": json.dumps(
+        {
+            "cohort": "plugin",
+            "from": "device-plugin",
+            "to": "dra",
+            "phase": "remove",
+            "nodeSelector": {},
+            "moved": ["../gpu-1"],
+        }
+    ),
 }
 
 
@@ -91,6 +120,10 @@ def test_every_reader_refuses_a_broken_record_in_one_line_naming_it(
     assert line.count("\n") == 1, line
     assert f"ConfigMap {NS}/{path.rsplit('/', 1)[1]}" in line, line
     assert "Traceback" not in line
+    assert line.count("nothing was changed") <= 1, line
+    if record.startswith("migration"):
+        assert "`pulumi up`" not in line, line
+        assert "`eks-hybrid-gpu migrate`" in line, line
     assert kube.writes == writes
 
 

@@ -272,7 +272,12 @@ def test_a_pod_list_that_fails_part_way_is_a_refusal(recorded_api: tuple[Recorde
 
     recorded.answer = broken  # type: ignore[method-assign]
 
-    with pytest.raises(LiveReadError, match=r"listing pods failed .*: 410 The provided continue parameter is too old"):
+    # Every next page of the pods is gone: the list restarts once, then says to list again.
+    with pytest.raises(
+        LiveReadError,
+        match=r"listing pods failed .*: 410 the list of pods expired twice .*The provided continue parameter is too "
+        r"old.*: list again",
+    ):
         read_live(_source(kubeconfig), NAMESPACE, [])
 
 
@@ -282,7 +287,12 @@ def test_a_controller_name_that_is_no_kubernetes_name_is_refused(recorded_api: t
     pod = next(p for p in recorded.objects["pods"] if p["spec"].get("nodeName") == "dp-ours")
     pod["metadata"]["ownerReferences"][0]["name"] = "../../secrets"
 
-    with pytest.raises(LiveReadError, match=r"DaemonSet name '\.\./\.\./secrets' is not a valid Kubernetes name"):
+    owner = f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+    with pytest.raises(
+        LiveReadError,
+        match=rf"DaemonSet name '\.\./\.\./secrets' \(named by pod {owner}'s metadata.ownerReferences, kubeconfig "
+        r".*, server http://127\.0\.0\.1:\d+\) is not a valid Kubernetes name",
+    ):
         read_live(_source(kubeconfig), NAMESPACE, [])
 
 

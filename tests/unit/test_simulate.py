@@ -242,7 +242,11 @@ def test_not_yaml() -> None:
     with pytest.raises(simulate.SimulationError) as refused:
         simulate.load("nodes: [", "cohorts.yaml")
 
-    assert str(refused.value).startswith("cohorts.yaml is not YAML: ")
+    assert str(refused.value) == (
+        "cohorts.yaml is not YAML (expected the node content, but found '<stream end>' at line 1, column 9): fix it or "
+        "print a valid one with "
+        "`eks-hybrid-gpu simulate fleet`"
+    )
 
 
 def test_finished_status_reports_every_container_exited() -> None:

@@ -103,7 +103,7 @@ def test_preview_installs_from_the_mirror_of_the_flag_or_the_variable(
 
 
 def test_an_unknown_stack_is_named_with_the_stacks_there_are(offline: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert simulate.main(["preview", "--stack", "nope"]) == 1
+    assert simulate.main(["preview", "--stack", "nope"]) == 2  # a usage error, as argparse exits on one
     err = capsys.readouterr().err
     assert err.startswith("simulate preview: --stack nope: ")
     assert "is not a file; name a stack of stacks/ (" in err

@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from . import versioning
 from .dra_attributes import (
     BOOL,
     DRIVER_DOMAIN,
@@ -60,8 +61,6 @@ QUANTITY: Final = "quantity"
 DRIVER_ATTRIBUTES: Final[dict[str, dict[str, str]]] = FULL_GPU_ATTRIBUTES
 """Attribute types of a full GPU as the NVIDIA DRA driver publishes it, by domain (its deviceinfo: StringValue,
 VersionValue); every capacity is a quantity."""
-_SEMVER: Final = re.compile(r"(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})", re.ASCII)
-"""What Kubernetes' CEL `semver()` parses (strict SemVer 2.0 core; no leading zeros, three parts)."""
 
 _METHOD_TYPES: Final[dict[str, tuple[frozenset[str], str]]] = {
     "isGreaterThan": (frozenset({VERSION, QUANTITY}), BOOL),
@@ -319,10 +318,13 @@ def _check_capacity(at: _Token, domain: str, name: str) -> None:
 
 def _check_literal(constructor: _Token, text: str) -> None:
     """A semver()/quantity() literal the API server cannot parse fails at scheduling time: refuse it now."""
-    if constructor.text == "semver" and not _SEMVER.fullmatch(text):
+    # Kubernetes' CEL semver() is blang/semver's strict Parse (k8s.io/apiserver/pkg/cel/library/semverlib.go):
+    # versioning.parse_cel_semver reads what it reads, pre-releases included.
+    if constructor.text == "semver" and versioning.parse_cel_semver(text) is None:
         msg = (
             f'semver("{text}") at position {constructor.at} is not a version Kubernetes\' CEL parses: write '
-            "MAJOR.MINOR.PATCH without leading zeros, as the driver publishes versions (NVML's driver 580.159.04 is "
+            "MAJOR.MINOR.PATCH without leading zeros or a v (a -PRERELEASE and +BUILD may follow), as the driver "
+            "publishes versions (NVML's driver 580.159.04 is "
             'semver("580.159.4"), compute capability 9.0 is semver("9.0.0"))'
         )
         raise CelAttributeError(msg)

@@ -100,6 +100,26 @@ def parse_exact(text: object) -> Optional[Version]:
     return _build(found) if found else None
 
 
+CEL_NUMBER_MAX: "Final" = 2**64 - 1
+"""blang/semver reads each number with strconv.ParseUint(s, 10, 64)."""
+
+
+def parse_cel_semver(text: object) -> Optional[Version]:
+    """What Kubernetes' CEL `semver("...")` parses, whole string; None for what it refuses.
+
+    Source: k8s.io/apiserver/pkg/cel/library/semverlib.go builds `semver()` on github.com/blang/semver/v4's
+    `semver.Parse` — strict SemVer 2.0: three numbers without leading zeros, no `v`, a pre-release
+    (`580.0.0-rc.1`, ordered below its release) and build metadata allowed, each number fitting a uint64.
+    """
+    if not isinstance(text, str) or text.startswith("v"):
+        return None
+    found = parse_exact(text)
+    if found is None:
+        return None
+    numbers = [*found.release, *(p for p in found.prerelease if isinstance(p, int))]
+    return found if all(n <= CEL_NUMBER_MAX for n in numbers) else None
+
+
 def parse(text: object, *, partial: bool = False) -> Optional[Version]:
     """A reported version, whole string (`v1.34.4-eks-3025e55`, `2.0.5-1`); `partial` also takes `1.34`."""
     if not isinstance(text, str) or len(text) > 256:
