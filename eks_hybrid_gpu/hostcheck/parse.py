@@ -151,8 +151,15 @@ def cdi_devices(text: str, filename: str) -> List[str]:
         except json.JSONDecodeError as error:
             msg = f"{filename} is not valid JSON: {error.msg} at line {error.lineno}"
             raise ParseError(msg) from error
+        if not isinstance(spec, dict):
+            msg = f"{filename} holds JSON {type(spec).__name__}, not an object: it is not a CDI spec"
+            raise ParseError(msg)
         kind = str(spec.get("kind", ""))
-        names = [str(device.get("name", "")) for device in spec.get("devices") or []]
+        devices = spec.get("devices") or []
+        if not isinstance(devices, list) or not all(isinstance(device, dict) for device in devices):
+            msg = f"{filename}: devices is not a list of objects: it is not a CDI spec"
+            raise ParseError(msg)
+        names = [str(device.get("name", "")) for device in devices]
     else:
         kind, names = _yaml_kind_and_devices(text)
     if not kind:

@@ -852,7 +852,10 @@ def driver_files_inside_the_container(detail: dict[str, Any]) -> None:
             relinked.append(library.name)
     detail["librariesRelinkedRelative"] = len(relinked)
     smi, installed = DRIVER_TOOLS / "nvidia-smi", Path("/usr/bin/nvidia-smi")
-    if smi.is_file() and (installed.is_symlink() or not installed.exists()):
+    # The lent H200 puts a shell-script wrapper there that calls /usr/local/nvidia/bin/nvidia-smi, which inside the
+    # container's /driver-root resolves to nothing: only the binary itself serves the prestart script.
+    wrapper = installed.is_file() and not installed.is_symlink() and installed.read_bytes()[:4] != b"\x7fELF"
+    if smi.is_file() and (installed.is_symlink() or not installed.exists() or wrapper):
         installed.unlink(missing_ok=True)
         shutil.copy2(smi.resolve(), installed)
         detail["nvidiaSmiCopied"] = f"{smi} -> {installed}"

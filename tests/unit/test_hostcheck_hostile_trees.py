@@ -163,6 +163,19 @@ def test_bytes_that_are_not_utf8_are_named(tmp_path: Path) -> None:
 
 
 @pytest.mark.unit
+@pytest.mark.parametrize("text", ["null", "[]", '"spec"', '{"kind": "nvidia.com/gpu", "devices": [null]}'])
+def test_a_json_cdi_spec_that_is_no_object_is_a_finding(tmp_path: Path, text: str) -> None:
+    place(tmp_path, CONFIG).write_text("version = 2\n")
+    place(tmp_path, "etc/cdi/nvidia.json").write_text(text)
+    code, document = check(tmp_path)
+    cdi = next(c for c in document["checks"] if c["name"] == "cdi-specs")
+    assert cdi["status"] == "fail"
+    assert "/etc/cdi/nvidia.json" in cdi["detail"]
+    assert "not a CDI spec" in cdi["detail"]
+    assert code == 1
+
+
+@pytest.mark.unit
 @pytest.mark.parametrize(
     "text", ["[" + ".".join(["a"] * 5000) + "]\n", "x = " + "[" * 5000 + "]" * 5000 + "\n"], ids=["header", "array"]
 )
