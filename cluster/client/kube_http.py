@@ -89,6 +89,7 @@ def transport(api: client.ApiClient) -> client.ApiClient:
     """
     configuration = api.configuration
     if getattr(configuration, "_proxy_from_env", False) and loopback(str(configuration.host)):
+        configuration.loopback_skipped_proxy = configuration.proxy  # for `proxies_in_force`'s words
         configuration.proxy = None
     configuration.retries = _NoSecondWait(3)  # urllib3's default, Retry(3), but for timeouts
     return client.ApiClient(configuration=configuration)
@@ -302,6 +303,14 @@ def proxies_in_force(api: client.ApiClient) -> str:
     configuration = api.configuration
     proxy, no_proxy = configuration.proxy, configuration.no_proxy or ""
     skipped = f"; NO_PROXY={shown(no_proxy)}" if no_proxy else ""
+    skipped_for_loopback = getattr(configuration, "loopback_skipped_proxy", None)
+    if not proxy and skipped_for_loopback:
+        if no_proxy and should_bypass_proxies(str(configuration.host), no_proxy):
+            return f"proxy {redacted(skipped_for_loopback)} bypassed for this server by NO_PROXY={shown(no_proxy)}"
+        return (
+            f"proxy {redacted(skipped_for_loopback)} not used for this server: a loopback address, which kubectl never "
+            "reaches through a proxy"
+        )
     if not proxy:
         return f"no proxy in force (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY and the kubeconfig's proxy-url unset{skipped})"
     if no_proxy and should_bypass_proxies(str(configuration.host), no_proxy):
