@@ -83,12 +83,29 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
         try:
             pulumi_stack.up(on_output=output, color="never", policy_packs=packs)
         except auto.CommandError as error:
-            text = " ".join(str(error).split())
-            if "the stack is currently locked" in text:
-                text += f"; if no other update of the stack runs, clear its lock with {locked_hint}"
-            raise UpFailed(text[-900:]) from None
+            raise UpFailed(with_fix(" ".join(str(error).split()), locked_hint)[-900:]) from None
 
     return up
+
+
+SSA_CONFLICT = "Server-Side Apply field conflict"
+"""How the Kubernetes provider refuses an object that exists outside the stack's state."""
+
+
+def with_fix(text: str, locked_hint: str) -> str:
+    """A failed `pulumi up`'s words with the fix for the two failures an interrupted update leaves behind.
+
+    A killed update leaves its lock, and the object it was creating in the cluster but not in the state: the resumed
+    update then meets that object as a Server-Side Apply conflict (seen on the lent H200, docs/host-validation.md).
+    """
+    if "the stack is currently locked" in text:
+        text += f"; if no other update of the stack runs, clear its lock with {locked_hint}"
+    if SSA_CONFLICT in text:
+        text += (
+            "; an interrupted update may have left the object it was creating outside the stack's state: if no other "
+            "tool manages that object (its URN is in the output above), delete it, then run the same command again"
+        )
+    return text
 
 
 def _users_pulumi(stack: StackFile) -> Any:
