@@ -235,13 +235,18 @@ def one_line(reason: object) -> str:
     return found.group(1).strip().lower() if found else text[:300]
 
 
+MAX_MESSAGE: Final = 1200
+"""The most of a Status message a refusal quotes: an admission policy's message (ours names `move-host` near its
+end, ~330 characters) must reach the person whole; a longer one is no message, it is a dump."""
+
+
 def status_message(text: str) -> str:
     """`message` of a Kubernetes Status body; empty for any other body (a proxy's HTML page is no message to quote)."""
     try:
         document = json.loads(text)
     except ValueError:
         return ""
-    return " ".join(str(document.get("message") or "").split())[:300] if isinstance(document, dict) else ""
+    return " ".join(str(document.get("message") or "").split())[:MAX_MESSAGE] if isinstance(document, dict) else ""
 
 
 JSON_MEDIA_TYPES: Final = ("application/json",)
