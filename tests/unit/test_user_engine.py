@@ -200,6 +200,7 @@ def test_review_renders_with_the_users_pulumi_and_provider(
 
     from eks_hybrid_gpu.review import render
 
+    monkeypatch.delenv("PULUMI_HOME", raising=False)  # the user's shell: an earlier engine run in this process set it
     for name, value in user.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setattr(engine, "ensure_toolchain", lambda *_a: pytest.fail("the toolchain must not be built"))
