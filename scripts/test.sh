@@ -9,6 +9,6 @@ echo "[test] ruff" >&2
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
 echo "[test] mypy" >&2
-.venv/bin/mypy cluster components eks_hybrid_gpu payloads policy testkit bench
+.venv/bin/mypy cluster components eks_hybrid_gpu payloads policy testkit bench scripts/hardware scripts/build_hostcheck.py
 echo "[test] pytest" >&2
 .venv/bin/pytest -q -p no:cacheprovider "$@"

@@ -123,13 +123,14 @@ class Run:
             subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
         )
 
-    def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    def api(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> tuple[int, Any]:
+        """One request to the run's API server: (status, decoded JSON answer); PATCH wants a patch content type."""
         assert self.cluster is not None
         request = urllib.request.Request(  # noqa: S310 (loopback API server)
             self.cluster.server + path,
             method=method,
             data=None if body is None else json.dumps(body).encode(),
-            headers={"Authorization": f"Bearer {self.cluster.token}", "Content-Type": "application/json"},
+            headers={"Authorization": f"Bearer {self.cluster.token}", "Content-Type": content_type},
         )
         context = ssl._create_unverified_context()  # noqa: S323 (its own self-signed loopback server)
         try:

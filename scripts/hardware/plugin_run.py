@@ -395,6 +395,43 @@ def pod_api_access(run: Run, objects: list[dict[str, Any]], detail: dict[str, An
     return forwarder
 
 
+def daemonset_pod_running(
+    run: Run, daemonset: dict[str, Any], node_name: str, what: str, began: float, detail: dict[str, Any]
+) -> dict[str, Any]:
+    """Waits for the DaemonSet's pod Running on the node; records its log, the time since `began`, and the pod as
+    the report reads it (owner, images, runtime class): proof that the owner ran from its DaemonSet."""
+    namespace = daemonset["metadata"]["namespace"]
+    selector = ",".join(f"{k}%3D{v}" for k, v in daemonset["spec"]["selector"]["matchLabels"].items())
+
+    def running() -> Any:
+        pods = pods_of(run, namespace, selector)
+        ready = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == node_name]
+        if ready:
+            return ready[0]
+        states = [
+            (p["status"].get("initContainerStatuses") or []) + (p["status"].get("containerStatuses") or [])
+            or p["status"].get("conditions")
+            for p in pods
+        ]
+        return f"{len(pods)} pod(s): {json.dumps(states)[:300]}"
+
+    try:
+        pod: dict[str, Any] = wait(what, running, 120)
+    finally:
+        for p in pods_of(run, namespace, selector):
+            detail["podLog"] = _container_log(namespace, p["metadata"]["name"])[-30:]
+    detail["podRunningSeconds"] = round(time.monotonic() - began, 2)
+    detail["pod"] = {
+        "name": pod["metadata"]["name"],
+        "runtimeClassName": pod["spec"].get("runtimeClassName"),
+        "images": [c["image"] for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]],
+        "ownerKind": pod["metadata"]["ownerReferences"][0]["kind"],
+        "owner": list(pod_owner(pod["spec"], pod["metadata"].get("labels") or {}) or ()),
+        "serviceAccountName": pod["spec"].get("serviceAccountName"),
+    }
+    return pod
+
+
 def plugin_daemonset(
     run: Run,
     node_name: str,
@@ -424,31 +461,8 @@ def plugin_daemonset(
     detail["notApplied"] = sorted({o["kind"] for o in objects if o["kind"] not in PATHS})
     began = time.monotonic()
     detail["created"] += create(run, [daemonset, *companions], ("DaemonSet",))
+    pod = daemonset_pod_running(run, daemonset, node_name, "the device plugin DaemonSet's pod Running", began, detail)
     namespace = daemonset["metadata"]["namespace"]
-    match = daemonset["spec"]["selector"]["matchLabels"]
-    selector = ",".join(f"{k}%3D{v}" for k, v in match.items())
-
-    def running() -> Any:
-        pods = pods_of(run, namespace, selector)
-        ready = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == node_name]
-        if ready:
-            return ready[0]
-        states = [p["status"].get("containerStatuses") or p["status"].get("conditions") for p in pods]
-        return f"{len(pods)} pod(s): {json.dumps(states)[:300]}"
-
-    try:
-        pod = wait("the device plugin DaemonSet's pod Running", running, 120)
-    finally:
-        for p in pods_of(run, namespace, selector):
-            detail["podLog"] = _container_log(namespace, p["metadata"]["name"])[-30:]
-    detail["podRunningSeconds"] = round(time.monotonic() - began, 2)
-    detail["pod"] = {
-        "name": pod["metadata"]["name"],
-        "runtimeClassName": pod["spec"].get("runtimeClassName"),
-        "images": [c["image"] for c in pod["spec"]["containers"]],
-        "ownerKind": pod["metadata"]["ownerReferences"][0]["kind"],
-        "owner": list(pod_owner(pod["spec"], pod["metadata"].get("labels") or {}) or ()),
-    }
 
     def gpu_published() -> Any:
         _, node = run.api("GET", f"/api/v1/nodes/{node_name}")
@@ -665,20 +679,8 @@ HOLDER = "gpu-holder"
 
 
 def patch(run: Run, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-    """A JSON merge patch (Run.api sends application/json, which the API server refuses for PATCH)."""
-    assert run.cluster is not None
-    request = urllib.request.Request(  # noqa: S310 (loopback API server)
-        run.cluster.server + path,
-        method="PATCH",
-        data=json.dumps(body).encode(),
-        headers={"Authorization": f"Bearer {run.cluster.token}", "Content-Type": "application/merge-patch+json"},
-    )
-    context = ssl._create_unverified_context()  # noqa: S323 (its own self-signed loopback server)
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as answer:  # noqa: S310
-            return answer.status, json.loads(answer.read() or b"null")
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read() or b"null")
+    """A JSON merge patch (the API server refuses application/json for PATCH)."""
+    return run.api("PATCH", path, body, content_type="application/merge-patch+json")
 
 
 def holder_pod(run: Run, node_name: str, job: dict[str, Any], resource: str, detail: dict[str, Any]) -> dict[str, Any]:
@@ -708,7 +710,7 @@ def holder_pod(run: Run, node_name: str, job: dict[str, Any], resource: str, det
         phase = (now or {}).get("status", {}).get("phase")
         return now if phase == "Running" else f"holder: {phase}"
 
-    now = wait("the holder pod Running on the GPU", running, 60)
+    now: dict[str, Any] = wait("the holder pod Running on the GPU", running, 60)
     detail["holder"] = {"requests": {resource: "1"}, "node": now["spec"].get("nodeName")}
     detail["holderRunningSeconds"] = round(time.monotonic() - began, 2)
     detail["runtimeDevices"] = runtime_devices()[-1:]
@@ -783,35 +785,10 @@ def dra_daemonset(
     label_for_affinity(run, node_name, daemonset, detail)
     began = time.monotonic()
     detail["created"] += create(run, [daemonset], ("DaemonSet",))
+    pod = daemonset_pod_running(
+        run, daemonset, node_name, "the DRA kubelet-plugin DaemonSet's pod Running", began, detail
+    )
     namespace = daemonset["metadata"]["namespace"]
-    selector = ",".join(f"{k}%3D{v}" for k, v in daemonset["spec"]["selector"]["matchLabels"].items())
-
-    def running() -> Any:
-        pods = pods_of(run, namespace, selector)
-        ready = [p for p in pods if p["status"].get("phase") == "Running" and p["spec"].get("nodeName") == node_name]
-        if ready:
-            return ready[0]
-        states = [
-            (p["status"].get("initContainerStatuses") or []) + (p["status"].get("containerStatuses") or [])
-            or p["status"].get("conditions")
-            for p in pods
-        ]
-        return f"{len(pods)} pod(s): {json.dumps(states)[:300]}"
-
-    try:
-        pod = wait("the DRA kubelet-plugin DaemonSet's pod Running", running, 120)
-    finally:
-        for p in pods_of(run, namespace, selector):
-            detail["podLog"] = _container_log(namespace, p["metadata"]["name"])[-30:]
-    detail["podRunningSeconds"] = round(time.monotonic() - began, 2)
-    detail["pod"] = {
-        "name": pod["metadata"]["name"],
-        "runtimeClassName": pod["spec"].get("runtimeClassName"),
-        "images": [c["image"] for c in [*(pod["spec"].get("initContainers") or []), *pod["spec"]["containers"]]],
-        "ownerKind": pod["metadata"]["ownerReferences"][0]["kind"],
-        "owner": list(pod_owner(pod["spec"], pod["metadata"].get("labels") or {}) or ()),
-        "serviceAccountName": pod["spec"].get("serviceAccountName"),
-    }
 
     def published_slice() -> Any:
         code, slices = run.api("GET", "/apis/resource.k8s.io/v1/resourceslices")
@@ -869,6 +846,20 @@ def delete_and_wait(run: Run, daemonset: dict[str, Any], what: str) -> None:
     wait(f"the {what} pod gone", lambda: not pods_of(run, namespace, selector) or "still there", 90)
 
 
+def remove_owner(
+    run: Run, daemonset: dict[str, Any] | None, what: str, binary: str, allocator: str, sampler: Sampler
+) -> None:
+    """The owner leaves the node: its DaemonSet deleted (as `pulumi up` without the owner deletes it) and awaited
+    gone, or, when it ran as a host process, that process stopped and the sampler told."""
+    if daemonset is not None:
+        delete_and_wait(run, daemonset, what)
+        return
+    host = next(p for p in run.processes if binary in str(p.args))
+    host.terminate()
+    host.wait(timeout=30)
+    sampler.host_allocators.discard(allocator)
+
+
 def move_to_dra(
     run: Run,
     hw: Path,
@@ -910,13 +901,7 @@ def move_to_dra(
     wait("the holder evicted and gone", evicted, 60)
     phase("drain", began)
     began = time.monotonic()
-    if plugin is not None:  # the chart's DaemonSet, as `pulumi up` without the owner deletes it
-        delete_and_wait(run, plugin, "plugin")
-    else:
-        host = next(p for p in run.processes if "nvidia-device-plugin" in " ".join(map(str, p.args)))
-        host.terminate()
-        host.wait(timeout=30)
-        sampler.host_allocators.discard("device-plugin")
+    remove_owner(run, plugin, "plugin", "nvidia-device-plugin", "device-plugin", sampler)
     phase("remove", began)
     began = time.monotonic()
 
@@ -982,13 +967,7 @@ def move_back(
     wait("the DRA consumers gone", consumers_gone, 60)
     phase("drain", began)
     began = time.monotonic()
-    if dra is not None:  # the moved render's DaemonSet, as `pulumi up` without the owner deletes it
-        delete_and_wait(run, dra, "DRA kubelet-plugin")
-    else:
-        driver = next(p for p in run.processes if "gpu-kubelet-plugin" in " ".join(map(str, p.args)))
-        driver.terminate()
-        driver.wait(timeout=30)
-        sampler.host_allocators.discard("dra")
+    remove_owner(run, dra, "DRA kubelet-plugin", "gpu-kubelet-plugin", "dra", sampler)
     phase("remove", began)
     began = time.monotonic()
 

@@ -121,7 +121,8 @@ def program_up(why: str) -> None:
 
     stack = read_stack_file(STACK, REPO)
     request = MigrateRequest(stack=STACK, cohort=COHORT, to="device-plugin", project=REPO)
-    stack_runner(stack, request, stack.config.cluster.kubeconfig)(why)
+    # A plain `pulumi up`: no run above it holds the cohort's Leases, so the program takes its own ("" = none).
+    stack_runner(stack, request, stack.config.cluster.kubeconfig, holder="")(why)
 
 
 def cli(argv: list[str], name: str, detail: dict[str, Any]) -> list[str]:

@@ -123,6 +123,15 @@ def _without_namespace(kind: str) -> Callable[[dict[str, Any]], None]:
     return drop
 
 
+def _without(section: str | None, key: str) -> Callable[[dict[str, Any]], None]:
+    """A change of the spec that drops `key` (of `section`, or of the top level)."""
+
+    def drop(spec: dict[str, Any]) -> None:
+        (spec[section] if section else spec).pop(key, None)
+
+    return drop
+
+
 def _variants(spec: dict[str, Any]) -> list[tuple[str, Callable[[dict[str, Any]], None]]]:
     linux = spec.get("linux", {})
     variants = [
@@ -130,12 +139,12 @@ def _variants(spec: dict[str, Any]) -> list[tuple[str, Callable[[dict[str, Any]]
     ]
     for key in ("seccomp", "maskedPaths", "readonlyPaths", "resources", "sysctl", "cgroupsPath", "devices"):
         if key in linux:
-            variants.append((f"without linux.{key}", lambda s, k=key: s["linux"].pop(k, None)))
+            variants.append((f"without linux.{key}", _without("linux", key)))
     for key in ("rlimits", "apparmorProfile", "oomScoreAdj", "capabilities", "noNewPrivileges"):
         if key in spec.get("process", {}):
-            variants.append((f"without process.{key}", lambda s, k=key: s["process"].pop(k, None)))
+            variants.append((f"without process.{key}", _without("process", key)))
     if spec.get("hooks"):
-        variants.append(("without hooks", lambda s: s.pop("hooks", None)))
+        variants.append(("without hooks", _without(None, "hooks")))
     variants.append(("only the proc, dev and sys mounts", _core_mounts))
     return variants
 
