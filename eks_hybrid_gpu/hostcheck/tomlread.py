@@ -376,11 +376,7 @@ class _Reader:
             if char == "":
                 raise self.fail("unterminated multi-line string")
             if self.peek(3) == '"""':
-                quotes = 3
-                while quotes < 5 and self.text.startswith('"', self.pos + quotes):
-                    quotes += 1
-                self.pos += quotes
-                out.append('"' * (quotes - 3))
+                out.append(self.close_multiline('"'))
                 return "".join(out)
             if char == "\\":
                 out.append(self.escape(multiline=True))
@@ -389,6 +385,14 @@ class _Reader:
                 raise self.fail(f"{char!r} inside a string")
             out.append(char)
             self.pos += 1
+
+    def close_multiline(self, quote: str) -> str:
+        """Past a multi-line string's closing delimiter: up to two more quotes before it belong to the string."""
+        quotes = 3
+        while quotes < 5 and self.text.startswith(quote, self.pos + quotes):
+            quotes += 1
+        self.pos += quotes
+        return quote * (quotes - 3)
 
     def escape(self, multiline: bool) -> str:
         start = self.pos
@@ -439,11 +443,7 @@ class _Reader:
             if char == "":
                 raise self.fail("unterminated multi-line literal string")
             if self.peek(3) == "'''":
-                quotes = 3
-                while quotes < 5 and self.text.startswith("'", self.pos + quotes):
-                    quotes += 1
-                self.pos += quotes
-                out.append("'" * (quotes - 3))
+                out.append(self.close_multiline("'"))
                 return "".join(out)
             if char not in ("\n", "\t") and _is_control(char):
                 raise self.fail(f"{char!r} inside a literal string")
