@@ -138,6 +138,11 @@ class SmokeJob(pulumi.ComponentResource):
             # A suspended Job never completes, and an approved one runs on GPU hardware the provider cannot
             # see: waiting here would only stall `pulumi up`. `eks-hybrid-gpu smoke` reports the result.
             "pulumi.com/skipAwait": "true",
+            # skipAwait also skips waiting for a Job's deletion, and the provider deletes in the foreground: a
+            # replacement (its pod template is immutable; a cohort change edits its selector) then races the old
+            # Job, still there under its foregroundDeletion finalizer, into a Server-Side Apply conflict. In the
+            # background the API server removes the Job at once and collects its pods afterwards.
+            "pulumi.com/deletionPropagationPolicy": "background",
         }
         k8s.batch.v1.Job(
             f"{name}-job",

@@ -344,6 +344,7 @@ def test_smoke_job_labels_and_annotations(run: RunProgram) -> None:
         "eks-hybrid-gpu.io/config-path": "eks-hybrid-gpu:cohorts[0]",
         "eks-hybrid-gpu.io/approved-to-run": "false",
         "pulumi.com/skipAwait": "true",
+        "pulumi.com/deletionPropagationPolicy": "background",  # a replacement never meets the old Job
     }
     assert dra.inputs["metadata"]["labels"] == {
         "eks-hybrid-gpu.io/owner": "dra",
