@@ -26,6 +26,7 @@ from ...vocab import labels as vocab
 from ...vocab.grammar import parse_quantity
 from ...vocab.labels import GPU_OPERATOR, PROJECT
 from ...vocab.owners import DEVICE_PLUGIN_KIND
+from ...vocab.selectors import Placement
 from ..findings import CANNOT_JUDGE, report_findings
 from ..installations import Installation
 from ..operator_crs import cr_flag, cr_mode
@@ -72,7 +73,7 @@ class _Slicing:
     default_key: str | None
     """The config of nodes without the nvidia.com/device-plugin.config label (config.default)."""
     confines: Any
-    """``confines(workload, nodeSelector) -> bool``: the workload only runs where this plugin runs."""
+    """``confines(workload, placement) -> bool``: the workload only runs where this plugin runs."""
 
     def possible(self, selected: frozenset[str | None] | None) -> list[tuple[str, dict[str, str], bool, str]]:
         """The configs of the nodes a workload can land on: the ones its node selection admits, else every one.
@@ -137,8 +138,8 @@ def _operator_slicings(
             if cr_flag(resource, "devicePlugin") is True:
                 found.append((None, resource))
 
-    def off_standalone(workload: Resource, node_selector: dict[str, Any]) -> bool:
-        return not any(c.confines(workload, node_selector) for c in cohorts)
+    def off_standalone(workload: Resource, placement: Placement) -> bool:
+        return not any(c.confines(workload, placement) for c in cohorts)
 
     result = []
     for install, policy in found:
