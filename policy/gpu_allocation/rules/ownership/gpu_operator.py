@@ -18,12 +18,15 @@ from pulumi_policy import (
 )
 
 from ...vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, PROJECT
+from ...vocab.operands import EXCLUDED, operator_reach
 from ...vocab.owners import GPU_OPERATOR_KIND
+from ...vocab.selectors import Placement
 from ..findings import LABELS_NOTE, PREVIEW_AGAIN, report_findings
 from ..operator_crs import cr_flag, cr_mode
 from ..props import UNKNOWN, as_dict, dig, show
 from ..readers import helm_rendered_bool
 from ..resource import Resource
+from ..shapes import pod_placement
 from ..stack_view import StackView
 from .scope import judge_gpu_stack, reads_ownership
 
@@ -36,13 +39,35 @@ def _dra_workloads(view: StackView) -> list[Resource]:
     ]
 
 
+def _reached_standalone(view: StackView, owners: set[str]) -> list[str]:
+    """The standalone allocators of these owners that the Operator's operands may reach, for messages.
+
+    Installs (a DRA driver that publishes GPUs) and allocator DaemonSets no Chart/Release rendered; one whose every
+    node the stack shows labelled ``nvidia.com/gpu.deploy.operands=false`` is not reached (the Operator's state
+    manager, :mod:`...vocab.operands`); one whose placement cannot be read is (fail closed).
+    """
+    found: list[str] = []
+    for install in view.installations():
+        if install.owner not in owners or install.owner == GPU_OPERATOR:
+            continue
+        if install.owner == DRA and install.publishes_gpus is False:
+            continue
+        placement = install.placement_setting.value
+        if operator_reach(placement if isinstance(placement, Placement) else None) != EXCLUDED:
+            found.append(install.resource.describe)
+    for resource in view.resources:
+        if not resource.is_allocator or resource.identity is None or resource.identity[0] not in owners:
+            continue
+        if view.installation_urn(resource) is not None or resource.describe in found:
+            continue
+        pod = resource.pod_spec
+        if operator_reach(pod_placement(pod) if isinstance(pod, dict) else None) != EXCLUDED:
+            found.append(resource.describe)
+    return found
+
+
 def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> None:
-    plugins = [i.resource.describe for i in view.by_owner(DEVICE_PLUGIN)]
-    plugins += [
-        r.describe
-        for r in view.resources
-        if r.owner == DEVICE_PLUGIN and r.kind == "DaemonSet" and view.installation_urn(r) is None
-    ]
+    plugins = _reached_standalone(view, {DEVICE_PLUGIN})
     if not plugins:
         return
     for operator in view.by_owner(GPU_OPERATOR):
@@ -100,17 +125,7 @@ def _check_operator_sandbox(view: StackView, report: ReportViolation) -> None:
     ``devicePlugin.enabled`` says (GPU Operator docs, "GPU Operator with KubeVirt"). ClusterPolicy operands ignore
     cohort nodeSelectors, so a standalone plugin's or DRA driver's cohort loses its GPUs.
     """
-    owners = [i.resource.describe for i in view.by_owner(DEVICE_PLUGIN)] + [
-        i.resource.describe for i in view.by_owner(DRA) if i.publishes_gpus is not False
-    ]
-    owners += [
-        r.describe
-        for r in view.resources
-        if r.is_allocator
-        and r.identity is not None
-        and r.identity[0] in {DEVICE_PLUGIN, DRA}
-        and view.installation_urn(r) is None
-    ]
+    owners = _reached_standalone(view, {DEVICE_PLUGIN, DRA})
     if not owners:
         return
     found: list[tuple[str, str, Any, str]] = []

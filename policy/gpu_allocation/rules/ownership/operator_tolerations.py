@@ -26,7 +26,8 @@ from ..findings import report_findings
 from ..operator_crs import cr_mode
 from ..props import UNKNOWN, as_list, dig, show
 from ..resource import Resource
-from ..stack_view import StackView, reads_gpu_objects
+from ..stack_view import INSTALL_KINDS, StackView, reads_gpu_objects
+from .operator_reach import reviewed
 
 FIELD = "daemonsets.tolerations"
 """Where the Operator's operand tolerations live: values, and ``spec.daemonsets.tolerations`` of its CRs (the chart
@@ -64,7 +65,7 @@ def _sources(view: StackView) -> list[tuple[Resource, str, Any]]:
 
 def operator_operand_tolerations_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Ask for a review of Operator operands that tolerate every taint: they may start on Auto Mode GPU nodes."""
-    view = StackView.from_args(args, OPERATOR_CR_KINDS)
+    view = StackView.from_args(args, OPERATOR_CR_KINDS | INSTALL_KINDS)
     sources = _sources(view)
     if not sources:
         args.not_applicable("no GPU Operator Release or ClusterPolicy/GPUCluster in the stack")
@@ -86,6 +87,8 @@ def operator_operand_tolerations_validator(args: StackValidationArgs, report_vio
             "nvidia.com/gpu.deploy.operands=false.",
             resource.urn,
         )
+    for crossing in reviewed(view):
+        report_violation(crossing.review(), crossing.urn)
     report_findings(view.problems(reads_gpu_objects), report_violation)
 
 
@@ -93,7 +96,9 @@ OPERATOR_OPERAND_TOLERATIONS_REVIEWED = StackValidationPolicy(
     name="operator-operand-tolerations-reviewed",
     description=(
         "GPU Operator operands whose daemonsets.tolerations tolerate every taint (no key, operator Exists) are "
-        "reviewed: they can start on Auto Mode GPU nodes (advisory)."
+        "reviewed: they can start on Auto Mode GPU nodes; so is a standalone allocator whose nodes the Operator's own "
+        "allocator reaches unless its hosts carry nvidia.com/gpu.deploy.operands=false, which the stack does not show "
+        "(advisory)."
     ),
     validate=operator_operand_tolerations_validator,
     enforcement_level=EnforcementLevel.ADVISORY,

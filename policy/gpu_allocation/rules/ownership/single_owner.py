@@ -24,7 +24,9 @@ from ...vocab.parsing import contained
 from ...vocab.selectors import Placement, placements_overlap
 from ..findings import LABELS_NOTE, report_findings
 from ..props import compact_json
+from ..stack_view import StackView
 from .cohorts import Unit, cohort_units
+from .operator_reach import refused
 from .scope import gpu_stack, reads_ownership
 
 
@@ -107,6 +109,12 @@ def _check_disjoint(units: dict[str, Unit], report: ReportViolation) -> None:
         report(message, first.urn or second.urn)
 
 
+def _check_operator_reach(view: StackView, report: ReportViolation) -> None:
+    """The Operator's allocator on a standalone cohort of the other kind, where the stack shows it reaches."""
+    for crossing in refused(view):
+        report(crossing.refusal(), crossing.urn)
+
+
 def single_allocation_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse two owners for one cohort and placements of two allocators that one node can satisfy."""
     view = gpu_stack(args, report_violation)
@@ -119,6 +127,7 @@ def single_allocation_owner_validator(args: StackValidationArgs, report_violatio
     for name, check in (
         ("one owner per cohort", lambda: _check_cohort_owners(units, report_violation)),
         ("disjoint placements", lambda: _check_disjoint(units, report_violation)),
+        ("the GPU Operator's reach", lambda: _check_operator_reach(view, report_violation)),
     ):
         if not contained(check):
             report_violation(_unfinished(name), None)
@@ -137,7 +146,8 @@ SINGLE_ALLOCATION_OWNER = StackValidationPolicy(
     name="single-allocation-owner",
     description=(
         "Every GPU node has at most one allocation owner: no cohort has two owners or two installs, and no node "
-        "can satisfy the placements (nodeSelector and required node affinity) of two allocators."
+        "can satisfy the placements (nodeSelector and required node affinity) of two allocators, the GPU Operator's "
+        "(every GPU node not labelled nvidia.com/gpu.deploy.operands=false) included."
     ),
     validate=single_allocation_owner_validator,
     enforcement_level=EnforcementLevel.MANDATORY,
