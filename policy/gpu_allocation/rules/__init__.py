@@ -25,7 +25,7 @@ What the rules read, bottom up:
 
 - :mod:`rules.sdk_internals`: the one home of the pulumi-policy private internals the pack relies on (and of the one
   conversion of each object per analyzer request)
-- :mod:`rules.declare`: one declaration of a stack policy (the fields every rule sets)
+- :mod:`rules.declare`: one declaration of a stack or resource policy (the fields every rule sets), used by every rule
 - :mod:`rules.props`: property plumbing (SDK proxies to plain data, unknowns, accessors, policy config)
 - :mod:`vocab.parsing` (shared with the program): bounded JSON/YAML reading, so a hostile value is "cannot
   tell", never a crash

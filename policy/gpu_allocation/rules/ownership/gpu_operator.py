@@ -9,18 +9,16 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, PROJECT
 from ...vocab.operands import EXCLUDED, operator_reach
 from ...vocab.owners import GPU_OPERATOR_KIND
 from ...vocab.selectors import Placement
+from ..declare import stack_policy
 from ..findings import LABELS_NOTE, PREVIEW_AGAIN, report_findings
 from ..operator_crs import cr_flag, cr_mode
 from ..props import UNKNOWN, as_dict, dig, show
@@ -179,17 +177,15 @@ def operator_device_plugin_disabled_validator(args: StackValidationArgs, report_
     judge_gpu_stack(args, report_violation, check)
 
 
-OPERATOR_DEVICE_PLUGIN_DISABLED = StackValidationPolicy(
-    name="operator-device-plugin-disabled",
-    description=(
+OPERATOR_DEVICE_PLUGIN_DISABLED = stack_policy(
+    "operator-device-plugin-disabled",
+    (
         "A ClusterPolicy GPU Operator next to a standalone device plugin does not deploy its own plugin, and next to "
         "any standalone owner does not default its GPUs to sandbox (VM) workloads."
     ),
-    validate=operator_device_plugin_disabled_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    operator_device_plugin_disabled_validator,
     severity=Severity.CRITICAL,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Set devicePlugin.enabled=false and gfd.enabled=false in the Operator values, or move the cohort to the "
         f"Operator ({PROJECT}:cohorts[i].owner: {GPU_OPERATOR})."
     ),
@@ -225,14 +221,12 @@ def gpu_cluster_excludes_standalone_dra_validator(args: StackValidationArgs, rep
     judge_gpu_stack(args, report_violation, _check_gpu_cluster_vs_dra)
 
 
-GPU_CLUSTER_EXCLUDES_STANDALONE_DRA = StackValidationPolicy(
-    name="gpu-cluster-excludes-standalone-dra",
-    description="A GPUCluster GPU Operator manages DRA itself, so no standalone DRA driver runs beside it.",
-    validate=gpu_cluster_excludes_standalone_dra_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+GPU_CLUSTER_EXCLUDES_STANDALONE_DRA = stack_policy(
+    "gpu-cluster-excludes-standalone-dra",
+    "A GPUCluster GPU Operator manages DRA itself, so no standalone DRA driver runs beside it.",
+    gpu_cluster_excludes_standalone_dra_validator,
     severity=Severity.CRITICAL,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         f"Set {PROJECT}:operator.mode to cluster-policy, or remove the standalone DRA cohort "
         f"({PROJECT}:cohorts[i].owner)."
     ),
@@ -318,15 +312,12 @@ def _deploy_cr(values: dict[str, Any], key: str, *, default: bool = False) -> An
     return default if raw is None else raw
 
 
-OPERATOR_CR_EXCLUSIVE = StackValidationPolicy(
-    name="operator-cr-exclusive",
-    description=("A cluster runs at most one GPU Operator, with either a ClusterPolicy or a GPUCluster, never both."),
-    validate=operator_cr_exclusive_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+OPERATOR_CR_EXCLUSIVE = stack_policy(
+    "operator-cr-exclusive",
+    "A cluster runs at most one GPU Operator, with either a ClusterPolicy or a GPUCluster, never both.",
+    operator_cr_exclusive_validator,
     severity=Severity.HIGH,
-    # Nothing to tune: only the enforcement level is configurable (never both CRs).
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         f"Set {PROJECT}:operator.mode to cluster-policy or gpu-cluster (never both "
         "deployCR values true), install one Operator release, and delete a leftover CR "
         "of the other mode by hand; there is no in-place migration."

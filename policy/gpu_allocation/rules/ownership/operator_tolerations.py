@@ -13,15 +13,14 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import GPU_OPERATOR, PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
+from ..declare import stack_policy
 from ..findings import report_findings
 from ..operator_crs import cr_mode
 from ..props import UNKNOWN, as_list, dig, show
@@ -92,23 +91,22 @@ def operator_operand_tolerations_validator(args: StackValidationArgs, report_vio
     report_findings(view.problems(reads_gpu_objects), report_violation)
 
 
-OPERATOR_OPERAND_TOLERATIONS_REVIEWED = StackValidationPolicy(
-    name="operator-operand-tolerations-reviewed",
-    description=(
+OPERATOR_OPERAND_TOLERATIONS_REVIEWED = stack_policy(
+    "operator-operand-tolerations-reviewed",
+    (
         "GPU Operator operands whose daemonsets.tolerations tolerate every taint (no key, operator Exists) are "
         "reviewed: they can start on Auto Mode GPU nodes; so is a standalone allocator whose nodes the Operator's own "
         "allocator reaches unless its hosts carry nvidia.com/gpu.deploy.operands=false, which the stack does not show "
         "(advisory)."
     ),
-    validate=operator_operand_tolerations_validator,
-    enforcement_level=EnforcementLevel.ADVISORY,
+    operator_operand_tolerations_validator,
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Give daemonsets.tolerations a key (the Operator cohort's taint; this program tolerates only the cohort label "
         f"of {PROJECT}:cohorts[i].nodeSelector), and label every GPU node outside the Operator cohort "
         "nvidia.com/gpu.deploy.operands=false."
     ),
     url=GPU_OPERATOR_KIND.docs_url,
     tags=[GPU_OPERATOR, "targeting", "review"],
+    level=EnforcementLevel.ADVISORY,
 )

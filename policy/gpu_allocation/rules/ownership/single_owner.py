@@ -9,12 +9,9 @@ from __future__ import annotations
 from itertools import combinations
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab import labels as vocab
@@ -22,6 +19,7 @@ from ...vocab.labels import PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
 from ...vocab.parsing import contained
 from ...vocab.selectors import Placement, placements_overlap
+from ..declare import stack_policy
 from ..findings import LABELS_NOTE, report_findings
 from ..props import compact_json
 from ..stack_view import StackView
@@ -142,19 +140,16 @@ def _unfinished(check: str) -> str:
     )
 
 
-SINGLE_ALLOCATION_OWNER = StackValidationPolicy(
-    name="single-allocation-owner",
-    description=(
+SINGLE_ALLOCATION_OWNER = stack_policy(
+    "single-allocation-owner",
+    (
         "Every GPU node has at most one allocation owner: no cohort has two owners or two installs, and no node "
         "can satisfy the placements (nodeSelector and required node affinity) of two allocators, the GPU Operator's "
         "(every GPU node not labelled nvidia.com/gpu.deploy.operands=false) included."
     ),
-    validate=single_allocation_owner_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    single_allocation_owner_validator,
     severity=Severity.CRITICAL,
-    # Nothing to tune: only the enforcement level is configurable (one owner per GPU).
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         f"Give each cohort one owner in {PROJECT}:cohorts[i].owner and a nodeSelector "
         f"({PROJECT}:cohorts[i].nodeSelector) with a label key whose value differs "
         "from every other cohort; for an allocator this program did not install, change its own nodeSelector or "

@@ -10,12 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.cel import profile_literals, selects_mig
@@ -24,6 +21,7 @@ from ...vocab.gpu_models import GPU_PRODUCT_LABEL, MIG_PROFILES, normalize_gpu_m
 from ...vocab.labels import DRA, GPU_OPERATOR, PROJECT
 from ...vocab.mig import RESOURCE_PREFIX, normalize_profile, tabulated_profiles
 from ...vocab.selectors import INSIDE, Placement, cohort_membership, cohort_selector, confined_to, label_values
+from ..declare import stack_policy
 from ..dra_requests import CLAIM_KINDS, MIG_CLASS, ClaimIndex, DeviceRequest, claim_requests
 from ..findings import CANNOT_JUDGE, PREVIEW_AGAIN, report_findings
 from ..ledger import Ledger
@@ -332,31 +330,15 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
     report_findings(view.problems(reads_sharing), report_violation)
 
 
-MIG_STRATEGY_CONSISTENT = StackValidationPolicy(
-    name="mig-strategy-consistent",
-    description=(
+MIG_STRATEGY_CONSISTENT = stack_policy(
+    "mig-strategy-consistent",
+    (
         "nvidia.com/mig-* requests need a device plugin with the mixed MIG strategy, "
         "and the profile exists for the cohort's GPU model."
     ),
-    validate=mig_strategy_consistent_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    mig_strategy_consistent_validator,
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "gpuModels": {
-                "type": "object",
-                "additionalProperties": {"type": "string"},
-                "default": {},
-                "description": 'GPU model per cohort name, e.g. {"a": "A100-40GB"}.',
-            },
-            "defaultGpuModel": {
-                "type": "string",
-                "enum": sorted(MIG_PROFILES),
-                "description": "GPU model when neither config nor labels say.",
-            },
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         "Prepare the MIG geometry first, then set "
         f"{PROJECT}:cohorts[i].sharing.mode: mig with .sharing.migStrategy: mixed, "
         ".sharing.gpuModel and .sharing.migProfile; request a profile that exists on "
@@ -365,4 +347,17 @@ MIG_STRATEGY_CONSISTENT = StackValidationPolicy(
     ),
     url="https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html",
     tags=["workloads", "mig"],
+    config={
+        "gpuModels": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "default": {},
+            "description": 'GPU model per cohort name, e.g. {"a": "A100-40GB"}.',
+        },
+        "defaultGpuModel": {
+            "type": "string",
+            "enum": sorted(MIG_PROFILES),
+            "description": "GPU model when neither config nor labels say.",
+        },
+    },
 )

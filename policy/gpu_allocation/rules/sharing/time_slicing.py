@@ -14,12 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab import labels as vocab
@@ -27,6 +24,7 @@ from ...vocab.grammar import parse_quantity
 from ...vocab.labels import GPU_OPERATOR, PROJECT
 from ...vocab.owners import DEVICE_PLUGIN_KIND
 from ...vocab.selectors import Placement
+from ..declare import stack_policy
 from ..findings import CANNOT_JUDGE, report_findings
 from ..installations import Installation
 from ..operator_crs import cr_flag, cr_mode
@@ -283,26 +281,16 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
     report_findings(view.problems(reads_sharing), report_violation)
 
 
-SHARED_GPU_RESOURCE_NAME = StackValidationPolicy(
-    name="shared-gpu-resource-name",
-    description=(
+SHARED_GPU_RESOURCE_NAME = stack_policy(
+    "shared-gpu-resource-name",
+    (
         "A time-slicing device-plugin config is attached through config.default, keeps "
         "failRequestsGreaterThanOne, and workloads on a renamed cohort request "
         "nvidia.com/gpu.shared rather than nvidia.com/gpu."
     ),
-    validate=shared_gpu_resource_name_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    shared_gpu_resource_name_validator,
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "requireFailRequestsGreaterThanOne": {
-                "type": "boolean",
-                "default": True,
-                "description": "Refuse time-slicing configs that admit >1 replica.",
-            }
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         f"Configure time-slicing through {PROJECT}:cohorts[i].sharing.mode "
         "(time-slicing) and .sharing.replicas so the program renders config.map with "
         "config.default selecting it; request nvidia.com/gpu.shared (1 replica) on that "
@@ -310,4 +298,11 @@ SHARED_GPU_RESOURCE_NAME = StackValidationPolicy(
     ),
     url=f"{DEVICE_PLUGIN_KIND.docs_url}#shared-access-to-gpus",
     tags=["workloads", "time-slicing"],
+    config={
+        "requireFailRequestsGreaterThanOne": {
+            "type": "boolean",
+            "default": True,
+            "description": "Refuse time-slicing configs that admit >1 replica.",
+        }
+    },
 )
