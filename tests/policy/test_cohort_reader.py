@@ -200,3 +200,13 @@ def test_the_gpu_model_of_a_mig_request_is_read_from_its_affinity_too(harness: H
     assert "MIG profile '1g.10gb' is not among the H200-141GB profiles" in text
     fits = gpu_request("nvidia.com/mig-1g.18gb", {}, terms([on("device-plugin"), product]))
     harness.passes(harness.stack(MIG_STRATEGY_CONSISTENT, foreign([*rendered, fits])))
+
+
+def test_an_open_term_claim_whose_object_is_not_in_the_stack_cannot_be_judged(harness: Harness) -> None:
+    job = workload("Job", claim_pod({}, terms([on("dra", operator="NotIn")])))
+    text = harness.stack(DRA_CLAIM_ON_DRA_COHORT, foreign([*device_plugin(), *dra(), job])).one()
+    assert "claims 'gpu' (ResourceClaimTemplate 'single-large-gpu'), whose claim object is not in this stack" in text
+    assert "cannot judge the object and refuses it (fail closed)" in text
+    says_next_command(text)
+    pinned = workload("Job", claim_pod({}, terms([on("dra")])))
+    harness.passes(harness.stack(DRA_CLAIM_ON_DRA_COHORT, foreign([*device_plugin(), *dra(), pinned])))

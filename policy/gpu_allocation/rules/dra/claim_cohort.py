@@ -121,7 +121,7 @@ def _fix(drivers: list[Publisher]) -> str:
 
 
 def _cannot_tell(
-    resource: Resource, gpu: list[str], plugin: Publisher, requirement: Requirement, drivers: list[Publisher]
+    resource: Resource, what: str, plugin: Publisher, requirement: Requirement, drivers: list[Publisher]
 ) -> str:
     """A claim pod that reaches a plugin's cohort and leaves it only through labels no stack value names."""
     key = requirement[0]
@@ -129,7 +129,7 @@ def _cannot_tell(
     values = sorted({selector[key] for selector in selectors if key in selector})
     pin = f"{key} In [{', '.join(values)}]" if values else f"{key} In [<the DRA cohort's value>]"
     return (
-        f"{resource.describe} claims a GPU ({', '.join(gpu)}) through DRA, and its node selection "
+        f"{resource.describe} claims {what} through DRA, and its node selection "
         f"({_fields(resource)}) reaches the device plugin's cohort ({plugin.where}) and leaves it only through "
         f"'{show_requirement(requirement)}' on the label that tells the cohorts apart: which cohort the scheduler "
         "places the pod in depends on node labels this stack does not show, and no DRA driver of this stack runs on "
@@ -160,8 +160,13 @@ def claim_on_dra_cohort_validator(args: StackValidationArgs, report_violation: R
         plugin, cohort, unclear = pinned
         gpu, unseen = _gpu_claims(index, resource, pod)
         if unclear is not None:
-            if gpu and not any(reaches_outside(placement, cohort, d.placement) for d in drivers):
-                report_violation(_cannot_tell(resource, gpu, plugin, unclear, drivers), resource.urn)
+            if (gpu or unseen) and not any(reaches_outside(placement, cohort, d.placement) for d in drivers):
+                what = (
+                    f"a GPU ({', '.join(gpu)})"
+                    if gpu
+                    else f"{', '.join(unseen)}, whose claim object is not in this stack (its devices cannot be told),"
+                )
+                report_violation(_cannot_tell(resource, what, plugin, unclear, drivers), resource.urn)
             continue
 
         def lands(what: str, resource: Resource = resource, plugin: Publisher = plugin) -> str:
