@@ -12,16 +12,17 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from eks_hybrid_gpu import projectdir
 
 
-def startup_seconds() -> float:
-    """One start of policy/analyzer, until it printed its port."""
+def startup_seconds(analyzer: Path | None = None) -> float:
+    """One start of policy/analyzer (this project's, or the one given), until it printed its port."""
     env = {**os.environ, "PULUMI_PYTHON_CMD": sys.executable}
     started = time.perf_counter()
     process = subprocess.Popen(
-        [str(projectdir.policy_pack()), "127.0.0.1:1"],
+        [str(analyzer or projectdir.policy_pack()), "127.0.0.1:1"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         env=env,

@@ -220,7 +220,7 @@ def test_one_conversion_per_request_answers_exactly_as_one_per_policy(monkeypatc
     before = {s: [json_format.MessageToDict(a) for a in responses(s)] for s in SCENARIOS}
     for name in ("json_format", "deserialize_properties", "unknown_checking_proxy"):
         monkeypatch.setattr(sdk_internals.sdk_policy, name, getattr(sdk_internals.sdk_policy, name))
-    for name in ("Analyze", "AnalyzeStack"):
+    for name in ("Analyze", "AnalyzeStack", "_get_resource_options", "_get_provider_resource"):
         monkeypatch.setattr(AnalyzerServicer, name, getattr(AnalyzerServicer, name))
     copies: list[int] = []
 
@@ -235,3 +235,28 @@ def test_one_conversion_per_request_answers_exactly_as_one_per_policy(monkeypatc
     assert after == before
     requests = sum(len(real_records(s, "resource")) + len(real_records(s, "stack")) for s in SCENARIOS)
     assert len(copies) <= requests
+
+
+def test_a_resources_options_and_provider_are_built_once_per_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK builds them for each policy; within one request every policy gets the same read-only record."""
+    from policy.gpu_allocation.rules import sdk_internals
+
+    built: list[str] = []
+
+    def options(self: Any, item: Any) -> object:
+        built.append(item["urn"])
+        return object()
+
+    monkeypatch.setattr(AnalyzerServicer, "_get_resource_options", options)
+    shared = sdk_internals.once_per_request_method(options)
+    item = real_records(SCENARIOS[0], "resource")[0]
+    assert shared(None, item) is not shared(None, item)  # outside a request: built on every call
+
+    @sdk_internals._serving_one_request
+    def one_request(self: Any, request: Any, context: Any) -> tuple[object, object]:
+        return shared(None, request), shared(None, request)
+
+    first, second = one_request(None, item, None)
+    assert first is second
+    assert one_request(None, item, None)[0] is not first  # a new request builds again
+    assert len(built) == 4

@@ -305,3 +305,31 @@ def test_a_reads_runs_become_medians_of_the_timed_figures_and_the_last_runs_coun
     assert figures["cpu_s"]["median"] == pytest.approx(0.1)
     assert figures["requests"] == 13  # the last run's count
     assert "0.200 [0.100–0.300]  0.100             80      0.00" in live_read.read_cells(figures)
+
+
+def test_the_pack_cost_table_names_each_pack_its_ratio_and_its_start_up() -> None:
+    from bench.pack_cost import render
+
+    def summary(median: float) -> dict[str, float]:
+        return {"median": median, "min": median - 0.1, "max": median + 0.1, "runs": 5}
+
+    previews = {
+        "ours": {"wall_s": summary(2.0), "cpu_s": summary(2.2), "cpu_by_role_s": {}},
+        "ours+pack": {
+            "wall_s": summary(2.4),
+            "cpu_s": summary(2.7),
+            "cpu_by_role_s": {"policy analyzer": summary(0.4)},
+        },
+    }
+    result = {
+        "rounds": 5,
+        "load_start": (1.0, 1.0, 1.0),
+        "load_end": (2.0, 2.0, 2.0),
+        "previews": previews,
+        "ratios": {"ours+pack": {"wall": 1.2, "cpu": 1.23, "paired_wall": summary(1.2)}},
+        "analyzer_startup_s": {"ours+pack": summary(0.3)},
+    }
+    table = render(result)
+    assert "ours+pack                     2.40 [2.30-2.50]" in table
+    assert "0.40 [0.30-0.50]" in table
+    assert "ours+pack / ours: wall 1.20 (per round 1.20 [1.10-1.30]), CPU 1.23; analyzer start-up 0.300" in table

@@ -5,8 +5,8 @@ Families (``pack.py`` serves their ``POLICIES`` in this order):
 - :mod:`rules.ownership`: ``single_owner`` (single-allocation-owner), ``gpu_operator``
   (operator-device-plugin-disabled, gpu-cluster-excludes-standalone-dra, operator-cr-exclusive), ``cluster_scoped``
   (compute-domain-crds-one-owner, nfd-one-owner), ``ledger_consistent`` (ownership-ledger-consistent),
-  ``operator_tolerations`` (operator-operand-tolerations-reviewed); ``cohorts`` is their cohort model and ``scope``
-  the stacks they judge
+  ``operator_tolerations`` (operator-operand-tolerations-reviewed); ``cohorts`` is their cohort model, ``scope``
+  the stacks they judge and ``operator_reach`` the Operator's allocator beside a standalone one of the other kind
 - :mod:`rules.targeting`: no-auto-mode-targeting, gpu-discovery-affinity-kept
 - :mod:`rules.workloads`: ``smoke_jobs`` (smoke-job-hardened, smoke-job-run-approved), ``smoke_job_token``
   (smoke-job-token-unmounted), ``request_shape``
@@ -25,7 +25,7 @@ What the rules read, bottom up:
 
 - :mod:`rules.sdk_internals`: the one home of the pulumi-policy private internals the pack relies on (and of the one
   conversion of each object per analyzer request)
-- :mod:`rules.declare`: one declaration of a stack policy (the fields every rule sets)
+- :mod:`rules.declare`: one declaration of a stack or resource policy (the fields every rule sets), used by every rule
 - :mod:`rules.props`: property plumbing (SDK proxies to plain data, unknowns, accessors, policy config)
 - :mod:`vocab.parsing` (shared with the program): bounded JSON/YAML reading, so a hostile value is "cannot
   tell", never a crash

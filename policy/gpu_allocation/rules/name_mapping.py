@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR
+from ..vocab.operands import EXCLUDED, operator_reach
 from ..vocab.selectors import Placement, placements_overlap
 from .dra_requests import DRA_GROUP as DRA_API_GROUP
 from .installations import Installation
@@ -112,16 +113,24 @@ class Publisher:
     operator: bool = False
     """The GPU Operator's operand (its DRA driver's GPU class maps no extended resource: the GPUCluster has no such
     field)."""
+    urn: str | None = None
+    """The object that installs it (where a violation about it is reported)."""
 
     def reaches(self, placement: Placement) -> bool:
-        """Tell whether one node can satisfy both this allocator's placement and ``placement``."""
-        return self.placement is None or placements_overlap(self.placement, placement)
+        """Tell whether one node can satisfy both this allocator's placement and ``placement``.
+
+        The Operator's operand reaches every GPU node but those the stack shows opted out
+        (``nvidia.com/gpu.deploy.operands=false``, :func:`...vocab.operands.operator_reach`).
+        """
+        if self.placement is None:
+            return operator_reach(placement) != EXCLUDED
+        return placements_overlap(self.placement, placement)
 
     def meets(self, other: Publisher) -> bool:
         """Tell whether one node can run both allocators."""
-        if self.placement is None or other.placement is None:
-            return True
-        return placements_overlap(self.placement, other.placement)
+        if other.placement is None:
+            return self.placement is None or other.reaches(self.placement)
+        return self.reaches(other.placement)
 
     @property
     def where(self) -> str:
@@ -149,18 +158,20 @@ def publishers(view: StackView) -> list[Publisher]:
     for install in view.installations():
         if install.owner == GPU_OPERATOR:
             if install.mode in {"gpu-cluster", "both"}:
-                found.append(Publisher(DRA, None, f"the DRA driver the GPUCluster of {install.describe} runs", True))
+                subject = f"the DRA driver the GPUCluster of {install.describe} runs"
+                found.append(Publisher(DRA, None, subject, True, install.resource.urn))
             if install.mode != "gpu-cluster" and install.operand_enabled("devicePlugin") is True:
-                found.append(Publisher(DEVICE_PLUGIN, None, f"the device plugin of {install.describe}", True))
+                subject = f"the device plugin of {install.describe}"
+                found.append(Publisher(DEVICE_PLUGIN, None, subject, True, install.resource.urn))
             continue
         if install.owner not in {DEVICE_PLUGIN, DRA} or install.publishes_gpus is not True:
             continue
         setting = install.placement_setting
         if isinstance(setting.value, Placement):
-            found.append(Publisher(install.owner, setting.value, setting.subject))
+            found.append(Publisher(install.owner, setting.value, setting.subject, urn=install.resource.urn))
     for resource in view.resources:
         if cr_mode(resource) == "gpu-cluster" and view.installation_urn(resource) is None:
-            found.append(Publisher(DRA, None, f"the DRA driver {resource.describe} runs", True))
+            found.append(Publisher(DRA, None, f"the DRA driver {resource.describe} runs", True, resource.urn))
     return found
 
 

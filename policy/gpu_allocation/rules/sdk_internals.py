@@ -22,9 +22,11 @@ Two behaviours of the SDK have no public API, and the pack needs both:
 - The servicer turns a request's properties into policy args once *per policy*: ``Analyze`` and ``AnalyzeStack``
   (``_PolicyAnalyzerServicer`` in 1.21.0) call ``json_format.MessageToDict``, ``deserialize_properties`` and
   ``unknown_checking_proxy`` on every resource for each of the pack's policies, which was most of the pack's cost per
-  preview (bench/README.md, section 3). :func:`share_deserialization_per_request` makes those three calls give every
-  policy of one request the same (read-only) result: each policy still gets its own args, validates alone and
-  reports alone; only the SDK's conversion of the same bytes is done once.
+  preview (bench/README.md, section 3), and builds each resource's options and provider resource
+  (``_get_resource_options``, ``_get_provider_resource``) for each policy as well.
+  :func:`share_deserialization_per_request` makes those calls give every policy of one request the same (read-only)
+  result: each policy still gets its own args, validates alone and reports alone; only the SDK's conversion of the
+  same bytes is done once.
 
 The benchmarks and the pack's tests also drive the SDK's gRPC servicer in-process (no analyzer subprocess), for
 which the SDK has no public name either: :data:`AnalyzerServicer`.
@@ -117,6 +119,29 @@ def once_per_request(function: Callable[[Any], Any]) -> Callable[..., Any]:
     return call
 
 
+def once_per_request_method(method: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """A servicer method of one request item (``method(self, item)``), computed once per item within one request.
+
+    The SDK builds a resource's options and its provider resource (``_get_resource_options``,
+    ``_get_provider_resource``) again for each policy; they are read-only records of the same item.
+    """
+
+    @functools.wraps(method)
+    def call(self: Any, item: Any) -> Any:
+        done: dict[Any, tuple[Any, Any]] | None = getattr(_REQUEST, "done", None)
+        if done is None:
+            return method(self, item)
+        key = (method.__name__, id(item))
+        found = done.get(key)
+        if found is None or found[0] is not item:
+            found = (item, method(self, item))
+            done[key] = found
+        return found[1]
+
+    call.shared_per_request = True  # type: ignore[attr-defined]
+    return call
+
+
 class _JsonFormat(ModuleType):
     """``google.protobuf.json_format`` as the servicer sees it: ``MessageToDict`` of one request's message once."""
 
@@ -150,5 +175,9 @@ def share_deserialization_per_request() -> None:
     setattr(sdk_policy, "json_format", _JsonFormat("json_format"))  # noqa: B010 (the names the servicer calls)
     for name in ("deserialize_properties", "unknown_checking_proxy"):
         setattr(sdk_policy, name, once_per_request(getattr(sdk_policy, name)))
+    for name in ("_get_resource_options", "_get_provider_resource"):
+        method = getattr(AnalyzerServicer, name)
+        if not getattr(method, "shared_per_request", False):
+            setattr(AnalyzerServicer, name, once_per_request_method(method))
     for name in ("Analyze", "AnalyzeStack"):
         setattr(AnalyzerServicer, name, _serving_one_request(getattr(AnalyzerServicer, name)))

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..vocab.selectors import Placement, selects
+from ..vocab.selectors import Placement
 from .props import UNKNOWN, as_dict, as_list, contains_unknown, dig, string_map
 
 POD_SPEC_PATHS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -164,16 +164,6 @@ def pod_volumes(pod: dict[str, Any]) -> Any:
     if raw is UNKNOWN:
         return UNKNOWN
     return [v for v in as_list(raw) if isinstance(v, dict)]
-
-
-# --------------------------------------------------------------------------- selectors
-
-
-def selector_confines(workload: Mapping[str, Any], cohort: Mapping[str, str]) -> bool:
-    """Tell whether a workload nodeSelector only admits nodes of the cohort."""
-    if not cohort:
-        return False
-    return selects(cohort, workload)
 
 
 # --------------------------------------------------------------------------- field types

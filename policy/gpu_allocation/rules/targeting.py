@@ -11,11 +11,8 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
@@ -24,6 +21,7 @@ from ..vocab.labels import DEVICE_PLUGIN, DRA, PROJECT
 from ..vocab.owners import DEVICE_PLUGIN_KIND, owner_kind, owner_of_app_label
 from ..vocab.selectors import Requirement, alternative_admits
 from .charts import NFD_NAME
+from .declare import resource_policy
 from .fail_closed import fail_closed, reads_pods_and_helm
 from .findings import LABELS_NOTE, PREVIEW_AGAIN
 from .props import (
@@ -268,33 +266,15 @@ def _judge_claim_placement(
     report_violation(message, None)
 
 
-NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(
-    name="no-auto-mode-targeting",
-    description=(
+NO_AUTO_MODE_TARGETING = resource_policy(
+    "no-auto-mode-targeting",
+    (
         "Allocation-owner workloads and smoke Jobs are pinned to "
         "eks.amazonaws.com/compute-type=hybrid, and no workload's DRA claim is aimed at EKS Auto Mode nodes."
     ),
-    validate=fail_closed(reads_pods_and_helm)(no_auto_mode_targeting_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(reads_pods_and_helm)(no_auto_mode_targeting_validator),
     severity=Severity.CRITICAL,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "computeTypeLabel": {
-                "type": "string",
-                "default": vocab.COMPUTE_TYPE_LABEL,
-                "description": "Node label that tells hybrid from Auto Mode nodes.",
-            },
-            "requiredComputeType": {
-                "type": "string",
-                "default": vocab.HYBRID,
-                "description": "The value every allocation workload must require.",
-            },
-            "forbiddenComputeTypes": string_list(
-                [vocab.AUTO_MODE], "Values a NotIn term must exclude to count as pinned."
-            ),
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         f"Put eks.amazonaws.com/compute-type: hybrid in {_COHORT_SELECTOR_PATH} (the "
         "device plugin's nodeSelector, the DRA kubeletPlugin.nodeSelector and the "
         "smoke Job nodeSelector derive from it). Labels are scheduling inputs, not a "
@@ -302,6 +282,19 @@ NO_AUTO_MODE_TARGETING = ResourceValidationPolicy(
     ),
     url="https://docs.aws.amazon.com/eks/latest/userguide/automode.html",
     tags=["targeting", "auto-mode"],
+    config={
+        "computeTypeLabel": {
+            "type": "string",
+            "default": vocab.COMPUTE_TYPE_LABEL,
+            "description": "Node label that tells hybrid from Auto Mode nodes.",
+        },
+        "requiredComputeType": {
+            "type": "string",
+            "default": vocab.HYBRID,
+            "description": "The value every allocation workload must require.",
+        },
+        "forbiddenComputeTypes": string_list([vocab.AUTO_MODE], "Values a NotIn term must exclude to count as pinned."),
+    },
 )
 
 
@@ -403,29 +396,24 @@ def gpu_discovery_affinity_kept_validator(args: ResourceValidationArgs, report_v
         )
 
 
-GPU_DISCOVERY_AFFINITY_KEPT = ResourceValidationPolicy(
-    name="gpu-discovery-affinity-kept",
-    description=(
+GPU_DISCOVERY_AFFINITY_KEPT = resource_policy(
+    "gpu-discovery-affinity-kept",
+    (
         "Rendered device-plugin and DRA DaemonSets (and Release values) keep the chart's "
         "GPU-discovery node affinity instead of removing it to get Pods running."
     ),
-    validate=fail_closed(reads_pods_and_helm)(gpu_discovery_affinity_kept_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(reads_pods_and_helm)(gpu_discovery_affinity_kept_validator),
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "discoveryLabels": string_list(
-                list(GPU_DISCOVERY_LABELS), "Node labels that count as GPU discovery in a term."
-            )
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         "Remove the affinity override (affinity / kubeletPlugin.affinity) from the "
         f"chart values of {PROJECT}:cohorts[i]; if nothing schedules, label the GPU "
         "hosts through the approved NFD/GFD or host-inventory process."
     ),
     url=DEVICE_PLUGIN_KIND.docs_url,
     tags=["targeting", "discovery"],
+    config={
+        "discoveryLabels": string_list(list(GPU_DISCOVERY_LABELS), "Node labels that count as GPU discovery in a term.")
+    },
 )
 
 POLICIES: Final = (NO_AUTO_MODE_TARGETING, GPU_DISCOVERY_AFFINITY_KEPT)

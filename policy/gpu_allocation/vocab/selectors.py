@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .labels import COMPUTE_TYPE_LABEL
+
 Requirement = tuple[str, str, tuple[str, ...]]
 """(label key, operator, values): one matchExpression, or one nodeSelector entry as (key, "In", (value,))."""
 
@@ -197,5 +199,80 @@ def confined_to(placement: Placement, selector: Mapping[str, str]) -> bool:
     return all(
         not conjunction_satisfiable((*alternative, (key, "NotIn", (value,))))
         for alternative in alternatives
+        for key, value in selector.items()
+    )
+
+
+INSIDE: Final = "inside"
+"""Every node the placement admits is in the cohort."""
+OUTSIDE: Final = "outside"
+"""No node the placement admits is in the cohort."""
+PARTLY: Final = "partly"
+"""Nodes in the cohort and nodes named outside it (a value of the cohort key that the placement admits by ``In``)."""
+CANNOT_TELL: Final = "cannot-tell"
+"""The placement reaches the cohort, and leaves it only through labels no stack value names: which cohort a pod
+lands in depends on node labels the pack cannot see."""
+
+UNJUDGED_OPERATORS: Final = frozenset({"NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
+"""Operators that admit label values nobody wrote down: on a cohort key they say nothing of which cohort."""
+
+
+def cohort_selector(selector: Mapping[str, str], others: Sequence[Mapping[str, str]]) -> dict[str, str]:
+    """The part of a cohort's equality selector that tells it apart from the other cohorts of the stack.
+
+    A key another cohort gives another value separates them (the cohort label, ``workload.example.com/gpu-allocation``
+    by default); without one, every key but ``eks.amazonaws.com/compute-type``, which EKS puts on every hybrid node
+    (``hybrid``) and so names no cohort. A pod pinned by ``gpu-allocation In [device-plugin]`` alone lands in that
+    cohort whether or not it repeats ``compute-type: hybrid``.
+    """
+    separating = {k: v for k, v in selector.items() if any(k in o and o[k] != v for o in others)}
+    if separating:
+        return separating
+    rest = {k: v for k, v in selector.items() if k != COMPUTE_TYPE_LABEL}
+    return rest or dict(selector)
+
+
+def cohort_membership(placement: Placement, cohort: Mapping[str, str]) -> tuple[str, Requirement | None]:
+    """Where a placement stands to a cohort (:func:`cohort_selector`), as the scheduler's NodeAffinity filter reads it.
+
+    :data:`INSIDE` (:func:`confined_to`), :data:`OUTSIDE` (no admitted node carries the cohort's labels), else
+    :data:`CANNOT_TELL` with the requirement that leaves it open when a term reaching the cohort constrains one of its
+    keys with ``NotIn``/``Exists``/``DoesNotExist``/``Gt``/``Lt`` (``gpu-allocation NotIn [dra]`` admits the plugin's
+    cohort and any node labelled otherwise, which may not exist), else :data:`PARTLY` (it also reaches a value named
+    by ``In``). An empty cohort (every node) is :data:`PARTLY`.
+    """
+    if not cohort:
+        return PARTLY, None
+    required = tuple((key, "In", (value,)) for key, value in cohort.items())
+    reaching = [a for a in placement.alternatives() if conjunction_satisfiable(a + required)]
+    if not reaching:
+        return OUTSIDE, None
+    if confined_to(placement, cohort):
+        return INSIDE, None
+    for alternative in reaching:
+        for requirement in alternative:
+            if requirement[0] in cohort and requirement[1] in UNJUDGED_OPERATORS:
+                return CANNOT_TELL, requirement
+    return PARTLY, None
+
+
+def show_requirement(requirement: Requirement) -> str:
+    """``key Operator [values]`` as a matchExpression reads, for messages."""
+    key, operator, values = requirement
+    shown = f" [{', '.join(values)}]" if values else ""
+    return f"{key} {operator}{shown}"
+
+
+def reaches_outside(placement: Placement, selector: Mapping[str, str], other: Placement | None) -> bool:
+    """Tell whether one node outside the cohort (``selector``) can meet both ``placement`` and ``other``.
+
+    ``other`` None: a placement that admits every node (the GPU Operator's operands). Outside the cohort is a node
+    that lacks one of the selector's labels or carries another value under its key (``NotIn``).
+    """
+    others = [()] if other is None else other.alternatives()
+    return any(
+        conjunction_satisfiable((*a, *b, (key, "NotIn", (value,))))
+        for a in placement.alternatives()
+        for b in others
         for key, value in selector.items()
     )

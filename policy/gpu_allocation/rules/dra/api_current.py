@@ -11,15 +11,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
 from ...vocab.labels import DRA, PROJECT
+from ..declare import resource_policy
 from ..fail_closed import fail_closed, reads_pods_and_helm
 from ..props import UNKNOWN, as_dict, as_list, compact_json, config_strings, dig, show, string_list
 from ..resource import Resource
@@ -185,24 +183,21 @@ def _reads_dra_objects(resource: Resource) -> bool:
     return reads_pods_and_helm(resource) or resource.api_group_version.startswith(f"{DRA_GROUP}/")
 
 
-DRA_API_CURRENT = ResourceValidationPolicy(
-    name="dra-api-current",
-    description=(
+DRA_API_CURRENT = resource_policy(
+    "dra-api-current",
+    (
         "DeviceClasses, ResourceClaims and ResourceClaimTemplates use "
         "resource.k8s.io/v1 with requests[].exactly, and no object uses suitableNodes, "
         "a pod-claim source wrapper or resourceHandles."
     ),
-    validate=fail_closed(_reads_dra_objects)(dra_api_current_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(_reads_dra_objects)(dra_api_current_validator),
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={"allowedApiVersions": string_list([CURRENT_API], "DRA API versions accepted for DRA objects.")}
-    ),
-    remediation_steps=(
+    remediation=(
         f"Write DRA objects for {CURRENT_API}: DeviceClass without suitableNodes, "
         "claims with devices.requests[].exactly, Pod resourceClaims with "
         f"resourceClaimTemplateName directly ({PROJECT}:dra.*)."
     ),
-    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
+    url="https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/",
     tags=["dra"],
+    config={"allowedApiVersions": string_list([CURRENT_API], "DRA API versions accepted for DRA objects.")},
 )

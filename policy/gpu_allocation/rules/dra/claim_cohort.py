@@ -23,7 +23,16 @@ from pulumi_policy import ReportViolation, Severity, StackValidationArgs
 
 from ...vocab.labels import DEVICE_PLUGIN, DRA, PROJECT
 from ...vocab.owners import DRA_KIND
-from ...vocab.selectors import confined_to
+from ...vocab.selectors import (
+    CANNOT_TELL,
+    INSIDE,
+    Placement,
+    Requirement,
+    cohort_membership,
+    cohort_selector,
+    reaches_outside,
+    show_requirement,
+)
 from ..declare import stack_policy
 from ..dra_requests import CLAIM_KINDS, ClaimIndex, asks_nvidia_gpu, claim_requests
 from ..findings import CANNOT_JUDGE, LABELS_NOTE, PREVIEW_AGAIN, report_findings
@@ -65,12 +74,29 @@ def _gpu_claims(index: ClaimIndex, workload: Resource, pod: dict[str, Any]) -> t
     return gpu, unseen
 
 
-def _cohort(placement: Any, plugins: list[Publisher]) -> Publisher | None:
-    """The device plugin whose cohort (its nodeSelector) holds every node the placement admits."""
+def _cohort(
+    placement: Placement, plugins: list[Publisher], found: list[Publisher]
+) -> tuple[Publisher, dict[str, str], Requirement | None] | None:
+    """The device plugin whose cohort holds every node the placement admits, or one it cannot tell the placement from.
+
+    The cohort is the part of the plugin's nodeSelector that tells it from the other allocators of the stack
+    (:func:`...vocab.selectors.cohort_selector`). A placement pinned by ``In`` terms alone is read exactly
+    (:data:`INSIDE`); one that leaves the cohort only through ``NotIn``/``Exists``/``Gt``/``Lt`` on its label comes back
+    with that requirement (:data:`CANNOT_TELL`).
+    """
+    unclear: tuple[Publisher, dict[str, str], Requirement | None] | None = None
+    others = [p.placement.node_selector for p in found if p.placement is not None]
     for plugin in plugins:
-        if plugin.placement is not None and confined_to(placement, plugin.placement.node_selector):
-            return plugin
-    return None
+        if plugin.placement is None:
+            continue
+        selector = plugin.placement.node_selector
+        cohort = cohort_selector(selector, [o for o in others if o != selector])
+        verdict, requirement = cohort_membership(placement, cohort)
+        if verdict == INSIDE:
+            return plugin, cohort, None
+        if verdict == CANNOT_TELL and unclear is None:
+            unclear = plugin, cohort, requirement
+    return unclear
 
 
 def _fields(resource: Resource) -> str:
@@ -94,6 +120,25 @@ def _fix(drivers: list[Publisher]) -> str:
     )
 
 
+def _cannot_tell(
+    resource: Resource, what: str, plugin: Publisher, requirement: Requirement, drivers: list[Publisher]
+) -> str:
+    """A claim pod that reaches a plugin's cohort and leaves it only through labels no stack value names."""
+    key = requirement[0]
+    selectors = [d.placement.node_selector for d in drivers if d.placement is not None]
+    values = sorted({selector[key] for selector in selectors if key in selector})
+    pin = f"{key} In [{', '.join(values)}]" if values else f"{key} In [<the DRA cohort's value>]"
+    return (
+        f"{resource.describe} claims {what} through DRA, and its node selection "
+        f"({_fields(resource)}) reaches the device plugin's cohort ({plugin.where}) and leaves it only through "
+        f"'{show_requirement(requirement)}' on the label that tells the cohorts apart: which cohort the scheduler "
+        "places the pod in depends on node labels this stack does not show, and no DRA driver of this stack runs on "
+        "the nodes it admits outside that cohort, where the claim could be served without a second owner on the "
+        f"plugin's GPUs; {CANNOT_JUDGE}. Replace '{show_requirement(requirement)}' with '{pin}', or "
+        f"{_fix(drivers)}."
+    )
+
+
 def claim_on_dra_cohort_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse a workload whose GPU claim can only land on a device plugin's cohort."""
     view = StackView.from_args(args, KINDS)
@@ -109,10 +154,20 @@ def claim_on_dra_cohort_validator(args: StackValidationArgs, report_violation: R
         if placement is None or not plugins:
             continue  # unknown during preview (judged at up), or no device plugin's cohort to be pinned to
         judged = True
-        plugin = _cohort(placement, plugins)
-        if plugin is None:
+        pinned = _cohort(placement, plugins, found)
+        if pinned is None:
             continue
+        plugin, cohort, unclear = pinned
         gpu, unseen = _gpu_claims(index, resource, pod)
+        if unclear is not None:
+            if (gpu or unseen) and not any(reaches_outside(placement, cohort, d.placement) for d in drivers):
+                what = (
+                    f"a GPU ({', '.join(gpu)})"
+                    if gpu
+                    else f"{', '.join(unseen)}, whose claim object is not in this stack (its devices cannot be told),"
+                )
+                report_violation(_cannot_tell(resource, what, plugin, unclear, drivers), resource.urn)
+            continue
 
         def lands(what: str, resource: Resource = resource, plugin: Publisher = plugin) -> str:
             return (

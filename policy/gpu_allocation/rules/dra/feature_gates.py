@@ -10,17 +10,15 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
 from ...vocab.labels import DRA, GPU_OPERATOR, PROJECT
 from ...vocab.owners import DRA_KIND, owner_of_chart
 from ..charts import HELM_CHART_LABEL
+from ..declare import resource_policy
 from ..fail_closed import fail_closed, reads_pods_and_helm
 from ..findings import report_findings
 from ..operator_crs import cr_mode
@@ -236,23 +234,20 @@ def _reads_gates(resource: Resource) -> bool:
     return reads_pods_and_helm(resource) or cr_mode(resource) == "gpu-cluster"
 
 
-DRA_FEATURE_GATES_ALLOWLISTED = ResourceValidationPolicy(
-    name="dra-feature-gates-allowlisted",
-    description=(
+DRA_FEATURE_GATES_ALLOWLISTED = resource_policy(
+    "dra-feature-gates-allowlisted",
+    (
         "DRA driver feature gates set to true (the rendered FEATURE_GATES env, a Release's "
         "featureGates, the Operator's draDriver.featureGates) must be allow-listed in the pack "
         "config."
     ),
-    validate=fail_closed(_reads_gates)(dra_feature_gates_allowlisted_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(_reads_gates)(dra_feature_gates_allowlisted_validator),
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={"allowedFeatureGates": string_list([], "Feature gates reviewed for this cluster.")}
-    ),
-    remediation_steps=(
+    remediation=(
         f"Keep {PROJECT}:dra.featureGates empty ({{}} as in the guide); enable a gate "
         "only after review, and add it to allowedFeatureGates in the policy-pack config."
     ),
     url=DRA_KIND.docs_url,
     tags=["dra"],
+    config={"allowedFeatureGates": string_list([], "Feature gates reviewed for this cluster.")},
 )

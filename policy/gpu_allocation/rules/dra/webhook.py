@@ -10,16 +10,14 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
 from ...vocab.labels import DRA, PROJECT
 from ...vocab.owners import DRA_KIND
+from ..declare import resource_policy
 from ..fail_closed import fail_closed
 from ..props import UNKNOWN, as_dict, as_list, compact_json, config_strings, contains_unknown, dig, show, string_list
 from ..readers import helm_flag
@@ -193,28 +191,25 @@ def _reads_webhook(resource: Resource) -> bool:
     return resource.is_helm or resource.kind in {"ValidatingWebhookConfiguration", "Certificate", "Deployment"}
 
 
-DRA_WEBHOOK_NEEDS_TLS = ResourceValidationPolicy(
-    name="dra-webhook-needs-tls",
-    description=(
+DRA_WEBHOOK_NEEDS_TLS = resource_policy(
+    "dra-webhook-needs-tls",
+    (
         "An enabled DRA admission webhook has validated TLS: a CA bundle or cert-manager CA "
         "injection on its rendered webhook configuration, an allowed named issuer and a serving "
         "Secret (in Release values: tls.mode cert-manager or secret with its settings)."
     ),
-    validate=fail_closed(_reads_webhook)(dra_webhook_needs_tls_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(_reads_webhook)(dra_webhook_needs_tls_validator),
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "allowedIssuerTypes": string_list(
-                ["selfsigned", "clusterissuer", "issuer"], "cert-manager issuer types accepted for the webhook."
-            )
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         f"Keep webhook.enabled false, or set {PROJECT}:dra.webhook with tls.mode "
         "cert-manager + certManager.issuerType (+ issuerName) or tls.mode secret + "
         "tls.secret.name + tls.secret.caBundle."
     ),
     url=DRA_KIND.docs_url,
     tags=["dra", "webhook"],
+    config={
+        "allowedIssuerTypes": string_list(
+            ["selfsigned", "clusterissuer", "issuer"], "cert-manager issuer types accepted for the webhook."
+        )
+    },
 )

@@ -11,11 +11,8 @@ import re
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
@@ -24,6 +21,7 @@ from ...vocab import versioning
 from ...vocab.labels import PROJECT
 from ...vocab.owners import OWNER_KINDS, owner_of_chart
 from ..charts import CHART_VERSION_PATHS
+from ..declare import resource_policy
 from ..fail_closed import fail_closed
 from ..props import UNKNOWN, config_bool, show
 from ..resource import Resource
@@ -98,27 +96,22 @@ def _reads_any(resource: Resource) -> bool:
     return resource.is_kubernetes or resource.is_helm
 
 
-CHART_VERSION_PINNED = ResourceValidationPolicy(
-    name="chart-version-pinned",
-    description=(
+CHART_VERSION_PINNED = resource_policy(
+    "chart-version-pinned",
+    (
         "Every Helm Release, and every object a Chart v4 renders (its eks-hybrid-gpu.io/chart stamp), "
         "names an exact chart version, never a range, latest, an empty version, *, ^, ~ or >."
     ),
-    validate=fail_closed(_reads_any)(chart_version_pinned_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(_reads_any)(chart_version_pinned_validator),
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "allowPrerelease": {
-                "type": "boolean",
-                "default": True,
-                "description": "Accept exact pre-release versions such as 0.5.0-rc.1.",
-            }
-        }
-    ),
-    remediation_steps=(
-        f"Pin {PROJECT}:{', '.join(_CHART_KEYS[:-1])} and {_CHART_KEYS[-1]} to exact reviewed versions."
-    ),
+    remediation=f"Pin {PROJECT}:{', '.join(_CHART_KEYS[:-1])} and {_CHART_KEYS[-1]} to exact reviewed versions.",
     url="https://helm.sh/docs/helm/helm_install/",
     tags=["drivers", "supply-chain"],
+    config={
+        "allowPrerelease": {
+            "type": "boolean",
+            "default": True,
+            "description": "Accept exact pre-release versions such as 0.5.0-rc.1.",
+        }
+    },
 )

@@ -12,15 +12,14 @@ from urllib.parse import urljoin
 
 from pulumi_policy import (
     EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import DRA, GPU_OPERATOR, PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
+from ..declare import stack_policy
 from ..findings import report_findings
 from ..installations import Installation
 from ..ledger import Ledger
@@ -114,24 +113,23 @@ def _check_driver_root(
         )
 
 
-DRIVER_OWNERSHIP_CONSISTENT = StackValidationPolicy(
-    name="driver-ownership-consistent",
-    description=(
+DRIVER_OWNERSHIP_CONSISTENT = stack_policy(
+    "driver-ownership-consistent",
+    (
         "The GPU Operator disables its driver only for cohorts that declare a verified "
         "host driver, and a DRA driver root of / is never combined with an "
         "Operator-managed driver."
     ),
-    validate=driver_ownership_consistent_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    driver_ownership_consistent_validator,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(properties=_VERIFIED_COHORTS),
-    remediation_steps=(
+    remediation=(
         f"Set {PROJECT}:cohorts[i].hostDriverVerified only after verifying the host "
         f"driver; otherwise keep {_DRIVER_PATH} true. Do not reuse the standalone DRA "
         "nvidiaDriverRoot / next to an Operator-managed driver."
     ),
     url=urljoin(GPU_OPERATOR_KIND.docs_url, "getting-started.html"),
     tags=["drivers", GPU_OPERATOR],
+    config=_VERIFIED_COHORTS,
 )
 
 
@@ -160,20 +158,20 @@ def driver_verification_declared_validator(args: StackValidationArgs, report_vio
         )
 
 
-DRIVER_VERIFICATION_DECLARED = StackValidationPolicy(
-    name="driver-verification-declared",
-    description=(
+DRIVER_VERIFICATION_DECLARED = stack_policy(
+    "driver-verification-declared",
+    (
         "When the GPU Operator's driver is disabled, the stack should show that every "
         "Operator cohort has a verified host driver (review otherwise)."
     ),
-    validate=driver_verification_declared_validator,
-    enforcement_level=EnforcementLevel.ADVISORY,
+    driver_verification_declared_validator,
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(properties=_VERIFIED_COHORTS),
-    remediation_steps=(
+    remediation=(
         "Verify the driver/toolkit on the hosts, then record it in "
         f"{PROJECT}:cohorts[i].hostDriverVerified or in this policy's verifiedCohorts."
     ),
     url=urljoin(GPU_OPERATOR_KIND.docs_url, "getting-started.html"),
     tags=["drivers", GPU_OPERATOR, "review"],
+    level=EnforcementLevel.ADVISORY,
+    config=_VERIFIED_COHORTS,
 )

@@ -9,17 +9,15 @@ from __future__ import annotations
 from typing import Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
 from ...vocab.labels import GPU_OPERATOR, PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
 from ..charts import CHART_TYPES, RELEASE_TYPE
+from ..declare import resource_policy
 from ..fail_closed import fail_closed, reads_pods_and_helm
 from ..props import as_bool, config_strings, string_list
 from ..readers import helm_flag
@@ -93,24 +91,19 @@ def _renders_operator(resource: Resource) -> bool:
     return resource.identity == (GPU_OPERATOR, "operator")
 
 
-OPERATOR_HOOKS_KEPT = ResourceValidationPolicy(
-    name="operator-hooks-kept",
-    description=(
+OPERATOR_HOOKS_KEPT = resource_policy(
+    "operator-hooks-kept",
+    (
         "The GPU Operator is installed as a Helm Release that keeps its CRD, "
         "pre-delete and pre-upgrade hooks (no --no-hooks equivalents)."
     ),
-    validate=fail_closed(reads_pods_and_helm)(operator_hooks_kept_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(reads_pods_and_helm)(operator_hooks_kept_validator),
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "forbiddenOptions": string_list(list(_HOOK_OPTIONS), "Release inputs that bypass the Operator's hooks.")
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         "Install the Operator with kubernetes.helm.v3.Release without disableCRDHooks, "
         "disableWebhooks or skipCrds, and keep operator.upgradeCRD true."
     ),
     url=GPU_OPERATOR_KIND.docs_url,
     tags=["drivers", GPU_OPERATOR],
+    config={"forbiddenOptions": string_list(list(_HOOK_OPTIONS), "Release inputs that bypass the Operator's hooks.")},
 )

@@ -9,17 +9,15 @@ from __future__ import annotations
 from typing import Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, PROJECT
 from ...vocab.owners import DRA_KIND
 from ..charts import NFD_NAME
+from ..declare import stack_policy
 from ..props import UNKNOWN
 from ..stack_view import StackView
 from .scope import CRD_KIND, WORKLOAD_KINDS, judge_gpu_stack
@@ -70,14 +68,12 @@ def compute_domain_crds_one_owner_validator(args: StackValidationArgs, report_vi
     judge_gpu_stack(args, report_violation, _check_crd_owners, WORKLOAD_KINDS | {CRD_KIND})
 
 
-COMPUTE_DOMAIN_CRDS_ONE_OWNER = StackValidationPolicy(
-    name="compute-domain-crds-one-owner",
-    description="The cluster-scoped compute-domain CRDs are installed by one chart only.",
-    validate=compute_domain_crds_one_owner_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+COMPUTE_DOMAIN_CRDS_ONE_OWNER = stack_policy(
+    "compute-domain-crds-one-owner",
+    "The cluster-scoped compute-domain CRDs are installed by one chart only.",
+    compute_domain_crds_one_owner_validator,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Keep one owner of the compute-domain CRDs: set skipCrds: true on the standalone DRA Chart when the GPU "
         f"Operator owns them, or choose one owner in {PROJECT}:cohorts[i].owner."
     ),
@@ -129,14 +125,12 @@ def nfd_one_owner_validator(args: StackValidationArgs, report_violation: ReportV
     judge_gpu_stack(args, report_violation, _check_nfd)
 
 
-NFD_ONE_OWNER = StackValidationPolicy(
-    name="nfd-one-owner",
-    description="Node Feature Discovery is installed once, so two discovery controllers never fight over labels.",
-    validate=nfd_one_owner_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+NFD_ONE_OWNER = stack_policy(
+    "nfd-one-owner",
+    "Node Feature Discovery is installed once, so two discovery controllers never fight over labels.",
+    nfd_one_owner_validator,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Set nfd.enabled=false explicitly on every chart that does not own NFD (in the device plugin, "
         f"gfd.enabled=true alone turns NFD on); the program's charts follow {PROJECT}:cohorts[i].owner."
     ),

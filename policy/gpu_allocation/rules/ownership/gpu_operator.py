@@ -9,21 +9,22 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, PROJECT
+from ...vocab.operands import EXCLUDED, operator_reach
 from ...vocab.owners import GPU_OPERATOR_KIND
+from ...vocab.selectors import Placement
+from ..declare import stack_policy
 from ..findings import LABELS_NOTE, PREVIEW_AGAIN, report_findings
 from ..operator_crs import cr_flag, cr_mode
 from ..props import UNKNOWN, as_dict, dig, show
 from ..readers import helm_rendered_bool
 from ..resource import Resource
+from ..shapes import pod_placement
 from ..stack_view import StackView
 from .scope import judge_gpu_stack, reads_ownership
 
@@ -36,13 +37,35 @@ def _dra_workloads(view: StackView) -> list[Resource]:
     ]
 
 
+def _reached_standalone(view: StackView, owners: set[str]) -> list[str]:
+    """The standalone allocators of these owners that the Operator's operands may reach, for messages.
+
+    Installs (a DRA driver that publishes GPUs) and allocator DaemonSets no Chart/Release rendered; one whose every
+    node the stack shows labelled ``nvidia.com/gpu.deploy.operands=false`` is not reached (the Operator's state
+    manager, :mod:`...vocab.operands`); one whose placement cannot be read is (fail closed).
+    """
+    found: list[str] = []
+    for install in view.installations():
+        if install.owner not in owners or install.owner == GPU_OPERATOR:
+            continue
+        if install.owner == DRA and install.publishes_gpus is False:
+            continue
+        placement = install.placement_setting.value
+        if operator_reach(placement if isinstance(placement, Placement) else None) != EXCLUDED:
+            found.append(install.resource.describe)
+    for resource in view.resources:
+        if not resource.is_allocator or resource.identity is None or resource.identity[0] not in owners:
+            continue
+        if view.installation_urn(resource) is not None or resource.describe in found:
+            continue
+        pod = resource.pod_spec
+        if operator_reach(pod_placement(pod) if isinstance(pod, dict) else None) != EXCLUDED:
+            found.append(resource.describe)
+    return found
+
+
 def _check_operator_device_plugin(view: StackView, report: ReportViolation) -> None:
-    plugins = [i.resource.describe for i in view.by_owner(DEVICE_PLUGIN)]
-    plugins += [
-        r.describe
-        for r in view.resources
-        if r.owner == DEVICE_PLUGIN and r.kind == "DaemonSet" and view.installation_urn(r) is None
-    ]
+    plugins = _reached_standalone(view, {DEVICE_PLUGIN})
     if not plugins:
         return
     for operator in view.by_owner(GPU_OPERATOR):
@@ -100,17 +123,7 @@ def _check_operator_sandbox(view: StackView, report: ReportViolation) -> None:
     ``devicePlugin.enabled`` says (GPU Operator docs, "GPU Operator with KubeVirt"). ClusterPolicy operands ignore
     cohort nodeSelectors, so a standalone plugin's or DRA driver's cohort loses its GPUs.
     """
-    owners = [i.resource.describe for i in view.by_owner(DEVICE_PLUGIN)] + [
-        i.resource.describe for i in view.by_owner(DRA) if i.publishes_gpus is not False
-    ]
-    owners += [
-        r.describe
-        for r in view.resources
-        if r.is_allocator
-        and r.identity is not None
-        and r.identity[0] in {DEVICE_PLUGIN, DRA}
-        and view.installation_urn(r) is None
-    ]
+    owners = _reached_standalone(view, {DEVICE_PLUGIN, DRA})
     if not owners:
         return
     found: list[tuple[str, str, Any, str]] = []
@@ -164,17 +177,15 @@ def operator_device_plugin_disabled_validator(args: StackValidationArgs, report_
     judge_gpu_stack(args, report_violation, check)
 
 
-OPERATOR_DEVICE_PLUGIN_DISABLED = StackValidationPolicy(
-    name="operator-device-plugin-disabled",
-    description=(
+OPERATOR_DEVICE_PLUGIN_DISABLED = stack_policy(
+    "operator-device-plugin-disabled",
+    (
         "A ClusterPolicy GPU Operator next to a standalone device plugin does not deploy its own plugin, and next to "
         "any standalone owner does not default its GPUs to sandbox (VM) workloads."
     ),
-    validate=operator_device_plugin_disabled_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    operator_device_plugin_disabled_validator,
     severity=Severity.CRITICAL,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Set devicePlugin.enabled=false and gfd.enabled=false in the Operator values, or move the cohort to the "
         f"Operator ({PROJECT}:cohorts[i].owner: {GPU_OPERATOR})."
     ),
@@ -210,14 +221,12 @@ def gpu_cluster_excludes_standalone_dra_validator(args: StackValidationArgs, rep
     judge_gpu_stack(args, report_violation, _check_gpu_cluster_vs_dra)
 
 
-GPU_CLUSTER_EXCLUDES_STANDALONE_DRA = StackValidationPolicy(
-    name="gpu-cluster-excludes-standalone-dra",
-    description="A GPUCluster GPU Operator manages DRA itself, so no standalone DRA driver runs beside it.",
-    validate=gpu_cluster_excludes_standalone_dra_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+GPU_CLUSTER_EXCLUDES_STANDALONE_DRA = stack_policy(
+    "gpu-cluster-excludes-standalone-dra",
+    "A GPUCluster GPU Operator manages DRA itself, so no standalone DRA driver runs beside it.",
+    gpu_cluster_excludes_standalone_dra_validator,
     severity=Severity.CRITICAL,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         f"Set {PROJECT}:operator.mode to cluster-policy, or remove the standalone DRA cohort "
         f"({PROJECT}:cohorts[i].owner)."
     ),
@@ -303,15 +312,12 @@ def _deploy_cr(values: dict[str, Any], key: str, *, default: bool = False) -> An
     return default if raw is None else raw
 
 
-OPERATOR_CR_EXCLUSIVE = StackValidationPolicy(
-    name="operator-cr-exclusive",
-    description=("A cluster runs at most one GPU Operator, with either a ClusterPolicy or a GPUCluster, never both."),
-    validate=operator_cr_exclusive_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+OPERATOR_CR_EXCLUSIVE = stack_policy(
+    "operator-cr-exclusive",
+    "A cluster runs at most one GPU Operator, with either a ClusterPolicy or a GPUCluster, never both.",
+    operator_cr_exclusive_validator,
     severity=Severity.HIGH,
-    # Nothing to tune: only the enforcement level is configurable (never both CRs).
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         f"Set {PROJECT}:operator.mode to cluster-policy or gpu-cluster (never both "
         "deployCR values true), install one Operator release, and delete a leftover CR "
         "of the other mode by hand; there is no in-place migration."

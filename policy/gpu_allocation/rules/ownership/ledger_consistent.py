@@ -9,12 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 from pulumi_policy.proxy import UnknownValueError
 
@@ -22,6 +19,7 @@ from ...vocab import labels as vocab
 from ...vocab.labels import DEVICE_PLUGIN, DRA, GPU_OPERATOR, PROJECT
 from ...vocab.ledger import beside_of
 from ...vocab.owners import GPU_OPERATOR_KIND
+from ..declare import stack_policy
 from ..findings import LABELS_NOTE, report_findings
 from ..installations import Installation
 from ..ledger import Ledger
@@ -221,27 +219,22 @@ def _stamped(resource: Any) -> bool:
         return False
 
 
-OWNERSHIP_LEDGER_CONSISTENT = StackValidationPolicy(
-    name="ownership-ledger-consistent",
-    description=(
-        "A stack built by this program carries the ownership ledger, and the ledger agrees with what is rendered."
-    ),
-    validate=ownership_ledger_consistent_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+OWNERSHIP_LEDGER_CONSISTENT = stack_policy(
+    "ownership-ledger-consistent",
+    "A stack built by this program carries the ownership ledger, and the ledger agrees with what is rendered.",
+    ownership_ledger_consistent_validator,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "requireLedger": {
-                "type": "boolean",
-                "default": True,
-                "description": "Refuse a stack with stamped GPU objects but without the ledger ConfigMap.",
-            }
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         f"Redeploy the ledger and the rendered objects from the same typed stack config ({PROJECT}:cohorts); "
         "never edit either by hand. Stacks this program did not build need no ledger."
     ),
     url=GPU_OPERATOR_KIND.docs_url,
     tags=["ownership", "ledger"],
+    config={
+        "requireLedger": {
+            "type": "boolean",
+            "default": True,
+            "description": "Refuse a stack with stamped GPU objects but without the ledger ConfigMap.",
+        }
+    },
 )

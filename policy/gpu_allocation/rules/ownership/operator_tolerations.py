@@ -13,20 +13,20 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import GPU_OPERATOR, PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
+from ..declare import stack_policy
 from ..findings import report_findings
 from ..operator_crs import cr_mode
 from ..props import UNKNOWN, as_list, dig, show
 from ..resource import Resource
-from ..stack_view import StackView, reads_gpu_objects
+from ..stack_view import INSTALL_KINDS, StackView, reads_gpu_objects
+from .operator_reach import reviewed
 
 FIELD = "daemonsets.tolerations"
 """Where the Operator's operand tolerations live: values, and ``spec.daemonsets.tolerations`` of its CRs (the chart
@@ -64,7 +64,7 @@ def _sources(view: StackView) -> list[tuple[Resource, str, Any]]:
 
 def operator_operand_tolerations_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Ask for a review of Operator operands that tolerate every taint: they may start on Auto Mode GPU nodes."""
-    view = StackView.from_args(args, OPERATOR_CR_KINDS)
+    view = StackView.from_args(args, OPERATOR_CR_KINDS | INSTALL_KINDS)
     sources = _sources(view)
     if not sources:
         args.not_applicable("no GPU Operator Release or ClusterPolicy/GPUCluster in the stack")
@@ -86,24 +86,27 @@ def operator_operand_tolerations_validator(args: StackValidationArgs, report_vio
             "nvidia.com/gpu.deploy.operands=false.",
             resource.urn,
         )
+    for crossing in reviewed(view):
+        report_violation(crossing.review(), crossing.urn)
     report_findings(view.problems(reads_gpu_objects), report_violation)
 
 
-OPERATOR_OPERAND_TOLERATIONS_REVIEWED = StackValidationPolicy(
-    name="operator-operand-tolerations-reviewed",
-    description=(
+OPERATOR_OPERAND_TOLERATIONS_REVIEWED = stack_policy(
+    "operator-operand-tolerations-reviewed",
+    (
         "GPU Operator operands whose daemonsets.tolerations tolerate every taint (no key, operator Exists) are "
-        "reviewed: they can start on Auto Mode GPU nodes (advisory)."
+        "reviewed: they can start on Auto Mode GPU nodes; so is a standalone allocator whose nodes the Operator's own "
+        "allocator reaches unless its hosts carry nvidia.com/gpu.deploy.operands=false, which the stack does not show "
+        "(advisory)."
     ),
-    validate=operator_operand_tolerations_validator,
-    enforcement_level=EnforcementLevel.ADVISORY,
+    operator_operand_tolerations_validator,
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Give daemonsets.tolerations a key (the Operator cohort's taint; this program tolerates only the cohort label "
         f"of {PROJECT}:cohorts[i].nodeSelector), and label every GPU node outside the Operator cohort "
         "nvidia.com/gpu.deploy.operands=false."
     ),
     url=GPU_OPERATOR_KIND.docs_url,
     tags=[GPU_OPERATOR, "targeting", "review"],
+    level=EnforcementLevel.ADVISORY,
 )

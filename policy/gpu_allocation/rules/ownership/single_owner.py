@@ -9,12 +9,9 @@ from __future__ import annotations
 from itertools import combinations
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab import labels as vocab
@@ -22,9 +19,12 @@ from ...vocab.labels import PROJECT
 from ...vocab.owners import GPU_OPERATOR_KIND
 from ...vocab.parsing import contained
 from ...vocab.selectors import Placement, placements_overlap
+from ..declare import stack_policy
 from ..findings import LABELS_NOTE, report_findings
 from ..props import compact_json
+from ..stack_view import StackView
 from .cohorts import Unit, cohort_units
+from .operator_reach import refused
 from .scope import gpu_stack, reads_ownership
 
 
@@ -107,6 +107,12 @@ def _check_disjoint(units: dict[str, Unit], report: ReportViolation) -> None:
         report(message, first.urn or second.urn)
 
 
+def _check_operator_reach(view: StackView, report: ReportViolation) -> None:
+    """The Operator's allocator on a standalone cohort of the other kind, where the stack shows it reaches."""
+    for crossing in refused(view):
+        report(crossing.refusal(), crossing.urn)
+
+
 def single_allocation_owner_validator(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     """Refuse two owners for one cohort and placements of two allocators that one node can satisfy."""
     view = gpu_stack(args, report_violation)
@@ -119,6 +125,7 @@ def single_allocation_owner_validator(args: StackValidationArgs, report_violatio
     for name, check in (
         ("one owner per cohort", lambda: _check_cohort_owners(units, report_violation)),
         ("disjoint placements", lambda: _check_disjoint(units, report_violation)),
+        ("the GPU Operator's reach", lambda: _check_operator_reach(view, report_violation)),
     ):
         if not contained(check):
             report_violation(_unfinished(name), None)
@@ -133,18 +140,16 @@ def _unfinished(check: str) -> str:
     )
 
 
-SINGLE_ALLOCATION_OWNER = StackValidationPolicy(
-    name="single-allocation-owner",
-    description=(
+SINGLE_ALLOCATION_OWNER = stack_policy(
+    "single-allocation-owner",
+    (
         "Every GPU node has at most one allocation owner: no cohort has two owners or two installs, and no node "
-        "can satisfy the placements (nodeSelector and required node affinity) of two allocators."
+        "can satisfy the placements (nodeSelector and required node affinity) of two allocators, the GPU Operator's "
+        "(every GPU node not labelled nvidia.com/gpu.deploy.operands=false) included."
     ),
-    validate=single_allocation_owner_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    single_allocation_owner_validator,
     severity=Severity.CRITICAL,
-    # Nothing to tune: only the enforcement level is configurable (one owner per GPU).
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         f"Give each cohort one owner in {PROJECT}:cohorts[i].owner and a nodeSelector "
         f"({PROJECT}:cohorts[i].nodeSelector) with a label key whose value differs "
         "from every other cohort; for an allocator this program did not install, change its own nodeSelector or "

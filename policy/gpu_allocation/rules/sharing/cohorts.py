@@ -6,16 +6,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...vocab.labels import DEVICE_PLUGIN
+from ...vocab.labels import DEVICE_PLUGIN, DRA
+from ...vocab.selectors import INSIDE, Placement, cohort_membership, cohort_selector
 from ..installations import Installation, Setting
 from ..ledger import Ledger
 from ..plugin_configs import (
     SharingConfig,
     rendered_sharing_config,
 )
-from ..props import UNKNOWN, as_dict, dig, one_of
+from ..props import as_dict, dig, one_of, string_map
 from ..resource import CONFIG_MAP_TYPE, Resource
-from ..shapes import POD_SPEC_PATHS, Container, containers, pod_node_selector, selector_confines
+from ..shapes import POD_SPEC_PATHS, Container, containers, pod_placement
 from ..stack_view import StackView
 
 
@@ -51,12 +52,21 @@ class PluginCohort:
     gpu_model: Any
     strategy: Setting
     """The plugin's MIG strategy: its env, else its config file's flags.migStrategy, else the default none."""
+    cohort: dict[str, str] | None = None
+    """The part of ``selector`` that tells this cohort from the stack's others (``vocab.selectors.cohort_selector``)."""
 
-    def confines(self, workload: Resource, node_selector: dict[str, Any]) -> bool:
-        """Tell whether the workload only runs where this plugin runs (its cohort label, or its nodeSelector)."""
+    def confines(self, workload: Resource, placement: Placement) -> bool:
+        """Tell whether the workload only runs where this plugin runs (its cohort stamp, or its node selection).
+
+        The node selection is the scheduler's (:func:`..shapes.node_selection`: nodeSelector and the ORed required
+        terms), so a workload pinned to the cohort only through ``nodeAffinity`` is confined too. A selection that
+        leaves the cohort through ``NotIn``/``Exists`` on its label (:data:`...vocab.selectors.CANNOT_TELL`) is not
+        confined: these rules refuse only what is sure to fail (a missed refusal leaves a pod Pending, it double-books
+        nothing).
+        """
         if workload.cohort is not None and workload.cohort in self.names:
             return True
-        return self.selector is not None and selector_confines(node_selector, self.selector)
+        return self.cohort is not None and cohort_membership(placement, self.cohort)[0] == INSIDE
 
     @property
     def title(self) -> str:
@@ -68,21 +78,32 @@ class PluginCohort:
 def plugin_cohorts(view: StackView, ledger: Ledger | None) -> list[PluginCohort]:
     """Every device-plugin install of the stack as a cohort the sharing rules judge."""
     result = []
+    selectors = cohort_selectors(view, ledger)
     for install in view.by_owner(DEVICE_PLUGIN):
         selector = install.selector
         names = install.cohorts
         sharing, model = ledger_sharing(ledger, names)
+        known = selector if isinstance(selector, dict) else None
         result.append(
             PluginCohort(
                 install,
-                selector if isinstance(selector, dict) else None,
+                known,
                 names,
                 install.sharing or sharing,
                 model,
                 _strategy(install, view),
+                None if known is None else cohort_selector(known, [s for s in selectors if s != known]),
             )
         )
     return result
+
+
+def cohort_selectors(view: StackView, ledger: Ledger | None) -> list[dict[str, str]]:
+    """The nodeSelector of every allocator install of the stack and of every cohort its ledger records."""
+    found = [i.selector for i in view.installations() if i.owner in {DEVICE_PLUGIN, DRA}]
+    if ledger is not None and ledger.known:
+        found += [as_dict(entry).get("nodeSelector") for entry in ledger.cohorts.values()]
+    return [s for s in (string_map(f) if isinstance(f, dict) else None for f in found) if s]
 
 
 def _strategy(install: Installation, view: StackView) -> Setting:
@@ -101,16 +122,20 @@ def _strategy(install: Installation, view: StackView) -> Setting:
 
 def workload_requests(
     view: StackView,
-) -> Iterator[tuple[Resource, dict[str, Any], Container, str, Any]]:
-    """(workload, nodeSelector, container, resource name, request value)."""
+) -> Iterator[tuple[Resource, Placement, Container, str, Any]]:
+    """(workload, its node selection, container, resource name, request value).
+
+    A workload whose node selection is unknown during preview is judged at ``up``; one whose selection is of the
+    wrong type is reported by :meth:`.Resource.read_pod` (fail closed).
+    """
     for resource, pod in view.workloads():
-        node_selector = pod_node_selector(pod)
-        if node_selector is UNKNOWN:
+        placement = pod_placement(pod)
+        if placement is None:
             continue
         for container in containers(pod):
             table = {**container.limits, **container.requests}
             for name, value in sorted(table.items()):
-                yield resource, node_selector, container, name, value
+                yield resource, placement, container, name, value
 
 
 def reads_sharing(resource: Resource) -> bool:

@@ -9,15 +9,14 @@ from typing import Any
 
 from pulumi_policy import (
     EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import DEVICE_PLUGIN, GPU_OPERATOR, PROJECT
 from ...vocab.owners import DEVICE_PLUGIN_KIND, owner_of_app_label
+from ..declare import stack_policy
 from ..operator_crs import cr_mode
 from ..plugin_configs import (
     config_file_source,
@@ -78,21 +77,20 @@ def time_slicing_config_attached_validator(args: StackValidationArgs, report_vio
     _check_unattached_config_maps(view, report_violation)
 
 
-TIME_SLICING_CONFIG_ATTACHED = StackValidationPolicy(
-    name="time-slicing-config-attached",
-    description=(
+TIME_SLICING_CONFIG_ATTACHED = stack_policy(
+    "time-slicing-config-attached",
+    (
         "A ConfigMap holding a time-slicing device-plugin config is read by a device plugin (its config.name, the "
         "mounted config volume or file, or the Operator's devicePlugin.config); an unattached one changes nothing "
         "(advisory)."
     ),
-    validate=time_slicing_config_attached_validator,
-    enforcement_level=EnforcementLevel.ADVISORY,
+    time_slicing_config_attached_validator,
     severity=Severity.LOW,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         f"Attach the config through the device plugin's config.name/config.default ({PROJECT}:cohorts[i].sharing) "
         "or the Operator's devicePlugin.config, or delete the ConfigMap."
     ),
     url=f"{DEVICE_PLUGIN_KIND.docs_url}#shared-access-to-gpus",
     tags=["workloads", "time-slicing", "review"],
+    level=EnforcementLevel.ADVISORY,
 )

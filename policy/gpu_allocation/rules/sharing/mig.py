@@ -10,12 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.cel import profile_literals, selects_mig
@@ -23,16 +20,32 @@ from ...vocab.dra_attributes import DRIVER_DOMAIN
 from ...vocab.gpu_models import GPU_PRODUCT_LABEL, MIG_PROFILES, normalize_gpu_model
 from ...vocab.labels import DRA, GPU_OPERATOR, PROJECT
 from ...vocab.mig import RESOURCE_PREFIX, normalize_profile, tabulated_profiles
-from ...vocab.selectors import confined_to
+from ...vocab.selectors import INSIDE, Placement, cohort_membership, cohort_selector, confined_to, label_values
+from ..declare import stack_policy
 from ..dra_requests import CLAIM_KINDS, MIG_CLASS, ClaimIndex, DeviceRequest, claim_requests
 from ..findings import CANNOT_JUDGE, PREVIEW_AGAIN, report_findings
 from ..ledger import Ledger
 from ..operator_crs import cr_flag, cr_mode
 from ..props import UNKNOWN, config_mapping, dig, one_of, show, string_map
 from ..resource import Resource
-from ..shapes import pod_placement, selector_confines
+from ..shapes import pod_placement
 from ..stack_view import INSTALL_KINDS, StackView, not_applicable_unless_unreadable
-from .cohorts import PluginCohort, ledger_sharing, plugin_cohorts, reads_sharing, workload_requests
+from .cohorts import (
+    PluginCohort,
+    cohort_selectors,
+    ledger_sharing,
+    plugin_cohorts,
+    reads_sharing,
+    workload_requests,
+)
+
+
+def _only_value(placement: Placement, key: str) -> str | None:
+    """The one value of a label every node the placement admits carries (nodeSelector or ``In`` terms), else None."""
+    values = label_values(placement, key)
+    if values is None or len(values) != 1:
+        return None
+    return next(iter(values))
 
 
 def _maybe_mixed(cohort: PluginCohort) -> bool:
@@ -42,18 +55,21 @@ def _maybe_mixed(cohort: PluginCohort) -> bool:
 
 
 def _operator_cohorts(view: StackView, ledger: Ledger | None) -> list[tuple[str, dict[str, str] | None, bool, Any]]:
-    """(cohort, selector, mixed, gpuModel) for operator-owned cohorts."""
+    """(cohort, the part of its selector that tells it apart (``vocab.selectors.cohort_selector``), mixed, gpuModel)."""
     operators = view.by_owner(GPU_OPERATOR)
     if not operators or ledger is None or not ledger.known:
         return []
     strategy = operators[0].setting("mig", "strategy")
     result = []
+    selectors = cohort_selectors(view, ledger)
     for name, entry in ledger.cohorts.items():
         if entry.get("owner") != GPU_OPERATOR:
             continue
         sharing, model = ledger_sharing(ledger, [name])
         mixed = strategy == "mixed" or sharing == "mig-mixed"
-        result.append((name, string_map(entry.get("nodeSelector")), mixed, model))
+        selector = string_map(entry.get("nodeSelector"))
+        cohort = None if selector is None else cohort_selector(selector, [s for s in selectors if s != selector])
+        result.append((name, cohort, mixed, model))
     return result
 
 
@@ -253,12 +269,14 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
         or any(mixed for _, _, mixed, _ in operator_cohorts)
         or _operator_mixed(view)
     )
-    for resource, selector, container, name, _ in requests:
+    for resource, placement, container, name, _ in requests:
         subject = f"{resource.describe}: container '{container.name}' requests {name}"
         path = resource.manifest_path
-        confining = [c for c in cohorts if c.confines(resource, selector)]
+        confining = [c for c in cohorts if c.confines(resource, placement)]
         confining_ops = [
-            o for o in operator_cohorts if resource.cohort == o[0] or (o[1] and selector_confines(selector, o[1]))
+            o
+            for o in operator_cohorts
+            if resource.cohort == o[0] or (o[1] and cohort_membership(placement, o[1])[0] == INSIDE)
         ]
         not_mixed = [c for c in confining if not _maybe_mixed(c)]
         for cohort in not_mixed:
@@ -291,7 +309,7 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
         model_source = (
             [models.get(n) for c in confining for n in c.names]
             + [models.get(o[0]) for o in confining_ops]
-            + [selector.get(GPU_PRODUCT_LABEL)]
+            + [_only_value(placement, GPU_PRODUCT_LABEL)]
             + [c.gpu_model for c in confining]
             + [o[3] for o in confining_ops]
             + [default_model]
@@ -312,31 +330,15 @@ def mig_strategy_consistent_validator(args: StackValidationArgs, report_violatio
     report_findings(view.problems(reads_sharing), report_violation)
 
 
-MIG_STRATEGY_CONSISTENT = StackValidationPolicy(
-    name="mig-strategy-consistent",
-    description=(
+MIG_STRATEGY_CONSISTENT = stack_policy(
+    "mig-strategy-consistent",
+    (
         "nvidia.com/mig-* requests need a device plugin with the mixed MIG strategy, "
         "and the profile exists for the cohort's GPU model."
     ),
-    validate=mig_strategy_consistent_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    mig_strategy_consistent_validator,
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "gpuModels": {
-                "type": "object",
-                "additionalProperties": {"type": "string"},
-                "default": {},
-                "description": 'GPU model per cohort name, e.g. {"a": "A100-40GB"}.',
-            },
-            "defaultGpuModel": {
-                "type": "string",
-                "enum": sorted(MIG_PROFILES),
-                "description": "GPU model when neither config nor labels say.",
-            },
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         "Prepare the MIG geometry first, then set "
         f"{PROJECT}:cohorts[i].sharing.mode: mig with .sharing.migStrategy: mixed, "
         ".sharing.gpuModel and .sharing.migProfile; request a profile that exists on "
@@ -345,4 +347,17 @@ MIG_STRATEGY_CONSISTENT = StackValidationPolicy(
     ),
     url="https://docs.nvidia.com/datacenter/tesla/mig-user-guide/supported-mig-profiles.html",
     tags=["workloads", "mig"],
+    config={
+        "gpuModels": {
+            "type": "object",
+            "additionalProperties": {"type": "string"},
+            "default": {},
+            "description": 'GPU model per cohort name, e.g. {"a": "A100-40GB"}.',
+        },
+        "defaultGpuModel": {
+            "type": "string",
+            "enum": sorted(MIG_PROFILES),
+            "description": "GPU model when neither config nor labels say.",
+        },
+    },
 )

@@ -14,18 +14,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab import labels as vocab
 from ...vocab.grammar import parse_quantity
 from ...vocab.labels import GPU_OPERATOR, PROJECT
 from ...vocab.owners import DEVICE_PLUGIN_KIND
+from ...vocab.selectors import Placement
+from ..declare import stack_policy
 from ..findings import CANNOT_JUDGE, report_findings
 from ..installations import Installation
 from ..operator_crs import cr_flag, cr_mode
@@ -72,7 +71,7 @@ class _Slicing:
     default_key: str | None
     """The config of nodes without the nvidia.com/device-plugin.config label (config.default)."""
     confines: Any
-    """``confines(workload, nodeSelector) -> bool``: the workload only runs where this plugin runs."""
+    """``confines(workload, placement) -> bool``: the workload only runs where this plugin runs."""
 
     def possible(self, selected: frozenset[str | None] | None) -> list[tuple[str, dict[str, str], bool, str]]:
         """The configs of the nodes a workload can land on: the ones its node selection admits, else every one.
@@ -137,8 +136,8 @@ def _operator_slicings(
             if cr_flag(resource, "devicePlugin") is True:
                 found.append((None, resource))
 
-    def off_standalone(workload: Resource, node_selector: dict[str, Any]) -> bool:
-        return not any(c.confines(workload, node_selector) for c in cohorts)
+    def off_standalone(workload: Resource, placement: Placement) -> bool:
+        return not any(c.confines(workload, placement) for c in cohorts)
 
     result = []
     for install, policy in found:
@@ -282,26 +281,16 @@ def shared_gpu_resource_name_validator(args: StackValidationArgs, report_violati
     report_findings(view.problems(reads_sharing), report_violation)
 
 
-SHARED_GPU_RESOURCE_NAME = StackValidationPolicy(
-    name="shared-gpu-resource-name",
-    description=(
+SHARED_GPU_RESOURCE_NAME = stack_policy(
+    "shared-gpu-resource-name",
+    (
         "A time-slicing device-plugin config is attached through config.default, keeps "
         "failRequestsGreaterThanOne, and workloads on a renamed cohort request "
         "nvidia.com/gpu.shared rather than nvidia.com/gpu."
     ),
-    validate=shared_gpu_resource_name_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    shared_gpu_resource_name_validator,
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "requireFailRequestsGreaterThanOne": {
-                "type": "boolean",
-                "default": True,
-                "description": "Refuse time-slicing configs that admit >1 replica.",
-            }
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         f"Configure time-slicing through {PROJECT}:cohorts[i].sharing.mode "
         "(time-slicing) and .sharing.replicas so the program renders config.map with "
         "config.default selecting it; request nvidia.com/gpu.shared (1 replica) on that "
@@ -309,4 +298,11 @@ SHARED_GPU_RESOURCE_NAME = StackValidationPolicy(
     ),
     url=f"{DEVICE_PLUGIN_KIND.docs_url}#shared-access-to-gpus",
     tags=["workloads", "time-slicing"],
+    config={
+        "requireFailRequestsGreaterThanOne": {
+            "type": "boolean",
+            "default": True,
+            "description": "Refuse time-slicing configs that admit >1 replica.",
+        }
+    },
 )

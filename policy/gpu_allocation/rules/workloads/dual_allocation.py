@@ -8,15 +8,13 @@ from __future__ import annotations
 from typing import Any
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
 from ...vocab.labels import PROJECT
+from ..declare import resource_policy
 from ..fail_closed import fail_closed, pod_or_not_applicable, reads_pods
 from ..props import as_dict
 from ..shapes import containers, is_device_plugin_gpu, pod_claims
@@ -55,22 +53,19 @@ def no_dual_allocation_validator(args: ResourceValidationArgs, report_violation:
         report_violation(f"{resource.describe}: {problem} (in {resource.manifest_path}).", None)
 
 
-NO_DUAL_ALLOCATION = ResourceValidationPolicy(
-    name="no-dual-allocation",
-    description=(
+NO_DUAL_ALLOCATION = resource_policy(
+    "no-dual-allocation",
+    (
         "A pod never requests device-plugin GPUs (nvidia.com/gpu*, nvidia.com/mig-*) "
         "and a DRA resource claim at the same time."
     ),
-    validate=fail_closed(reads_pods)(no_dual_allocation_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(reads_pods)(no_dual_allocation_validator),
     severity=Severity.HIGH,
-    # Nothing to tune: only the enforcement level is configurable (one mechanism per pod).
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Pick one mechanism per pod: nvidia.com/gpu requests on a device-plugin cohort, "
         "or resourceClaims (resourceClaimTemplateName) on a DRA cohort; the smoke Jobs "
         f"follow the owner in {PROJECT}:cohorts[i].owner."
     ),
-    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
+    url="https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/",
     tags=["workloads", "gpu", "dra"],
 )

@@ -6,16 +6,14 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
 from ...vocab.grammar import parse_quantity
 from ...vocab.labels import PROJECT
+from ..declare import resource_policy
 from ..fail_closed import fail_closed, pod_or_not_applicable, reads_pods
 from ..props import UNKNOWN, as_dict, config_strings, show, string_list
 from ..shapes import Container, containers
@@ -100,25 +98,20 @@ def gpu_request_shape_validator(args: ResourceValidationArgs, report_violation: 
 
 _ANY_POD: Final = "Job, CronJob, Deployment, DaemonSet, StatefulSet, ReplicaSet or Pod"
 
-GPU_REQUEST_SHAPE = ResourceValidationPolicy(
-    name="gpu-request-shape",
-    description=(
+GPU_REQUEST_SHAPE = resource_policy(
+    "gpu-request-shape",
+    (
         "Extended GPU resources (nvidia.com/*) in any pod template are whole numbers "
         "and their requests equal their limits."
     ),
-    validate=fail_closed(reads_pods)(gpu_request_shape_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(reads_pods)(gpu_request_shape_validator),
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "resourcePrefixes": string_list(["nvidia.com/"], "Resource-name prefixes treated as GPU resources.")
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         f"In the {_ANY_POD} manifest, request whole devices (1, 2, ...) and set "
         "limits equal to requests; share GPUs through time-slicing or MIG "
         f"({PROJECT}:cohorts[i].sharing), never with fractions."
     ),
-    url=("https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources"),
+    url="https://kubernetes.io/docs/concepts/configuration/manage-resources-containers/#extended-resources",
     tags=["workloads", "gpu"],
+    config={"resourcePrefixes": string_list(["nvidia.com/"], "Resource-name prefixes treated as GPU resources.")},
 )

@@ -11,15 +11,13 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import PROJECT
+from ..declare import stack_policy
 from ..findings import CANNOT_JUDGE, report_findings
 from ..props import UNKNOWN, show
 from ..resource import Resource
@@ -88,17 +86,15 @@ def smoke_job_token_unmounted_validator(args: StackValidationArgs, report_violat
     report_findings(view.problems(lambda r: r.kind in _KINDS), report_violation)
 
 
-SMOKE_JOB_TOKEN_UNMOUNTED = StackValidationPolicy(
-    name="smoke-job-token-unmounted",
-    description=(
+SMOKE_JOB_TOKEN_UNMOUNTED = stack_policy(
+    "smoke-job-token-unmounted",
+    (
         "A GPU smoke Job that leaves automountServiceAccountToken unset runs under a ServiceAccount of the stack "
         "that sets it to false."
     ),
-    validate=smoke_job_token_unmounted_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    smoke_job_token_unmounted_validator,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Set automountServiceAccountToken: false in the smoke Job's pod template (this program's hardened template "
         f"does: {PROJECT}:smokeJobs), or on the ServiceAccount it names, managed in the same stack."
     ),

@@ -13,16 +13,15 @@ from typing import Any, Final
 
 from pulumi_policy import (
     EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     ResourceValidationArgs,
-    ResourceValidationPolicy,
     Severity,
 )
 
 from ...vocab import grammar
 from ...vocab import labels as vocab
 from ...vocab.labels import PROJECT
+from ..declare import resource_policy
 from ..fail_closed import fail_closed
 from ..props import UNKNOWN, as_dict, as_list, config_int, dig, show
 from ..resource import Resource
@@ -316,26 +315,15 @@ def _reads_jobs(resource: Resource) -> bool:
     return resource.is_kubernetes and resource.kind == "Job"
 
 
-SMOKE_JOB_HARDENED = ResourceValidationPolicy(
-    name="smoke-job-hardened",
-    description=(
+SMOKE_JOB_HARDENED = resource_policy(
+    "smoke-job-hardened",
+    (
         "GPU smoke Jobs stay suspended unless approved and are bounded, non-root, "
         "read-only, capability-free, token-free and pinned by image digest."
     ),
-    validate=fail_closed(_reads_jobs, _JOB)(smoke_job_hardened_validator),
-    enforcement_level=EnforcementLevel.MANDATORY,
+    fail_closed(_reads_jobs, _JOB)(smoke_job_hardened_validator),
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "maxActiveDeadlineSeconds": {
-                "type": "integer",
-                "minimum": 1,
-                "default": _DEFAULT_MAX_DEADLINE,
-                "description": "Largest activeDeadlineSeconds a smoke Job may set.",
-            }
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         f"Keep the Job suspended until {SMOKE_APPROVED_PATH} names its cohort; set "
         f"{SMOKE_IMAGE_PATH} to an approved image@sha256 digest and "
         f"{SMOKE_DEADLINE_PATH} within the maximum; keep backoffLimit 0, a TTL, "
@@ -344,24 +332,31 @@ SMOKE_JOB_HARDENED = ResourceValidationPolicy(
     ),
     url="https://kubernetes.io/docs/concepts/security/pod-security-standards/",
     tags=["workloads", "smoke-job"],
+    config={
+        "maxActiveDeadlineSeconds": {
+            "type": "integer",
+            "minimum": 1,
+            "default": _DEFAULT_MAX_DEADLINE,
+            "description": "Largest activeDeadlineSeconds a smoke Job may set.",
+        }
+    },
 )
 
 
-SMOKE_JOB_RUN_APPROVED = ResourceValidationPolicy(
-    name="smoke-job-run-approved",
-    description=(
+SMOKE_JOB_RUN_APPROVED = resource_policy(
+    "smoke-job-run-approved",
+    (
         "A GPU smoke Job that this program did not build and that is not suspended is the approved run: the guide "
         "unsuspends only the intended Job through the normal deployment process (advisory: the pack cannot see "
         "another program's approval)."
     ),
-    validate=fail_closed(_reads_jobs, _JOB)(smoke_job_run_approved_validator),
-    enforcement_level=EnforcementLevel.ADVISORY,
+    fail_closed(_reads_jobs, _JOB)(smoke_job_run_approved_validator),
     severity=Severity.MEDIUM,
-    config_schema=PolicyConfigSchema(properties={}),
-    remediation_steps=(
+    remediation=(
         "Keep GPU smoke Jobs suspended (spec.suspend: true) and unsuspend only the intended Job through the normal "
         f"deployment process; this program's own smoke Jobs follow {SMOKE_APPROVED_PATH}."
     ),
     url="https://kubernetes.io/docs/concepts/workloads/controllers/job/#suspending-a-job",
     tags=["workloads", "smoke-job", "review"],
+    level=EnforcementLevel.ADVISORY,
 )

@@ -10,15 +10,13 @@ from collections.abc import Sequence
 from typing import Any, Final
 
 from pulumi_policy import (
-    EnforcementLevel,
-    PolicyConfigSchema,
     ReportViolation,
     Severity,
     StackValidationArgs,
-    StackValidationPolicy,
 )
 
 from ...vocab.labels import PROJECT
+from ..declare import stack_policy
 from ..fail_closed import reads_pods
 from ..findings import CANNOT_JUDGE, report_findings
 from ..props import UNKNOWN, as_dict, config_strings, show, string_list
@@ -130,28 +128,25 @@ def no_visible_devices_override_validator(args: StackValidationArgs, report_viol
 _ENV_KINDS: Final = frozenset({*POD_SPEC_PATHS, "ConfigMap", "Secret"})
 
 
-NO_VISIBLE_DEVICES_OVERRIDE = StackValidationPolicy(
-    name="no-visible-devices-override",
-    description=(
+NO_VISIBLE_DEVICES_OVERRIDE = stack_policy(
+    "no-visible-devices-override",
+    (
         "Containers that get GPUs through the device plugin or a DRA claim do not set "
         "CUDA_VISIBLE_DEVICES or NVIDIA_VISIBLE_DEVICES."
     ),
-    validate=no_visible_devices_override_validator,
-    enforcement_level=EnforcementLevel.MANDATORY,
+    no_visible_devices_override_validator,
     severity=Severity.HIGH,
-    config_schema=PolicyConfigSchema(
-        properties={
-            "forbiddenEnvVars": string_list(
-                ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"], "Env names a GPU-consuming container may not set."
-            )
-        }
-    ),
-    remediation_steps=(
+    remediation=(
         "Remove CUDA_VISIBLE_DEVICES/NVIDIA_VISIBLE_DEVICES from the env of every "
         "container that requests nvidia.com/gpu*, nvidia.com/mig-* or a DRA claim; the "
         "allocator and runtime expose exactly the assigned devices. The program's smoke "
         f"Jobs never set them ({PROJECT}:smokeJobs); fix other workloads' manifests."
     ),
-    url=("https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/"),
+    url="https://kubernetes.io/docs/concepts/scheduling-eviction/dynamic-resource-allocation/",
     tags=["workloads", "gpu"],
+    config={
+        "forbiddenEnvVars": string_list(
+            ["CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES"], "Env names a GPU-consuming container may not set."
+        )
+    },
 )
