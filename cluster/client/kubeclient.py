@@ -134,7 +134,7 @@ class Kube:
             return response.text
         document = json_object(response)
         if response.status in UNAVAILABLE_STATUSES:
-            if self.notices is not None:
+            if self.notices is not None and not _about_the_object(document):
                 self.notices.refused(request, response.status, response.reason, response.retry_after)
             refusal = KubeApiError(response.status, self._unavailable(response, document), what, self.where, request)
             refusal.retry_after = retry_after_seconds(response.retry_after)
@@ -288,6 +288,12 @@ class Kube:
         """A plain-text subresource such as a pod log."""
         found: str = self.request("GET", path, query=query, raw=True)
         return found
+
+
+def _about_the_object(document: dict[str, Any] | None) -> bool:
+    """A Status naming causes (the Eviction API's 429 for a PodDisruptionBudget): an answer, not throttling."""
+    details = (document or {}).get("details")
+    return isinstance(details, dict) and bool(details.get("causes"))
 
 
 def _uid(item: object) -> str:

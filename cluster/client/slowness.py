@@ -4,9 +4,12 @@ A throttled or overloaded API server answers late, or 429: one request may then 
 by default) inside a wait or a step, and a command that says nothing meanwhile looks hung (#45: 16-32 s of silence in
 a throttled `move-host --drain`). So a request still unanswered after SLOW_SECONDS is said, and said again every
 NOTICE_SECONDS while any request stays unanswered: which request, for how long, when it gives up, and the last
-429 or 5xx the server sent (with its Retry-After), so the person reads "throttled" rather than "hung". One line per
-NOTICE_SECONDS at most, however many requests wait (the Lease renewals' own connection shares the notices). The
-waits (`cluster.client.waits`) use the same figures for a check that was slow.
+429 or 5xx the server sent (with its Retry-After) or its last slow answer, so the person reads "throttled" rather
+than "hung". One line per NOTICE_SECONDS at most, however many requests wait (the Lease renewals' own connection
+shares the notices). A wait (`cluster.client.waits`) keeps the same pace while `trouble` says the server was slow
+or refused within MEMORY_SECONDS, or its own check was slow: then no request needs to hang for the wait to say why
+it is slow. A 429 of the Eviction API that names a cause (a PodDisruptionBudget) is an answer about the pod, not
+throttling: the client does not report it here.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ SLOW_SECONDS: Final = 1.5
 NOTICE_SECONDS: Final = 3.5
 """While requests stay unanswered, or checks stay slow, a line comes at least this often (SLOW_SECONDS + this:
 at most 5 s between two lines of a command waiting on a slow server), and no more often."""
-REFUSAL_MEMORY_SECONDS: Final = 30.0
-"""A 429 or 5xx this recent still explains why a request waits."""
+MEMORY_SECONDS: Final = 30.0
+"""A 429, a 5xx or a slow answer this recent still explains why a request waits, and keeps a wait's pace."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,22 @@ class Refusal:
         return (
             f"it answered {self.status} {self.reason or 'unavailable'} to {self.request} {now - self.at:.0f} s "
             f"ago{wait}: {what}"
+        )
+
+
+@dataclass(frozen=True)
+class SlowAnswer:
+    """An answer that came SLOW_SECONDS or more after its request."""
+
+    request: str
+    took: float
+    at: float
+
+    def words(self, now: float) -> str:
+        """`it took 4 s to answer GET /x 2 s ago: it is slow, overloaded or throttling this client`."""
+        return (
+            f"it took {self.took:.0f} s to answer {self.request} {now - self.at:.0f} s ago: it is slow, overloaded or "
+            "throttling this client"
         )
 
 
@@ -67,7 +86,7 @@ class SlowNotices:
         self._tokens = itertools.count()
         self._changed = threading.Condition()
         self._said = float("-inf")
-        self._refusal: Refusal | None = None
+        self._trouble: Refusal | SlowAnswer | None = None
         self._thread: threading.Thread | None = None
 
     def started(self, request: str, limit: float | None) -> int:
@@ -82,20 +101,36 @@ class SlowNotices:
             return token
 
     def ended(self, token: int) -> None:
-        """The request was answered, or failed."""
+        """The request was answered, or failed; a slow one is remembered (`trouble`)."""
+        now = time.monotonic()
         with self._changed:
-            self._pending.pop(token, None)
+            pending = self._pending.pop(token, None)
+            if pending is not None and now - pending[1] >= SLOW_SECONDS:
+                if not isinstance(self._trouble, Refusal) or now - self._trouble.at > SLOW_SECONDS:
+                    self._trouble = SlowAnswer(pending[0], now - pending[1], now)
 
     def refused(self, request: str, status: int, reason: str, retry_after: str) -> None:
-        """The server answered 429 or a 5xx: the next notice says so."""
+        """The server answered 429 (throttled) or a 5xx: the next notice says so."""
         with self._changed:
-            self._refusal = Refusal(request, status, reason, retry_after.strip()[:20], time.monotonic())
+            self._trouble = Refusal(request, status, reason, retry_after.strip()[:20], time.monotonic())
+
+    def trouble(self) -> str:
+        """Why the server is slow, when it recently refused (429, 5xx) or answered slowly; empty when it did not.
+
+        A request unanswered for SLOW_SECONDS now counts too: it is the same news, before its answer comes.
+        """
+        now = time.monotonic()
+        with self._changed:
+            if any(now - began >= SLOW_SECONDS for _, began, _ in self._pending.values()):
+                return self.why(now)
+            trouble = self._trouble
+        return trouble.words(now) if trouble is not None and now - trouble.at <= MEMORY_SECONDS else ""
 
     def why(self, now: float) -> str:
-        """The last refusal, if recent; else that the server is slow."""
-        refusal = self._refusal
-        if refusal is not None and now - refusal.at <= REFUSAL_MEMORY_SECONDS:
-            return refusal.words(now)
+        """The last refusal or slow answer, if recent; else that the server is slow."""
+        trouble = self._trouble
+        if trouble is not None and now - trouble.at <= MEMORY_SECONDS:
+            return trouble.words(now)
         return "the API server is slow, overloaded or throttling this client"
 
     def _due(self, now: float) -> tuple[float, str | None]:

@@ -155,6 +155,11 @@ class NodeChanges:
         self.changed.set()
         return True
 
+    def trouble(self) -> str:
+        """Why the API server is slow for this client now, from its notices (`slowness.SlowNotices.trouble`)."""
+        notices = getattr(self.kube, "notices", None)  # a real client; the unit tests' fakes have none
+        return notices.trouble() if notices is not None else ""
+
     def fatal(self) -> None:
         """Raise what stopped a watch for good (a stream of what is no watch event, twice); nothing otherwise."""
         with self._guard:
@@ -244,7 +249,8 @@ def wait_for(
     With `changes`, a check runs when the cluster reports a change and at each progress tick; without, every
     POLL_SECONDS. A check the API server cannot answer (no answer, 429, 5xx) is retried with backoff (or after its
     Retry-After) and says so; the deadline still holds. A progress line comes at least every PROGRESS_SECONDS, and
-    every NOTICE_SECONDS while the checks are slow (one took SLOW_SECONDS or more, or was not answered), saying so.
+    every NOTICE_SECONDS while the API server is slow (the last check took SLOW_SECONDS or more or was not
+    answered, or the client's notices saw a slow answer, a 429 or a 5xx within their memory), saying why.
     """
     started = time.monotonic()
     last = started
@@ -264,11 +270,8 @@ def wait_for(
             done, left = check()
             delay = RETRY_FIRST_SECONDS
             took = time.monotonic() - began
-            slow = (
-                f"the API server took {took:.1f} s to answer the last check: slow or throttled"
-                if took >= SLOW_SECONDS
-                else ""
-            )
+            slow = f"the API server took {took:.1f} s to answer the last check" if took >= SLOW_SECONDS else ""
+            slow = slow or (changes.trouble() if changes is not None else "")
             if changes is not None:
                 changes.answered()
         except (KubeAccessError, KubeApiError) as error:
@@ -289,7 +292,9 @@ def wait_for(
             raise WaitTimedOut(msg)
         tick = NOTICE_SECONDS if slow else PROGRESS_SECONDS
         if now - last >= tick:
-            progress(f"  {now - started:.0f} s: still {left}" + (f" ({slow}; still trying)" if slow else ""))
+            progress(
+                f"  {now - started:.0f} s: still {left}" + (f" (slow API server: {slow}; still trying)" if slow else "")
+            )
             last = now
         remaining = timeout - (now - started)
         if retry_in is not None:

@@ -82,7 +82,9 @@ def test_the_notices_come_at_their_pace_and_name_the_last_429_with_its_retry_aft
     url, kubeconfig = silent
     said: list[tuple[float, str]] = []
     started = time.monotonic()
-    kube = kubeclient.open_cluster(Source(kubeconfig), 7.0, lambda line: said.append((time.monotonic() - started, line)))
+    kube = kubeclient.open_cluster(
+        Source(kubeconfig), 7.0, lambda line: said.append((time.monotonic() - started, line))
+    )
     assert kube.notices is not None
     kube.notices.refused("GET /api/v1/pods", 429, "Too Many Requests", "1")
     with pytest.raises(kubeclient.KubeUnreachable):
