@@ -177,7 +177,7 @@ def watch(api: client.ApiClient, path: str, query: Mapping[str, str]) -> Iterato
     timeout = (REQUEST_TIMEOUT[0], WATCH_READ_TIMEOUT)
     asked = query.get("timeoutSeconds")
     started = time.monotonic()
-    deadline = started + float(asked) + WATCH_GRACE_SECONDS if asked and asked.isdigit() else None
+    limit = float(asked) + WATCH_GRACE_SECONDS if asked and asked.isdigit() else None
     response = _call(api, "GET", path, query=query_params, headers=headers, body=None, timeout=timeout)
     raw = response.response
     try:
@@ -186,7 +186,7 @@ def watch(api: client.ApiClient, path: str, query: Mapping[str, str]) -> Iterato
             yield {"type": "ERROR", "status": response.status, "message": status_message(text) or response.reason}
             return
         pending = b""
-        for chunk in _chunks(raw, deadline, f"the watch (asked to end after {asked} s)"):
+        for chunk in _chunks(raw, started, limit, f"the watch stream (asked to end after {asked} s)"):
             pending += chunk
             *lines, pending = pending.split(b"\n")
             if len(pending) > MAX_ANSWER_BYTES:
@@ -217,16 +217,22 @@ def watch_event(line: bytes) -> dict[str, Any]:
     raise NotEvent(msg)
 
 
-def _chunks(raw: Any, deadline: float | None, what: str) -> Iterator[bytes]:
-    """A body as it arrives, one socket read at a time (each within the read timeout), until `deadline` passes.
+def _chunks(raw: Any, started: float, limit: float | None, what: str) -> Iterator[bytes]:
+    """A body as it arrives, one socket read at a time (each within the read timeout), for `limit` s from `started`.
 
     The read timeout bounds each read, not the answer: a server that sends one byte per second holds a body of
-    a few kilobytes for hours. `deadline` (monotonic; None: none) bounds the whole; past it TimedOut says so.
+    a few kilobytes for hours. `limit` (None: none) bounds the whole request, as kubectl's --request-timeout does:
+    an answer whose headers came after it is late too. Past it TimedOut says which.
     """
     got = 0
     while True:
-        if deadline is not None and time.monotonic() > deadline:
-            msg = f"{what} was still arriving when its time ran out ({got} bytes so far: sent slowly)"
+        late = time.monotonic() - started
+        if limit is not None and late > limit:
+            msg = (
+                f"{what} was still arriving after {limit:g} s ({got} bytes so far: sent slowly)"
+                if got
+                else f"no answer within {limit:g} s ({what} began only after {late:.1f} s)"
+            )
             raise TimedOut(msg)
         chunk = raw.read1(1 << 16)
         if not chunk:
@@ -252,9 +258,8 @@ def send(
     raw = response.response
     data = bytearray()
     limit = timeout[1]
-    deadline = None if limit is None else started + limit
     try:
-        for chunk in _chunks(raw, deadline, f"the answer's body (due within {limit:g} s)" if limit else ""):
+        for chunk in _chunks(raw, started, limit, "the answer's body"):
             data += chunk
             if len(data) > MAX_ANSWER_BYTES:
                 msg = f"{response.status} {response.reason or ''}: the body grew past {MAX_ANSWER_BYTES} bytes"

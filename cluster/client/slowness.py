@@ -3,7 +3,7 @@
 A throttled or overloaded API server answers late, or 429: one request may then wait up to its request timeout (30 s
 by default) inside a wait or a step, and a command that says nothing meanwhile looks hung (#45: 16-32 s of silence in
 a throttled `move-host --drain`). So a request still unanswered after SLOW_SECONDS is said, and said again every
-NOTICE_SECONDS while any request stays unanswered: which request, for how long, when it gives up, and the last
+NOTICE_SECONDS while any request stays unanswered: which request, for how long, its request timeout, and the last
 429 or 5xx the server sent (with its Retry-After) or its last slow answer, so the person reads "throttled" rather
 than "hung". One line per NOTICE_SECONDS at most, however many requests wait (the Lease renewals' own connection
 shares the notices). A wait (`cluster.client.waits`) keeps the same pace while `trouble` says the server was slow
@@ -142,7 +142,7 @@ class SlowNotices:
         if now < due:
             return due - now, None
         self._said = now
-        within = f"gives up after {limit:g} s" if limit else "no request timeout"
+        within = f"request timeout {limit:g} s" if limit else "no request timeout"
         others = len(self._pending) - 1
         besides = f", {others} more request{'s' if others > 1 else ''} waiting too" if others else ""
         line = (

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from cluster.client import kubeclient, slowness
-from cluster.client.kubeconfig import Source
 from cluster.client.kube_http import DEFAULT_REQUEST_SECONDS
+from cluster.client.kubeconfig import Source
 from eks_hybrid_gpu import cli, cluster_access
 from tests.support.silent_api import silent_api
 
@@ -71,7 +71,7 @@ def test_a_request_still_waiting_is_said_within_seconds_and_again_while_it_waits
     for line in lines[:-1]:
         assert line.startswith(f"waiting for the API server at {url} to answer {request}: no answer yet after "), line
         assert line.endswith(
-            "s (gives up after 2 s); the API server is slow, overloaded or throttling this client; still waiting"
+            "s (request timeout 2 s); the API server is slow, overloaded or throttling this client; still waiting"
         ), line
     assert lines[-1].startswith("inspect: cannot reach the Kubernetes API")
 
@@ -94,8 +94,8 @@ def test_the_notices_come_at_their_pace_and_name_the_last_429_with_its_retry_aft
     assert slowness.SLOW_SECONDS <= times[0] < slowness.SLOW_SECONDS + 0.5, times
     assert slowness.NOTICE_SECONDS <= times[1] - times[0] < slowness.NOTICE_SECONDS + 0.5, times
     assert said[1][1] == (
-        f"waiting for the API server at {url} to answer GET /api/v1/nodes/gpu-0: no answer yet after 5 s (gives up "
-        "after 7 s); it answered 429 Too Many Requests to GET /api/v1/pods 5 s ago (Retry-After 1 s): it is "
+        f"waiting for the API server at {url} to answer GET /api/v1/nodes/gpu-0: no answer yet after 5 s (request "
+        "timeout 7 s); it answered 429 Too Many Requests to GET /api/v1/pods 5 s ago (Retry-After 1 s): it is "
         "throttling this client; still waiting"
     )
 
