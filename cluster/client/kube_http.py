@@ -176,9 +176,9 @@ def watch(api: client.ApiClient, path: str, query: Mapping[str, str]) -> Iterato
     headers = {"Accept": "application/json"}
     timeout = (REQUEST_TIMEOUT[0], WATCH_READ_TIMEOUT)
     asked = query.get("timeoutSeconds")
-    started = time.monotonic()
     limit = float(asked) + WATCH_GRACE_SECONDS if asked and asked.isdigit() else None
     response = _call(api, "GET", path, query=query_params, headers=headers, body=None, timeout=timeout)
+    started = time.monotonic()
     raw = response.response
     try:
         if response.status != 200:
@@ -220,19 +220,13 @@ def watch_event(line: bytes) -> dict[str, Any]:
 def _chunks(raw: Any, started: float, limit: float | None, what: str) -> Iterator[bytes]:
     """A body as it arrives, one socket read at a time (each within the read timeout), for `limit` s from `started`.
 
-    The read timeout bounds each read, not the answer: a server that sends one byte per second holds a body of
-    a few kilobytes for hours. `limit` (None: none) bounds the whole request, as kubectl's --request-timeout does:
-    an answer whose headers came after it is late too. Past it TimedOut says which.
+    The read timeout bounds each read, not the body: a server that sends one byte per second holds a body of a few
+    kilobytes for hours. `limit` (None: none) bounds the whole body from its headers; past it TimedOut says so.
     """
     got = 0
     while True:
-        late = time.monotonic() - started
-        if limit is not None and late > limit:
-            msg = (
-                f"{what} was still arriving after {limit:g} s ({got} bytes so far: sent slowly)"
-                if got
-                else f"no answer within {limit:g} s ({what} began only after {late:.1f} s)"
-            )
+        if limit is not None and time.monotonic() - started > limit:
+            msg = f"{what} was still arriving {limit:g} s after its headers ({got} bytes so far: sent slowly)"
             raise TimedOut(msg)
         chunk = raw.read1(1 << 16)
         if not chunk:
@@ -253,8 +247,8 @@ def send(
 ) -> Response:
     """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable."""
     headers = dict(headers or {"Accept": "application/json"})
-    started = time.monotonic()
     response = _call(api, method, path, query=list((query or {}).items()), headers=headers, body=body, timeout=timeout)
+    started = time.monotonic()  # the headers are in: the body has the request timeout, as a whole
     raw = response.response
     data = bytearray()
     limit = timeout[1]
