@@ -50,6 +50,8 @@ class KubeApiError(Exception):
         """The object or list asked for, as a refusal names it (`nodes`, `ConfigMap NS/NAME`); may be empty."""
         self.where = where
         """`kubeconfig PATH, context C, server S` of the cluster that answered."""
+        self.retry_after: float | None = None
+        """The seconds a 429 or 503's Retry-After asked the client to wait; None when it named none."""
 
 
 UNAVAILABLE_STATUSES: Final = frozenset({429, 500, 502, 503, 504})

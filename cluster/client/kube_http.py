@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+import time
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -113,6 +114,8 @@ class Response:
     text: str
     content_type: str = ""
     """The `Content-Type` header as sent (empty when absent)."""
+    retry_after: str = ""
+    """The `Retry-After` header as sent (empty when absent): how long a 429 or 503 asks the client to wait."""
 
     @property
     def message(self) -> str:
@@ -153,34 +156,83 @@ def _call(
         raise Unreachable(one_line(error.reason)) from None
 
 
+class NotEvent(Exception):
+    """A line of a watch stream that is no watch event (not JSON, or no object with a type and an object)."""
+
+
+WATCH_GRACE_SECONDS = 15.0
+"""A watch asked to end after `timeoutSeconds` that is still open this much later is a stalled (or trickled) one."""
+
+
 def watch(api: client.ApiClient, path: str, query: Mapping[str, str]) -> Iterator[dict[str, Any]]:
     """The events of one watch request, one JSON object per line as the server streams them.
 
     A status other than 200 comes back as one `{"type": "ERROR", "status": N, "message": ...}` event; no answer, a
-    broken or stalled stream raises Unreachable. The stream ends when the server ends the watch.
+    broken or stalled stream raises Unreachable (TimedOut for a stream still open WATCH_GRACE_SECONDS past the
+    `timeoutSeconds` it asked for). A line that is no watch event raises NotEvent: skipping it would hide a change
+    the caller waits on (fail closed). The stream ends when the server ends the watch.
     """
     query_params = [*query.items(), ("watch", "true")]
     headers = {"Accept": "application/json"}
     timeout = (REQUEST_TIMEOUT[0], WATCH_READ_TIMEOUT)
+    asked = query.get("timeoutSeconds")
+    limit = float(asked) + WATCH_GRACE_SECONDS if asked and asked.isdigit() else None
     response = _call(api, "GET", path, query=query_params, headers=headers, body=None, timeout=timeout)
+    started = time.monotonic()
     raw = response.response
     try:
         if response.status != 200:
             text = raw.read().decode(errors="replace")
             yield {"type": "ERROR", "status": response.status, "message": status_message(text) or response.reason}
             return
-        for line in raw:
-            if line.strip():
-                try:
-                    event = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(event, dict):
-                    yield event
+        pending = b""
+        for chunk in _chunks(raw, started, limit, f"the watch stream (asked to end after {asked} s)"):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            if len(pending) > MAX_ANSWER_BYTES:
+                msg = f"a line of the watch stream grew past {MAX_ANSWER_BYTES} bytes without ending"
+                raise NotEvent(msg)
+            for line in lines:
+                if line.strip():
+                    yield watch_event(line)
+        if pending.strip():
+            yield watch_event(pending)
     except (urllib3.exceptions.HTTPError, OSError) as error:
-        raise Unreachable(one_line(error)) from None
+        raise (TimedOut if timed_out(error) else Unreachable)(one_line(error)) from None
     finally:
+        raw.close()  # a watch left part-read (a bad line, the caller stopped) is not reused
         raw.release_conn()
+
+
+def watch_event(line: bytes) -> dict[str, Any]:
+    """One line of a watch stream as its event; NotEvent, saying what the line is, for anything else."""
+    try:
+        event = json.loads(line)
+    except ValueError:
+        event = None
+    if isinstance(event, dict) and isinstance(event.get("type"), str) and isinstance(event.get("object"), dict):
+        return event
+    words = " ".join(line[:200].decode(errors="replace").split())
+    msg = f"a line of the watch stream is no watch event (line {shown(words[:60])})"
+    raise NotEvent(msg)
+
+
+def _chunks(raw: Any, started: float, limit: float | None, what: str) -> Iterator[bytes]:
+    """A body as it arrives, one socket read at a time (each within the read timeout), for `limit` s from `started`.
+
+    The read timeout bounds each read, not the body: a server that sends one byte per second holds a body of a few
+    kilobytes for hours. `limit` (None: none) bounds the whole body from its headers; past it TimedOut says so.
+    """
+    got = 0
+    while True:
+        if limit is not None and time.monotonic() - started > limit:
+            msg = f"{what} was still arriving {limit:g} s after its headers ({got} bytes so far: sent slowly)"
+            raise TimedOut(msg)
+        chunk = raw.read1(1 << 16)
+        if not chunk:
+            return
+        got += len(chunk)
+        yield chunk
 
 
 def send(
@@ -196,20 +248,26 @@ def send(
     """Send one request with the kubeconfig's credentials; any status comes back, no answer raises Unreachable."""
     headers = dict(headers or {"Accept": "application/json"})
     response = _call(api, method, path, query=list((query or {}).items()), headers=headers, body=body, timeout=timeout)
+    started = time.monotonic()  # the headers are in: the body has the request timeout, as a whole
     raw = response.response
     data = bytearray()
+    limit = timeout[1]
     try:
-        for chunk in raw.stream(1 << 16):
+        for chunk in _chunks(raw, started, limit, "the answer's body"):
             data += chunk
             if len(data) > MAX_ANSWER_BYTES:
-                raw.release_conn()
                 msg = f"{response.status} {response.reason or ''}: the body grew past {MAX_ANSWER_BYTES} bytes"
                 raise TooLarge(msg)
     except (urllib3.exceptions.HTTPError, OSError) as error:
+        raw.close()
         raise (TimedOut if timed_out(error) else Unreachable)(one_line(error)) from None
+    except (TimedOut, TooLarge):
+        raw.close()  # the rest of the body is not read: the connection is not reused
+        raise
     text = bytes(data).decode(errors="replace")
     content_type = str(response.getheader("Content-Type") or "")
-    return Response(response.status, str(response.reason or ""), text, content_type)
+    retry_after = str(response.getheader("Retry-After") or "")
+    return Response(response.status, str(response.reason or ""), text, content_type, retry_after)
 
 
 def timed_out(error: BaseException) -> bool:

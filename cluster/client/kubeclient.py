@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import threading
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,6 +30,7 @@ from cluster.client.errors import (
 from cluster.client.kube_http import (
     GO_NOT_FOUND,
     REQUEST_TIMEOUT,
+    NotEvent,
     Response,
     TimedOut,
     TooLarge,
@@ -44,6 +44,7 @@ from cluster.client.kube_http import (
     watch,
 )
 from cluster.client.kubeconfig import Hints, Source, open_client
+from cluster.client.slowness import SlowNotices, retry_after_seconds
 
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
@@ -55,8 +56,6 @@ RUNTIME_CLASSES = "/apis/node.k8s.io/v1/runtimeclasses"
 """The cluster-wide lists the readers read."""
 LIST_PAGE = 500
 """Items per page of `Kube.items`: what kubectl asks for."""
-SLOW_SECONDS = 3.0
-"""A request still unanswered after this long is told once (`Kube.slow`), so a slow server is never silence."""
 
 __all__ = ["KubeAccessError", "KubeApiError", "KubeNotAnswer", "KubeUnreachable"]
 
@@ -73,9 +72,8 @@ class Kube:
     """How refusals name the kubeconfig and what they tell the person; None: the day-2 commands' words."""
     timeout: tuple[float, float | None] = field(default=REQUEST_TIMEOUT, compare=False)
     """Connect and read timeouts of each request."""
-    slow: Callable[[str], None] | None = field(default=None, compare=False)
-    """Told (once, until the server answers again) of a request unanswered after SLOW_SECONDS; None: silence."""
-    _slow_told: threading.Event = field(default_factory=threading.Event, compare=False, repr=False)
+    notices: SlowNotices | None = field(default=None, compare=False)
+    """Told of every request, to say while one stays unanswered (`cluster.client.slowness`); None: silence."""
 
     def own_connection(self, timeout: tuple[float, float | None]) -> Kube:
         """The same cluster and user through a connection pool of its own, with its own request deadline.
@@ -115,7 +113,8 @@ class Kube:
         if body is not None:
             headers["Content-Type"] = content_type or "application/json"
         params = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (query or {}).items()}
-        notice = self._slow_notice(f"{method} {path}")
+        request = f"{method} {path}"
+        notice = None if self.notices is None else self.notices.started(request, self.timeout[1])
         try:
             response = send(self.api, method, path, query=params, headers=headers, body=body, timeout=self.timeout)
         except TimedOut as error:
@@ -129,15 +128,17 @@ class Kube:
             )
             raise KubeNotAnswer(msg, 0, f"{method} {path}") from None
         finally:
-            if notice is not None:
-                notice.cancel()
-        self._slow_told.clear()
+            if self.notices is not None and notice is not None:
+                self.notices.ended(notice)
         if raw and 200 <= response.status <= 299:
             return response.text
         document = json_object(response)
-        request = f"{method} {path}"
         if response.status in UNAVAILABLE_STATUSES:
-            raise KubeApiError(response.status, self._unavailable(response, document), what, self.where, request)
+            if self.notices is not None and not _about_the_object(document):
+                self.notices.refused(request, response.status, response.reason, response.retry_after)
+            refusal = KubeApiError(response.status, self._unavailable(response, document), what, self.where, request)
+            refusal.retry_after = retry_after_seconds(response.retry_after)
+            raise refusal
         if document is None and not (response.status == 404 and response.text.strip() == GO_NOT_FOUND):
             if response.status != 204:
                 raise KubeNotAnswer(self._not_an_answer(response, request), response.status, request)
@@ -167,31 +168,15 @@ class Kube:
         """A 5xx or 429: the server (or what stands in front of it) cannot answer now; waiting may cure it."""
         said = response.message if document is not None else f"not an API server answer: {preview(response)}"
         proxy = "" if document is not None else f"; {proxies_in_force(self.api)}"
+        seconds = retry_after_seconds(response.retry_after)
+        wait = "" if seconds is None else f" (Retry-After {seconds:g} s)"
         return (
-            f"{response.reason or 'unavailable'} from server {self.server}: {said}{proxy}; the API server (or a "
+            f"{response.reason or 'unavailable'} from server {self.server}{wait}: {said}{proxy}; the API server (or a "
             "proxy or load balancer in front of it) cannot answer now: wait and run the command again"
         )
 
     def _unreachable(self, reason: str, fix: str | None = None) -> str:
         return f"cannot reach the Kubernetes API ({self.where}): {reason}; {fix or self.hints.unreachable}"
-
-    def _slow_notice(self, request: str) -> threading.Timer | None:
-        """A timer that tells `slow` of this request if it is still unanswered after SLOW_SECONDS."""
-        if self.slow is None or self._slow_told.is_set():
-            return None
-        tell = self.slow
-        limit = self.timeout[1]
-        within = f"gives up after {limit:g} s" if limit else "waits for it (no request timeout)"
-
-        def told() -> None:
-            if not self._slow_told.is_set():
-                self._slow_told.set()
-                tell(f"waiting for the API server at {self.server} to answer {request} ({within})")
-
-        timer = threading.Timer(SLOW_SECONDS, told)
-        timer.daemon = True
-        timer.start()
-        return timer
 
     def get(self, path: str, *, what: str = "", **query: str | int | bool) -> dict[str, Any]:
         """One object (or a list object) as JSON."""
@@ -291,11 +276,24 @@ class Kube:
             yield from watch(self.api, path, params)
         except Unreachable as error:
             raise KubeUnreachable(self._unreachable(str(error)), f"WATCH {path}") from None
+        except NotEvent as error:
+            msg = (
+                f"not an API server answer to WATCH {path} ({self.where}): {error}; {proxies_in_force(self.api)}; a "
+                f"proxy or another server answered: check the kubeconfig's server URL and the proxy variables, and "
+                f"{self.hints.unreachable}"
+            )
+            raise KubeNotAnswer(msg, 200, f"WATCH {path}") from None
 
     def text(self, path: str, **query: str | int | bool) -> str:
         """A plain-text subresource such as a pod log."""
         found: str = self.request("GET", path, query=query, raw=True)
         return found
+
+
+def _about_the_object(document: dict[str, Any] | None) -> bool:
+    """A Status naming causes (the Eviction API's 429 for a PodDisruptionBudget): an answer, not throttling."""
+    details = (document or {}).get("details")
+    return isinstance(details, dict) and bool(details.get("causes"))
 
 
 def _uid(item: object) -> str:
@@ -311,14 +309,16 @@ def open_cluster(
 ) -> Kube:
     """A client for the source's kubeconfig and context; an unusable kubeconfig is a KubeAccessError.
 
-    Each request waits `timeout_seconds` for its answer (None: as long as it takes, kubectl's
-    `--request-timeout=0`); `slow` is told of a request still unanswered after SLOW_SECONDS.
+    Each request waits `timeout_seconds` for its answer, its body included (None: as long as it takes, kubectl's
+    `--request-timeout=0`); `slow` is told, every few seconds, of requests still unanswered (`slowness`).
     """
     api, context = open_client(source)
     api = transport(api)
     where = os.pathsep.join(source.files)
     timeout = request_timeout(timeout_seconds)
-    return Kube(api, where, context, str(api.configuration.host), source, timeout, slow)
+    server = str(api.configuration.host)
+    notices = None if slow is None else SlowNotices(slow, server)
+    return Kube(api, where, context, server, source, timeout, notices)
 
 
 def segment(value: str) -> str:

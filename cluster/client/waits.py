@@ -1,9 +1,13 @@
 """Waiting on what the API server reports: retries of a call it did not answer, watches that wake a wait.
 
-A change (a patch) is retried with backoff while the answer is transient (no answer, 429, 5xx), within a budget.
-A wait checks a condition until it holds, woken by watches of the node, its pods, its ResourceSlices and the
-ResourceClaims (`NodeChanges`) or by a poll, with progress lines and a deadline; at the deadline it raises
-WaitTimedOut, whose message says what is still left and what to run. Nothing here knows what a GPU is.
+A change (a patch) is retried with backoff while the answer is transient (no answer, 429, 5xx), within a budget,
+never sooner than a Retry-After asks. A wait checks a condition until it holds, woken by watches of the node, its
+pods, its ResourceSlices and the ResourceClaims (`NodeChanges`) or by a poll, with progress lines and a deadline; at
+the deadline it raises WaitTimedOut, whose message says what is still left and what to run. A slow API server is
+said within seconds by the client (`cluster.client.slowness`: a request unanswered); a wait whose checks are slow
+says so at the same pace. A watch that streams what is no watch event is restarted once, saying so, and then stops
+the wait with that error (fail closed: a skipped line may be the change waited on). Nothing here knows what a GPU
+is.
 """
 
 from __future__ import annotations
@@ -22,8 +26,10 @@ from cluster.client.kubeclient import (
     Kube,
     KubeAccessError,
     KubeApiError,
+    KubeNotAnswer,
     KubeUnreachable,
 )
+from cluster.client.slowness import NOTICE_SECONDS, SLOW_SECONDS
 
 POLL_SECONDS = 0.5
 """The shortest pause between two checks of one wait."""
@@ -61,9 +67,16 @@ def retrying(call: Callable[[], T], what: str, progress: Callable[[str], None], 
             left = budget - (time.monotonic() - started)
             if not transient(error) or left <= 0:
                 raise
-            progress(f"  {what}: the API server did not answer ({_short(error)}); retrying in {delay:.1f} s")
-            time.sleep(min(delay, left))
+            pause = _pause(error, delay)
+            progress(f"  {what}: the API server did not answer ({_short(error)}); retrying in {pause:.1f} s")
+            time.sleep(min(pause, left))
             delay = min(delay * 2, RETRY_MAX_SECONDS)
+
+
+def _pause(error: Exception, delay: float) -> float:
+    """The backoff's `delay`, or longer when a 429 or 503 asked for it (Retry-After), up to RETRY_MAX_SECONDS."""
+    asked = getattr(error, "retry_after", None)
+    return max(delay, min(asked, RETRY_MAX_SECONDS)) if isinstance(asked, int | float) else delay
 
 
 def _short(error: Exception) -> str:
@@ -90,6 +103,9 @@ class NodeChanges:
         self.stopped = threading.Event()
         self._failed: str | None = None
         self._told = False
+        self._garbled: set[str] = set()
+        """Watches restarted once after a line that was no watch event."""
+        self._fatal: KubeNotAnswer | None = None
         self._guard = threading.Lock()
         on_node = f"spec.nodeName={node}"
         watches: tuple[tuple[str, dict[str, str]], ...] = (
@@ -114,18 +130,42 @@ class NodeChanges:
             return None
         return str(found) if found else None
 
-    def _broke(self, error: Exception) -> None:
+    def _broke(self, error: Exception) -> bool:
         """A watch failed: wake the wait at once, so it re-reads and says so, not at its next progress tick.
 
         One outage is told once: the first failure since the wait's last answered check is kept for `failure()`;
-        the others (the other watches breaking with it, reconnects that fail again) only wake the wait.
+        the others (the other watches breaking with it, reconnects that fail again) only wake the wait. A stream
+        that sent what is no watch event is restarted once, told; the second time the wait stops with it (`fatal`).
+        False: stop this watch.
         """
+        if isinstance(error, KubeNotAnswer):
+            with self._guard:
+                if error.request in self._garbled:
+                    self._fatal = error
+                else:
+                    self._garbled.add(error.request)
+                    self._failed = f"{_short(error)}, from server {self.kube.server}; restarting that watch once"
+            self.changed.set()
+            return self._fatal is None
         if not transient(error):  # a list not served (404) or refused: no outage, and the check reports it
-            return
+            return True
         with self._guard:
             if not self._told and self._failed is None:
                 self._failed = _short(error)
         self.changed.set()
+        return True
+
+    def trouble(self) -> str:
+        """Why the API server is slow for this client now, from its notices (`slowness.SlowNotices.trouble`)."""
+        notices = getattr(self.kube, "notices", None)  # a real client; the unit tests' fakes have none
+        return notices.trouble() if notices is not None else ""
+
+    def fatal(self) -> None:
+        """Raise what stopped a watch for good (a stream of what is no watch event, twice); nothing otherwise."""
+        with self._guard:
+            fatal = self._fatal
+        if fatal is not None:
+            raise fatal
 
     def failure(self) -> str | None:
         """What broke a watch (`WATCH /api/v1/pods: connection refused`), once per outage; None when nothing did."""
@@ -171,7 +211,8 @@ class NodeChanges:
                     if event.get("type") != "BOOKMARK":
                         self.changed.set()
             except (KubeAccessError, KubeApiError) as error:
-                self._broke(error)
+                if not self._broke(error):
+                    return
                 self.stopped.wait(delay)
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
                 continue
@@ -206,31 +247,42 @@ def wait_for(
     """Check (done, what is left) until done; WaitTimedOut at the deadline, whatever the API server does.
 
     With `changes`, a check runs when the cluster reports a change and at each progress tick; without, every
-    POLL_SECONDS. A check the API server cannot answer (no answer, 429, 5xx) is retried with backoff and says so;
-    the deadline still holds. A progress line comes at least every PROGRESS_SECONDS.
+    POLL_SECONDS. A check the API server cannot answer (no answer, 429, 5xx) is retried with backoff (or after its
+    Retry-After) and says so; the deadline still holds. A progress line comes at least every PROGRESS_SECONDS, and
+    every NOTICE_SECONDS while the API server is slow (the last check took SLOW_SECONDS or more or was not
+    answered, or the client's notices saw a slow answer, a 429 or a 5xx within their memory), saying why.
     """
     started = time.monotonic()
     last = started
     delay = RETRY_FIRST_SECONDS
+    slow = ""  # why the API server is slow, while it is: the progress tick is then NOTICE_SECONDS
     progress(f"waiting until {what} (timeout {timeout:.0f} s)")
     while True:
         retry_in = None  # seconds until the next try, when the API server did not answer this one
+        if changes is not None:
+            changes.fatal()
         broke = changes.failure() if changes is not None else None
         if broke is not None:  # said at once: a watch broke, so the API server may be gone; the check says more
             progress(f"  {time.monotonic() - started:.0f} s: the API server broke a watch ({broke}); re-reading now")
             last = time.monotonic()
+        began = time.monotonic()
         try:
             done, left = check()
             delay = RETRY_FIRST_SECONDS
+            took = time.monotonic() - began
+            slow = f"the API server took {took:.1f} s to answer the last check" if took >= SLOW_SECONDS else ""
+            slow = slow or (changes.trouble() if changes is not None else "")
             if changes is not None:
                 changes.answered()
         except (KubeAccessError, KubeApiError) as error:
             if not transient(error):
                 raise
             done, left = False, f"no answer from the API server ({_short(error)})"
-            progress(f"  {time.monotonic() - started:.0f} s: {left}; retrying in {delay:.1f} s")
+            retry_in = _pause(error, delay)
+            progress(f"  {time.monotonic() - started:.0f} s: {left}; retrying in {retry_in:.1f} s")
             last = time.monotonic()
-            retry_in, delay = delay, min(delay * 2, RETRY_MAX_SECONDS)
+            slow = "the API server did not answer the last check"
+            delay = min(delay * 2, RETRY_MAX_SECONDS)
         now = time.monotonic()
         if done:
             progress(f"  done after {now - started:.1f} s: {what}")
@@ -238,14 +290,17 @@ def wait_for(
         if now - started > timeout:
             msg = f"{what}: not after {timeout:.0f} s; still {left}; {on_timeout}"
             raise WaitTimedOut(msg)
-        if now - last >= PROGRESS_SECONDS:
-            progress(f"  {now - started:.0f} s: still {left}")
+        tick = NOTICE_SECONDS if slow else PROGRESS_SECONDS
+        if now - last >= tick:
+            progress(
+                f"  {now - started:.0f} s: still {left}" + (f" (slow API server: {slow}; still trying)" if slow else "")
+            )
             last = now
         remaining = timeout - (now - started)
         if retry_in is not None:
             time.sleep(max(min(retry_in, remaining), 0.0))
         elif changes is not None:
             time.sleep(POLL_SECONDS)  # at most two reads a second, however busy the cluster is
-            changes.wait(min(PROGRESS_SECONDS - (time.monotonic() - last), remaining))
+            changes.wait(min(tick - (time.monotonic() - last), remaining))
         else:
             time.sleep(max(min(POLL_SECONDS, remaining), 0.0))

@@ -291,9 +291,10 @@ class Leases:
             return True
         kube = self._renewal or self.kube
         try:
+            sent = time.monotonic()  # the renewTime written: what every other run judges the Lease's age by
             spec = {**(held.get("spec") or {}), "renewTime": micro_time(utc_now())}
             self.held[name] = kube.replace(path, {**held, "spec": spec})
-            self.renewed_at[name] = time.monotonic()
+            self.renewed_at[name] = sent  # not when a slow answer came: the Lease was that much older by then
             return True
         except KubeApiError as error:
             if error.status not in (404, 409):

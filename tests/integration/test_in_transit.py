@@ -464,6 +464,10 @@ def test_a_move_rides_through_an_api_server_stopped_for_20_s(
         # either way the move goes on from where it was, and no step is skipped.
         assert "labelled sim-plugin-1 workload.example.com/gpu-allocation=dra" in out, out
         assert kube.get("/api/v1/nodes/sim-plugin-1")["metadata"]["labels"][KEY] == "dra"
+        # Not silent while stopped: the requests it waits on are said, again every few seconds, not once.
+        notices = [line for line in out.splitlines() if line.startswith("waiting for the API server at")]
+        assert len(notices) >= 2, out
+        assert all("no answer yet after" in line and line.endswith("still waiting") for line in notices), notices
         print(f"\nafter SIGSTOP 20 s: {[line.strip() for line in out.splitlines() if 'answer' in line]}")
     finally:
         process.kill()

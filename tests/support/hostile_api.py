@@ -1,5 +1,5 @@
 """A loopback HTTP server that answers whatever a test tells it to: any status, content type and body bytes, a body
-cut short or sent slowly, a list whose next page is gone (410).
+cut short, sent late or a byte at a time, a list whose next page is gone (410), a watch stream of any lines.
 
 `tests/support/loopback_api.py` plays a well-behaved API server; this one plays a broken server or a proxy in front
 of it, so that the real kubernetes client and transport meet the answers the cluster layer must turn into one line.
@@ -29,6 +29,8 @@ class Answer:
     """Send only this many bytes of the body, after a Content-Length of the whole: a truncated answer."""
     stall: float = 0.0
     """Seconds to wait after the headers before the body: a slow answer."""
+    trickle: float = 0.0
+    """Seconds between two bytes of the body, sent one at a time: an answer that never trips a read timeout."""
 
 
 @dataclass
@@ -57,9 +59,16 @@ def handler_for(script: Script) -> type[http.server.BaseHTTPRequestHandler]:
             self.end_headers()
             if answer.stall:
                 time.sleep(answer.stall)
+            body = answer.body if answer.cut is None else answer.body[: answer.cut]
             try:
-                self.wfile.write(answer.body if answer.cut is None else answer.body[: answer.cut])
-                self.wfile.flush()
+                if answer.trickle:
+                    for index in range(len(body)):
+                        self.wfile.write(body[index : index + 1])
+                        self.wfile.flush()
+                        time.sleep(answer.trickle)
+                else:
+                    self.wfile.write(body)
+                    self.wfile.flush()
             except OSError:
                 return
             if answer.cut is not None:

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.client import kubeclient
+from cluster.client import kubeclient, slowness
 from cluster.client.kube_http import DEFAULT_REQUEST_SECONDS
+from cluster.client.kubeconfig import Source
 from eks_hybrid_gpu import cli, cluster_access
 from tests.support.silent_api import silent_api
 
@@ -57,19 +58,46 @@ def test_a_server_that_never_answers_ends_the_command_within_its_request_timeout
     )
 
 
-def test_a_request_still_waiting_is_said_once_within_seconds(
+def test_a_request_still_waiting_is_said_within_seconds_and_again_while_it_waits(
     silent: tuple[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     url, kubeconfig = silent
-    monkeypatch.setattr(kubeclient, "SLOW_SECONDS", 0.3)
-    assert cli.main(["inspect", "--kubeconfig", kubeconfig, "--request-timeout", "1.5s"]) == 2
+    monkeypatch.setattr(slowness, "SLOW_SECONDS", 0.3)
+    monkeypatch.setattr(slowness, "NOTICE_SECONDS", 0.8)
+    assert cli.main(["inspect", "--kubeconfig", kubeconfig, "--request-timeout", "2s"]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 2
-    assert lines[0] == (
-        f"waiting for the API server at {url} to answer GET /api/v1/namespaces/gpu-system/configmaps/"
-        "gpu-allocation-ledger (gives up after 1.5 s)"
+    assert 2 <= len(lines) - 1 <= 3, lines  # at 0.3 s, 1.1 s, 1.9 s: never more often than every 0.8 s
+    request = "GET /api/v1/namespaces/gpu-system/configmaps/gpu-allocation-ledger"
+    for line in lines[:-1]:
+        assert line.startswith(f"waiting for the API server at {url} to answer {request}: no answer yet after "), line
+        assert line.endswith(
+            "s (request timeout 2 s); the API server is slow, overloaded or throttling this client; still waiting"
+        ), line
+    assert lines[-1].startswith("inspect: cannot reach the Kubernetes API")
+
+
+def test_the_notices_come_at_their_pace_and_name_the_last_429_with_its_retry_after(
+    silent: tuple[str, str],
+) -> None:
+    url, kubeconfig = silent
+    said: list[tuple[float, str]] = []
+    started = time.monotonic()
+    kube = kubeclient.open_cluster(
+        Source(kubeconfig), 7.0, lambda line: said.append((time.monotonic() - started, line))
     )
-    assert lines[1].startswith("inspect: cannot reach the Kubernetes API")
+    assert kube.notices is not None
+    kube.notices.refused("GET /api/v1/pods", 429, "Too Many Requests", "1")
+    with pytest.raises(kubeclient.KubeUnreachable):
+        kube.get("/api/v1/nodes/gpu-0")
+    times = [t for t, _ in said]
+    assert len(said) == 2, said  # at 1.5 s and 5 s; the request gave up at 7 s
+    assert slowness.SLOW_SECONDS <= times[0] < slowness.SLOW_SECONDS + 0.5, times
+    assert slowness.NOTICE_SECONDS <= times[1] - times[0] < slowness.NOTICE_SECONDS + 0.5, times
+    assert said[1][1] == (
+        f"waiting for the API server at {url} to answer GET /api/v1/nodes/gpu-0: no answer yet after 5 s (request "
+        "timeout 7 s); it answered 429 Too Many Requests to GET /api/v1/pods 5 s ago (Retry-After 1 s): it is "
+        "throttling this client; still waiting"
+    )
 
 
 def test_the_request_timeout_reads_as_kubectl_s() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from cluster.client import waits
+from cluster.client import slowness, waits
 from cluster.client.kubeclient import KubeAccessError, KubeApiError, KubeUnreachable
 from eks_hybrid_gpu import transit
 from testkit.fake_kube import FakeKube
@@ -250,3 +250,56 @@ def test_a_retried_patch_names_the_request_that_got_no_answer(capsys: pytest.Cap
         "labelling node gpu-1: the API server did not answer (PATCH /api/v1/nodes/gpu-1: connection refused); "
         "retrying in 0.5 s" in capsys.readouterr().out
     )
+
+
+class Throttled(FakeKube):
+    """A cluster whose client's notices saw a 429 (a throttled API server) just before the wait began."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.notices = slowness.SlowNotices(lambda _line: None, "https://api:6443")
+        self.notices.refused("GET /api/v1/pods", 429, "Too Many Requests", "1")
+
+
+def test_a_wait_on_a_server_that_throttled_recently_says_so_at_the_notices_pace() -> None:
+    kube = Throttled()
+    stamps: list[tuple[float, str]] = []
+    started = time.monotonic()
+    with waits.NodeChanges(kube, "gpu-1") as changes, pytest.raises(waits.WaitTimedOut):  # type: ignore[arg-type]
+        waits.wait_for(
+            "nothing",
+            lambda: (False, "the same"),
+            9,
+            lambda line: stamps.append((time.monotonic(), line)),
+            "x",
+            changes,
+        )
+    ticks = [t - started for t, line in stamps if "still the same" in line]
+    assert len(ticks) >= 2, stamps  # not one line per PROGRESS_SECONDS (8 s)
+    assert ticks[0] < slowness.NOTICE_SECONDS + waits.POLL_SECONDS + 0.5, ticks
+    assert max(b - a for a, b in itertools.pairwise(ticks)) < slowness.NOTICE_SECONDS + waits.POLL_SECONDS + 0.5
+    line = next(line for _, line in stamps if "still the same" in line)
+    assert line.endswith(
+        "still the same (slow API server: it answered 429 Too Many Requests to GET /api/v1/pods 4 s ago "
+        "(Retry-After 1 s): it is throttling this client; still trying)"
+    ), line
+
+
+def test_a_quiet_server_keeps_the_progress_pace() -> None:
+    stamps: list[float] = []
+    with waits.NodeChanges(FakeKube(), "gpu-1") as changes, pytest.raises(waits.WaitTimedOut):  # type: ignore[arg-type]
+        waits.wait_for(
+            "nothing", lambda: (False, "the same"), 5, lambda _: stamps.append(time.monotonic()), "x", changes
+        )
+    assert len(stamps) == 1  # the opening line only: nothing slow, no line before PROGRESS_SECONDS
+
+
+def test_a_retry_waits_at_least_what_retry_after_asks() -> None:
+    error = KubeApiError(429, "Too many requests")
+    error.retry_after = 2.0
+    lines: list[str] = []
+    check = Flaky(1, error)
+    started = time.monotonic()
+    waits.wait_for("the thing", check, 30, lines.append, "run it again")
+    assert time.monotonic() - started >= 2.0
+    assert any(line.endswith("retrying in 2.0 s") for line in lines), lines
