@@ -387,6 +387,26 @@ def test_a_hand_relabel_of_a_schedulable_node_is_refused_and_changes_nothing() -
     assert kube.objects[path]["metadata"]["labels"][KEY] == "dra"
 
 
+def test_a_schedulable_host_with_another_allocator_value_is_refused_before_the_label_phase(project: Path) -> None:
+    _keeping(project)
+    kube = _guarded()
+    stack = migrate.read_stack_file("t", project)
+    kube.objects["/api/v1/nodes/gpu-2"]["metadata"]["labels"][KEY] = "dra"  # left by an earlier move
+    before = copy.deepcopy(kube.objects)
+    with pytest.raises(migrate.MigrateRefused) as refused:
+        migrate.migrate(kube, stack, _args(project, "--timeout", "5"), UpKeeping(kube))  # type: ignore[arg-type]
+    text = str(refused.value)
+    assert f"gpu-2 ({KEY}=dra): the move one node at a time labels each host {KEY}=device-plugin first" in text
+    assert f"`kubectl label node NODE {KEY}-`" in text
+    assert "nothing was changed" in text
+    assert "gpu-1" not in text.split(":")[1]  # a host without the label is no stray
+    assert {p: o for p, o in kube.objects.items() if "/leases/" not in p} == {
+        p: o for p, o in before.items() if "/leases/" not in p
+    }
+    kube.objects["/api/v1/nodes/gpu-2"]["spec"]["unschedulable"] = True  # cordoned, the guard lets the phase change it
+    assert migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project)) is not None  # type: ignore[arg-type]
+
+
 def test_an_interrupted_move_resumes_at_the_node_it_was_moving(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
