@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any, List, Optional, TextIO, cast
 
 from eks_hybrid_gpu.hostcheck import collect, consumer_checks, floors, labels, report, stamp
-from policy.gpu_allocation.vocab.labels import DEFAULT_COHORT_LABEL_KEY, GPU_OPERATOR
+from policy.gpu_allocation.vocab.labels import (
+    ALLOCATOR_LABEL,
+    DEFAULT_COHORT_LABEL_KEY,
+    DEVICE_PLUGIN,
+    DRA,
+    GPU_OPERATOR,
+)
 
 DESCRIPTION = (
     "Check a prepared NVIDIA GPU host against the compatibility floors of one allocation owner "
@@ -55,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser, owner_required: bool = True) 
     )
     parser.add_argument("--cohort-label-key", default=DEFAULT_COHORT_LABEL_KEY)
     parser.add_argument("--cohort-label-value", help=f"default: the owner ({GPU_OPERATOR} for both Operator modes)")
+    parser.add_argument(
+        "--allocator",
+        choices=(DEVICE_PLUGIN, DRA),
+        help=(
+            f"the cohort's {ALLOCATOR_LABEL} value, where its nodeSelector holds one (a DRA cohort that kept "
+            "nvidia.com/gpu through migrate: dra); printed with the labels, to set when the host joins"
+        ),
+    )
     parser.add_argument("--root", type=Path, default=Path("/"), help="host filesystem root, e.g. /host in a Pod")
     parser.add_argument("--nvidia-smi", default="nvidia-smi")
     parser.add_argument("--nvidia-ctk", default="nvidia-ctk")
@@ -80,6 +94,7 @@ def check(
     mig: floors.MigExpectation = "disabled",
     cohort_key: str = DEFAULT_COHORT_LABEL_KEY,
     cohort_value: Optional[str] = None,
+    allocator: Optional[str] = None,
 ) -> report.Outcome:
     """Inspect the host and judge it against the owner's floors."""
     facts = collect.collect(sources)
@@ -93,7 +108,7 @@ def check(
         facts,
         tuple(consumer_checks.extend(floors.evaluate(facts, owner, mig), facts, owner)),
         None,
-        labels.node_labels(facts.gpu.gpus, cohort_key, value),
+        labels.node_labels(facts.gpu.gpus, cohort_key, value, allocator),
     )
 
 
@@ -142,6 +157,7 @@ def run(args: argparse.Namespace, sources: Optional[collect.Sources] = None, std
         cast(floors.MigExpectation, args.mig),
         args.cohort_label_key,
         args.cohort_label_value,
+        args.allocator,
     )
     out = stdout or sys.stdout
     if args.json:

@@ -5,10 +5,10 @@ come from policy/gpu_allocation/vocab/labels.py, which, like the host check, nee
 """
 
 import re
-from typing import TYPE_CHECKING, Dict, Tuple
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 from eks_hybrid_gpu.hostcheck.parse import Gpu
-from policy.gpu_allocation.vocab.labels import COMPUTE_TYPE_LABEL, HYBRID
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, COMPUTE_TYPE_LABEL, HYBRID
 
 if TYPE_CHECKING:
     from typing import Final
@@ -27,10 +27,18 @@ def label_value(text: str) -> str:
     return value.strip("-_.")
 
 
-def node_labels(gpus: Tuple[Gpu, ...], cohort_key: str, cohort_value: str) -> Dict[str, str]:
-    """Return the labels for a host whose GPU 0 model and memory stand for all of them."""
+def node_labels(
+    gpus: Tuple[Gpu, ...], cohort_key: str, cohort_value: str, allocator: Optional[str] = None
+) -> Dict[str, str]:
+    """Return the labels for a host whose GPU 0 model and memory stand for all of them.
+
+    `allocator`: the cohort's `ALLOCATOR_LABEL` value, where its nodeSelector holds one (a DRA cohort that kept
+    `nvidia.com/gpu` through `migrate`: `dra`). kubelet sets `--node-labels` only when it registers the node, and the
+    cohort label guard refuses adding `dra` to a schedulable node afterwards: a host that joins without it is selected
+    by no owner.
+    """
     first = min(gpus, key=lambda gpu: gpu.index)
-    return {
+    labels = {
         COMPUTE_TYPE_LABEL: HYBRID,
         cohort_key: cohort_value,
         GPU_PRESENT_LABEL: "true",
@@ -38,6 +46,9 @@ def node_labels(gpus: Tuple[Gpu, ...], cohort_key: str, cohort_value: str) -> Di
         GPU_MEMORY_LABEL: str(first.memory_mib),
         GPU_COUNT_LABEL: str(len(gpus)),
     }
+    if allocator is not None:
+        labels[ALLOCATOR_LABEL] = allocator
+    return labels
 
 
 def kubelet_flag(labels: Dict[str, str]) -> str:

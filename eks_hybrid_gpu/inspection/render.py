@@ -6,10 +6,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from cluster.findings import show
+from cluster.records.migration import BESIDE_PHASES
 from eks_hybrid_gpu.tables import OPERAND_STANDING
 from eks_hybrid_gpu.terminal import fitted
 from policy.gpu_allocation.vocab.dra_attributes import DRIVER_DOMAIN
-from policy.gpu_allocation.vocab.labels import MIGRATION_NAME
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, MIGRATION_NAME
 
 
 def _version_cell(value: object) -> str:
@@ -47,6 +48,26 @@ def operands_cell(operands: Mapping[str, Any] | None) -> str:
     return f"{cell}, {pods} pod{'s' if pods > 1 else ''} running" if pods else cell
 
 
+def beside_line(record: Mapping[str, Any]) -> str:
+    """What the ledger's `beside` key means while a move one node at a time runs both owners; '' otherwise."""
+    to_selector, phase = record.get("toSelector"), record.get("phase")
+    if not isinstance(to_selector, Mapping) or phase not in BESIDE_PHASES:
+        return ""
+    selector = {**dict(record.get("nodeSelector") or {}), ALLOCATOR_LABEL: record.get("from")}
+    moved, nodes = list(record.get("moved") or []), list(record.get("nodes") or [])
+    return (
+        f"\n  one node at a time: {record.get('from')} serves the nodes labelled {_pairs(selector)}, and "
+        f"{record.get('to')} is installed beside it on {_pairs(to_selector)} (the ledger's `beside` key for the "
+        f"cohort: the second owner while both run, on disjoint selectors); {len(moved)} of {len(nodes)} node(s) moved"
+        f"{': ' + ', '.join(moved) if moved else ''}. Each node moves by its {ALLOCATOR_LABEL} label, changed only by "
+        "migrate under a cordon: the cohort label guard refuses it on a schedulable node"
+    )
+
+
+def _pairs(selector: Mapping[str, Any]) -> str:
+    return ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+
+
 WIDE_ONLY = frozenset({"compute-type", "kubelet", "runtime"})
 """Node columns shown with `-o wide` only: the default table must fit a terminal."""
 
@@ -65,7 +86,9 @@ def render(document: Mapping[str, Any], *, wide: bool = False, width: int | None
             0,
             f"Migration under way: cohort {migration.get('cohort')} from {migration.get('from')} to "
             f"{migration.get('to')}, phase {migration.get('phase')} (ConfigMap {MIGRATION_NAME}); continue it with "
-            f"`eks-hybrid-gpu migrate --stack STACK --cohort {migration.get('cohort')} --to {migration.get('to')}`\n",
+            f"`eks-hybrid-gpu migrate --stack STACK --cohort {migration.get('cohort')} --to {migration.get('to')}`"
+            + beside_line(migration)
+            + "\n",
         )
     header = (
         "node",

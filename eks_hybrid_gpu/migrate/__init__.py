@@ -19,7 +19,9 @@ A move to DRA that keeps `nvidia.com/gpu` through the DRA class (`dra.extendedRe
 node at a time instead (`cluster.records.migration.NODE_PHASES`): label the hosts `eks-hybrid-gpu.io/allocator=
 device-plugin`; narrow the device plugin to that label and install DRA beside it on `allocator=dra` (no node has it
 yet), wait for the plugin's restart and the mapping class; move each node's label in turn with move-host's steps
-(`transit.move_node`), the others serving meanwhile; remove the device plugin; clear. The cohort label stays.
+(`transit.move_node`), the others serving meanwhile; remove the device plugin; clear. The cohort label stays. The
+cohort label guard (`components.node_guard`) admits only the label phase's change of that label on a schedulable node
+(absent -> device-plugin); each node's move comes under its cordon, so a hand relabel cannot skip the drain.
 
 `--dry-run` prints the plan and changes nothing. Run again after Ctrl-C, a kill or a failed phase, the same
 command continues from the recorded phase (and, one node at a time, from the node it was moving).

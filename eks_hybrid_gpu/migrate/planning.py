@@ -172,6 +172,8 @@ def plan(kube: Kube, stack: StackFile, records: ClusterRecords, request: Migrate
     )
     if kept_name(stack, migration) is not None and from_owner == DEVICE_PLUGIN:
         migration = _one_node_at_a_time(migration)
+        if migration.per_node:
+            _refuse_stray_allocator(live, migration)
     target = config_at(stack, migration.at("uncordon"))  # the target owner's floors (hostDriverVerified, versions, ...)
     current = config_at(stack, migration)
     if from_cohort is not None:  # judge the hosts as the ledger names them: their allocator is stamped so
@@ -225,6 +227,31 @@ def _one_node_at_a_time(migration: Migration) -> Migration:
         return migration
     target = {**migration.node_selector, ALLOCATOR_LABEL: migration.to_owner}
     return dataclasses.replace(migration, phase="label", to_selector=target)
+
+
+def _refuse_stray_allocator(live: LiveCluster, migration: Migration) -> None:
+    """MigrateRefused before anything changes, where the label phase would change another allocator value.
+
+    The label phase sets `ALLOCATOR_LABEL=<old owner>` on schedulable hosts; the cohort label guard admits that only
+    on a node without the label (no allocator changes while the old owner selects the hosts by their cohort label).
+    A host left with another value (an earlier move, a hand label) would stop the phase half-way.
+    """
+    stray = [
+        f"{n['metadata']['name']} ({ALLOCATOR_LABEL}={labels[ALLOCATOR_LABEL]})"
+        for n in live.nodes
+        if str(n["metadata"]["name"]) in migration.nodes
+        and not (n.get("spec") or {}).get("unschedulable")
+        and (labels := n["metadata"].get("labels") or {}).get(ALLOCATOR_LABEL, "") not in ("", migration.from_owner)
+    ]
+    if stray:
+        msg = (
+            f"cohort {migration.cohort}: {', '.join(stray)}: the move one node at a time labels each host "
+            f"{ALLOCATOR_LABEL}={migration.from_owner} first, and the cohort label guard refuses changing another "
+            "value on a schedulable node. Nothing selects those hosts by that label yet: cordon each, remove the "
+            f"label (`kubectl label node NODE {ALLOCATOR_LABEL}-`), uncordon it, then run the same command again; "
+            "nothing was changed"
+        )
+        raise MigrateRefused(msg)
 
 
 def _refuse_lost_name(

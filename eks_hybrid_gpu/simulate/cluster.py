@@ -20,7 +20,7 @@ from eks_hybrid_gpu.simulate.model import (
     SimulationError,
 )
 from eks_hybrid_gpu.simulate.objects import extended_resources, node_object, node_status, resource_slice, slice_name
-from policy.gpu_allocation.vocab.labels import DRA
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, DRA
 
 
 @dataclass
@@ -65,12 +65,15 @@ def _put_node(kube: Kube, node: SimNode, cohort_label_key: str) -> dict[str, Any
             msg = f"node {node.name} exists and is not simulated; refusing to overwrite a real node"
             raise SimulationError(msg)
         was_cordoned = bool(existing.get("spec", {}).get("unschedulable"))
-        relabel = (existing["metadata"].get("labels") or {}).get(cohort_label_key) != desired["metadata"]["labels"].get(
-            cohort_label_key
-        )
+        labels, wanted = existing["metadata"].get("labels") or {}, desired["metadata"]["labels"]
+        if ALLOCATOR_LABEL in labels and ALLOCATOR_LABEL not in wanted:
+            # `migrate` set it (a move one node at a time); a kubelet never drops a label it did not set.
+            wanted[ALLOCATOR_LABEL] = labels[ALLOCATOR_LABEL]
+        relabel = any(labels.get(key) != wanted.get(key) for key in (cohort_label_key, ALLOCATOR_LABEL))
         if relabel and not was_cordoned:
-            # The host inventory moves this host between cohorts: as an administrator must with the stack's cohort
-            # label guard on, for the length of the change only (no pod is drained: rehearse with move-host).
+            # The host inventory moves this host between cohorts or allocators: as an administrator must with the
+            # stack's cohort label guard on, for the length of the change only (no pod is drained: rehearse with
+            # move-host or migrate).
             existing = kube.merge_patch(path, {"spec": {"unschedulable": True}})
         desired["metadata"]["resourceVersion"] = existing["metadata"]["resourceVersion"]
         desired["spec"] = {**existing.get("spec", {}), **desired["spec"]}

@@ -28,6 +28,7 @@ from cluster.client import kubeclient
 from cluster.judge.node_state import TRANSIT_ANNOTATION
 from cluster.judge.publishers import pod_publisher
 from eks_hybrid_gpu import engine, inspection, localcluster, movehost
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL
 from tests.integration.helpers import work_dir_with_stack
 from tests.support.waiting import wait_for
 
@@ -188,6 +189,46 @@ def test_a_raw_relabel_of_a_busy_schedulable_node_is_refused_by_the_api_server(
         assert kube.merge_patch("/api/v1/nodes/sim-plugin-0/status", heartbeat)["metadata"]["name"] == "sim-plugin-0"
     finally:
         delete_pod(kube, "busy-raw")
+
+
+def test_a_hand_relabel_of_the_allocator_label_on_a_busy_schedulable_node_is_refused_and_passes_cordoned(
+    transit_stack: auto.Stack, kube: kubeclient.Kube
+) -> None:
+    """The guard's second validation, on the real API server: the allocator label `migrate` moves hosts by."""
+    held = consumer(kube, "busy-allocator", "sim-plugin-0")  # Running, holding nvidia.com/gpu: 1
+    assert held["spec"]["nodeName"] == "sim-plugin-0"
+    node = "/api/v1/nodes/sim-plugin-0"
+    refusal = f"the {ALLOCATOR_LABEL} label of a schedulable node cannot change which allocator serves it"
+
+    def allocator() -> str | None:
+        return (kube.get(node)["metadata"].get("labels") or {}).get(ALLOCATOR_LABEL)
+
+    try:
+        started = time.monotonic()
+        # migrate's label phase: absent -> device-plugin passes on a schedulable node (the plugin still selects it).
+        kube.merge_patch(node, {"metadata": {"labels": {ALLOCATOR_LABEL: "device-plugin"}}})
+        assert allocator() == "device-plugin"
+        for path, value in ((node, "dra"), (node, None), (f"{node}/status", "dra"), (f"{node}/status", None)):
+            with pytest.raises((kubeclient.KubeAccessError, kubeclient.KubeApiError)) as refused:
+                kube.merge_patch(path, {"metadata": {"labels": {ALLOCATOR_LABEL: value}}})
+            text = " ".join(str(refused.value).split())
+            assert refusal in text, text
+            assert "eks-hybrid-gpu migrate --stack STACK --cohort COHORT --to dra" in text
+            assert "eks-hybrid-gpu move-host NODE --to COHORT" in text
+            assert allocator() == "device-plugin"
+        refused_at = time.monotonic() - started
+        # Cordoned, the same relabels pass: the node's own move, as migrate and move-host make it.
+        kube.merge_patch(node, {"spec": {"unschedulable": True}})
+        kube.merge_patch(node, {"metadata": {"labels": {ALLOCATOR_LABEL: "dra"}}})
+        assert allocator() == "dra"
+        kube.merge_patch(node, {"metadata": {"labels": {ALLOCATOR_LABEL: None}}})
+        assert allocator() is None
+        print(f"\nallocator guard: 1 label-phase add admitted, 4 hand relabels refused in {refused_at:.2f} s")
+    finally:
+        kube.merge_patch(node, {"spec": {"unschedulable": True}})
+        kube.merge_patch(node, {"metadata": {"labels": {ALLOCATOR_LABEL: None}}})
+        kube.merge_patch(node, {"spec": {"unschedulable": None}})
+        delete_pod(kube, "busy-allocator")
 
 
 def test_a_host_relabelled_while_busy_is_refused_at_preview_and_by_inspect(

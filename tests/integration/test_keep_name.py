@@ -30,6 +30,7 @@ from cluster.client import kubeclient
 from cluster.client.kubeclient import SLICES
 from cluster.judge.consumers import mechanism_of
 from cluster.judge.kept_name import mapping_classes
+from components.node_guard import POLICY_NAME, allocator_expression
 from components.ownership_ledger import ownership_map
 from eks_hybrid_gpu import cluster_access, engine, local, localcluster, migrate, simulate
 from eks_hybrid_gpu.migrate.planning import read_stack_file
@@ -317,6 +318,9 @@ def test_on_1_37_migrate_keeps_the_name_and_the_deployment_runs_on_through_dra_c
     deployment = kube.get(DEPLOYMENT)
     spec, generation = deployment["spec"], deployment["metadata"]["generation"]
     _declare_target(work_137)
+    # The stack's cohort label guard is installed, its allocator validation with it: migrate moves behind it.
+    guard = kube.get(f"/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/{POLICY_NAME}")
+    assert allocator_expression() in [v["expression"] for v in guard["spec"]["validations"]]
 
     with Serving(kube, "fleet") as serving:
         code, seconds, samplers = sampled(kube, _argv(work_137, env_137.state_dir, cluster_137.kubeconfig))

@@ -19,6 +19,7 @@ import yaml
 from components.config import ChartPin, CohortConfig, OperatorConfig
 from components.device_plugin import DevicePlugin
 from components.gpu_operator import GpuOperator
+from components.node_guard import allocator_expression, allocator_refusal_message
 from components.runtime_class import NvidiaRuntimeClass
 from components.stamping import Ownership, stamp
 from eks_hybrid_gpu.mocks import ROOT, Registration, exported_outputs
@@ -572,9 +573,15 @@ def test_the_cohort_label_guard_refuses_relabelling_a_schedulable_node(run: RunP
         "operations": ["UPDATE"],
         "resources": ["nodes", "nodes/status"],
     }
-    (validation,) = spec["validations"]
+    validation, allocator = spec["validations"]
     assert '"workload.example.com/gpu-allocation" in oldObject.metadata.labels' in validation["expression"]
     assert "eks-hybrid-gpu move-host NODE --to COHORT" in validation["message"]
+    assert allocator == {
+        "expression": allocator_expression(),
+        "message": allocator_refusal_message(),
+        "reason": "Forbidden",
+    }
+    assert '"eks-hybrid-gpu.io/allocator" in oldObject.metadata.labels' in allocator["expression"]
     binding = recorder.named("gpu-cohort-label-guard-binding")
     assert binding.inputs["spec"] == {"policyName": "eks-hybrid-gpu-cohort-label-guard", "validationActions": ["Deny"]}
 

@@ -608,3 +608,18 @@ def test_module_entry_point_exits_2_without_nvidia_smi(tmp_path: Path) -> None:
     )  # fmt: skip
     assert completed.returncode == 2
     assert "cannot inspect the GPUs: no executable at /nonexistent/nvidia-smi. Being on premises" in completed.stdout
+
+
+@pytest.mark.unit
+def test_a_cohort_that_kept_the_name_through_dra_gets_its_allocator_label_at_registration() -> None:
+    code, text = run(
+        host("driver-570.csv"), "--owner", "dra", "--json", "--cohort-label-value", "device-plugin", "--allocator",
+        "dra",
+    )  # fmt: skip
+    document = json.loads(text)
+    assert code == 0
+    assert document["nodeLabels"]["workload.example.com/gpu-allocation"] == "device-plugin"  # the cohort label kept
+    assert document["nodeLabels"]["eks-hybrid-gpu.io/allocator"] == "dra"
+    assert "eks-hybrid-gpu.io/allocator=dra" in document["kubeletNodeLabelsFlag"]
+    _, plain = run(host("driver-570.csv"), "--owner", "dra", "--json")
+    assert "eks-hybrid-gpu.io/allocator" not in json.loads(plain)["nodeLabels"]  # only where the cohort selects it

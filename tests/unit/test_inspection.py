@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from cluster.records.ledger import Ledger, ledger_of
+from cluster.records.migration import Migration
 from eks_hybrid_gpu import cluster_access, inspection
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL
 from tests.support.configs import CONTAINER_RUNTIME, KUBELET_VERSION, node_info
 from tests.support.loopback_api import LoopbackApi, api_fixture  # noqa: F401 (registers fixture `api`)
 
@@ -697,3 +699,33 @@ def test_held_leases_are_shown_in_the_table_and_the_json_and_are_no_conflict(
     assert inspection.main(["-o", "json"]) == 0
     [lease] = json.loads(capsys.readouterr().out)["leases"]
     assert (lease["kind"], lease["target"], lease["expired"]) == ("node", "dp-ours", True)
+
+
+def test_a_move_one_node_at_a_time_explains_the_ledgers_beside_key() -> None:
+    hosts = {"eks.amazonaws.com/compute-type": "hybrid", "workload.example.com/gpu-allocation": "device-plugin"}
+    record = Migration(
+        "plugin",
+        "device-plugin",
+        "dra",
+        "move-nodes",
+        hosts,
+        ("gpu-1", "gpu-2"),
+        to_selector={**hosts, ALLOCATOR_LABEL: "dra"},
+        moved=("gpu-1",),
+    )
+    ref = "gpu-system/gpu-allocation-ledger"
+    found = inspection.Snapshot([], [], [], LEDGER, ref, "ai-workloads", migration=record)
+    text = " ".join(inspection.render(inspection.report(found)).split())
+    assert "Migration under way: cohort plugin from device-plugin to dra, phase move-nodes" in text
+    assert (
+        "one node at a time: device-plugin serves the nodes labelled "
+        f"{ALLOCATOR_LABEL}=device-plugin,eks.amazonaws.com/compute-type=hybrid,"
+        "workload.example.com/gpu-allocation=device-plugin, and dra is installed beside it on "
+        f"{ALLOCATOR_LABEL}=dra," in text
+    )
+    assert "(the ledger's `beside` key for the cohort: the second owner while both run, on disjoint selectors)" in text
+    assert "1 of 2 node(s) moved: gpu-1" in text
+    assert "the cohort label guard refuses it on a schedulable node" in text
+    for phase in ("label", "remove"):  # one owner installed: no second one to explain
+        alone = inspection.Snapshot([], [], [], LEDGER, ref, "ai-workloads", migration=record.at(phase))
+        assert "beside" not in inspection.render(inspection.report(alone))

@@ -12,19 +12,22 @@ from typing import Any
 import pytest
 import yaml
 
-from cluster.client.kubeclient import DEVICE_CLASSES, SLICES
+from cluster.client.kubeclient import DEVICE_CLASSES, SLICES, KubeApiError
 from cluster.client.waits import WaitTimedOut
 from cluster.judge.kept_name import gate_refusal, mapping_classes, node_gates, shadowing_refusal, stranded
 from cluster.judge.node_state import TRANSIT_ANNOTATION as TRANSIT
 from cluster.judge.node_state import NodeState
 from cluster.records.migration import Migration, parse_migration
 from components.mid_migration import apply_to_raw, beside_raw
+from components.node_guard import allocator_expression, allocator_refusal_message, guard_expression
 from eks_hybrid_gpu import migrate
 from eks_hybrid_gpu.movehost import MoveRefused, refuse_unkept_name
 from eks_hybrid_gpu.stackfile import edited
 from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL, COHORT_LABEL, OWNER_LABEL
 from testkit.fake_kube import FakeKube
+from testkit.fake_kube import merge_patch as merge_patch_into
 from tests.support.configs import hybrid_node
+from tests.support.node_cel import evaluate
 from tests.unit.test_migrate import LEDGER, NODES, NS, RECORD, _args, cluster
 from tests.unit.test_migrate import _pod as _pod_of
 
@@ -327,11 +330,88 @@ def test_keeping_the_name_moves_one_node_at_a_time_and_one_always_serves(
     assert written["config"]["eks-hybrid-gpu:cohorts"][0]["nodeSelector"] == MOVED
 
 
+class Guarded(Fleet):
+    """The fleet behind the cohort label guard: each node write is judged by the policy's two CEL validations on
+    the node before and after it, and refused (403, nothing written) as the API server refuses it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.judged: list[tuple[str, str | None, str | None, bool]] = []
+        """(node, allocator label before, after, cordoned after) of each admitted node write."""
+
+    def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if not path.startswith("/api/v1/nodes/"):
+            return super().merge_patch(path, body)
+        before = copy.deepcopy(self.objects[path])
+        after = copy.deepcopy(before)
+        merge_patch_into(after, body)
+        key = "workload.example.com/gpu-allocation"
+        if not (evaluate(guard_expression(key), before, after) and evaluate(allocator_expression(), before, after)):
+            raise KubeApiError(403, allocator_refusal_message())
+        labels = (before["metadata"].get("labels") or {}, after["metadata"].get("labels") or {})
+        cordoned = bool(after.get("spec", {}).get("unschedulable"))
+        self.judged.append((path, labels[0].get(KEY), labels[1].get(KEY), cordoned))
+        return super().merge_patch(path, body)
+
+
+def _guarded() -> Guarded:
+    kube = Guarded()
+    kube.objects.update(copy.deepcopy(_cluster().objects))
+    kube.settle()
+    return kube
+
+
+def test_migrate_keeping_the_name_passes_the_guard_and_relabels_only_what_it_may(project: Path) -> None:
+    """Every allocator-label change migrate makes on a schedulable node is the label phase's absent -> device-plugin;
+    the moves to dra (and the removals before them) all come under its cordon."""
+    _keeping(project)
+    kube = _guarded()
+    stack = migrate.read_stack_file("t", project)
+    assert migrate.migrate(kube, stack, _args(project, "--timeout", "5"), UpKeeping(kube)) == 0  # type: ignore[arg-type]
+    changes = [(old, new, cordoned) for _, old, new, cordoned in kube.judged if old != new]
+    assert {c for c in changes if not c[2]} == {(None, "device-plugin", False)}
+    assert {c for c in changes if c[2]} == {(None, "dra", True), ("device-plugin", None, True)}
+    assert all(kube.objects[f"/api/v1/nodes/{n}"]["metadata"]["labels"][KEY] == "dra" for n in NODES)
+
+
+def test_a_hand_relabel_of_a_schedulable_node_is_refused_and_changes_nothing() -> None:
+    kube = _guarded()
+    path = f"/api/v1/nodes/{NODES[0]}"
+    kube.merge_patch(path, {"metadata": {"labels": {KEY: "device-plugin"}}})
+    for attempt in ("dra", None):
+        with pytest.raises(KubeApiError, match="cannot change which allocator serves it"):
+            kube.merge_patch(path, {"metadata": {"labels": {KEY: attempt}}})
+        assert kube.objects[path]["metadata"]["labels"][KEY] == "device-plugin"
+    kube.merge_patch(path, {"spec": {"unschedulable": True}})
+    kube.merge_patch(path, {"metadata": {"labels": {KEY: "dra"}}})  # cordoned: the node's own move
+    assert kube.objects[path]["metadata"]["labels"][KEY] == "dra"
+
+
+def test_a_schedulable_host_with_another_allocator_value_is_refused_before_the_label_phase(project: Path) -> None:
+    _keeping(project)
+    kube = _guarded()
+    stack = migrate.read_stack_file("t", project)
+    kube.objects["/api/v1/nodes/gpu-2"]["metadata"]["labels"][KEY] = "dra"  # left by an earlier move
+    before = copy.deepcopy(kube.objects)
+    with pytest.raises(migrate.MigrateRefused) as refused:
+        migrate.migrate(kube, stack, _args(project, "--timeout", "5"), UpKeeping(kube))  # type: ignore[arg-type]
+    text = str(refused.value)
+    assert f"gpu-2 ({KEY}=dra): the move one node at a time labels each host {KEY}=device-plugin first" in text
+    assert f"`kubectl label node NODE {KEY}-`" in text
+    assert "nothing was changed" in text
+    assert "gpu-1" not in text.split(":")[1]  # a host without the label is no stray
+    assert {p: o for p, o in kube.objects.items() if "/leases/" not in p} == {
+        p: o for p, o in before.items() if "/leases/" not in p
+    }
+    kube.objects["/api/v1/nodes/gpu-2"]["spec"]["unschedulable"] = True  # cordoned, the guard lets the phase change it
+    assert migrate.plan(kube, stack, migrate.ClusterRecords(kube, NS), _args(project)) is not None  # type: ignore[arg-type]
+
+
 def test_an_interrupted_move_resumes_at_the_node_it_was_moving(
     project: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _keeping(project)
-    kube = _fleet()
+    kube = _guarded()  # the resumed node is cordoned again before its label changes
     stack = migrate.read_stack_file("t", project)
     up = UpKeeping(kube)
     real = kube.merge_patch

@@ -11,6 +11,7 @@ from cluster.judge.node_state import TRANSIT_ANNOTATION, NodeState
 from cluster.records.ledger import ledger_of
 from components.node_guard import cel_string, guard_expression, refusal_message
 from eks_hybrid_gpu.movehost import MoveRefused, plan_move
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL
 
 pytestmark = pytest.mark.unit
 
@@ -89,3 +90,11 @@ def test_a_node_mid_migration_is_not_moved() -> None:
         MoveRefused, match=r"finish that with `eks-hybrid-gpu migrate --stack STACK --cohort plugin --to dra`"
     ):
         plan_move(state(HYBRID_PLUGIN, {TRANSIT_ANNOTATION: record}), COHORTS, "dra")
+
+
+def test_a_host_that_joined_a_kept_name_cohort_without_its_allocator_label_is_moved_by_that_label() -> None:
+    moved = {"eks.amazonaws.com/compute-type": "hybrid", KEY: "device-plugin", ALLOCATOR_LABEL: "dra"}
+    cohorts = ledger_of(
+        {"cohorts": {"plugin": {"owner": "dra", "nodeSelector": moved}}}, "gpu-system/gpu-allocation-ledger"
+    ).cohorts  # type: ignore[union-attr]
+    assert plan_move(state(HYBRID_PLUGIN), cohorts, "plugin") == (ALLOCATOR_LABEL, "dra", None)

@@ -10,9 +10,12 @@ import pytest
 
 from cluster.client.kubeclient import Kube
 from cluster.judge.publishers import observe
+from components.node_guard import allocator_expression, allocator_refusal_message, guard_expression
 from eks_hybrid_gpu.simulate import Simulation
 from eks_hybrid_gpu.simulate.cluster import apply
+from policy.gpu_allocation.vocab.labels import ALLOCATOR_LABEL
 from testkit.fake_kube import merge_patch as _merge  # RFC 7386, as the API server applies it
+from tests.support.node_cel import evaluate
 
 pytestmark = pytest.mark.unit
 
@@ -119,3 +122,50 @@ def test_resources_a_pod_published_stay_when_no_host_level_plugin_was_declared()
     apply(kube, _fleet(None))
 
     assert _gpu_resources(api, "allocatable") == {"nvidia.com/gpu": "4"}
+
+
+class GuardedApi(MemoryApi):
+    """The in-memory server behind the cohort label guard's CEL: a refused write raises and changes nothing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cordons = 0
+
+    def _admit(self, path: str, after: dict[str, Any]) -> None:
+        before = self.objects[path]
+        key = "workload.example.com/gpu-allocation"
+        if not (evaluate(guard_expression(key), before, after) and evaluate(allocator_expression(), before, after)):
+            raise AssertionError(allocator_refusal_message())
+        self.cordons += bool(after.get("spec", {}).get("unschedulable")) and not before["spec"].get("unschedulable")
+
+    def request(self, method: str, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        self._admit(path, body)
+        return super().request(method, path, body)
+
+    def merge_patch(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        target = path.removesuffix("/status")
+        after = copy.deepcopy(self.objects[target])
+        _merge(after, {"status": body["status"]} if path.endswith("/status") else body)
+        self._admit(target, after)
+        return super().merge_patch(path, body)
+
+
+def test_a_reapplied_fleet_keeps_the_allocator_label_migrate_set_and_changes_one_under_a_cordon() -> None:
+    api = GuardedApi()
+    kube: Kube = api  # type: ignore[assignment]
+    apply(kube, _fleet(None))
+    node = "/api/v1/nodes/gpu-0"
+    api.objects[node]["metadata"]["labels"][ALLOCATOR_LABEL] = "dra"  # as migrate leaves a moved node
+
+    apply(kube, _fleet(None))  # the fleet file does not name the label: the node keeps it, no cordon needed
+
+    assert api.objects[node]["metadata"]["labels"][ALLOCATOR_LABEL] == "dra"
+    assert api.cordons == 0
+    declared = _fleet(None).model_dump(by_alias=True, exclude_none=True)
+    declared["nodes"][0]["labels"] = {ALLOCATOR_LABEL: "device-plugin"}
+
+    apply(kube, Simulation.model_validate(declared))  # the inventory changes it: cordoned for the change only
+
+    assert api.objects[node]["metadata"]["labels"][ALLOCATOR_LABEL] == "device-plugin"
+    assert api.cordons == 1
+    assert not api.objects[node]["spec"].get("unschedulable")
