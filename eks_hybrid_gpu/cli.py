@@ -175,9 +175,12 @@ def interrupted_line(args_list: Sequence[str], stop: KeyboardInterrupt) -> str:
     line = f"eks-hybrid-gpu{' ' + named if named else ''}: interrupted (Ctrl-C)"
     if not isinstance(stop, EngineInterrupted):
         return line
+    again = shlex.join(["eks-hybrid-gpu", *args_list])
+    if not stop.changes:
+        return f"{line} during {stop.what}; nothing was changed: run `{again}` again to start over"
     return (
         f"{line} during {stop.what}; the engine stopped after the steps in flight and recorded them: run "
-        f"`{shlex.join(['eks-hybrid-gpu', *args_list])}` again to go on from there"
+        f"`{again}` again to go on from there"
     )
 
 

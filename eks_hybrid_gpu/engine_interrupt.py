@@ -32,9 +32,11 @@ STOP_AT_ONCE_AFTER: Final = 2
 class EngineInterrupted(KeyboardInterrupt):
     """Ctrl-C stopped an engine command; `what` names it (`pulumi up of stack local`), for the line to run again."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, *, changes: bool = True) -> None:
         super().__init__(what)
         self.what = what
+        self.changes = changes
+        """False for a preview: it changes nothing, so there is nothing for the engine to record."""
 
 
 def _terminal_reached_the_group() -> bool:
@@ -96,7 +98,7 @@ def _noted_sigint() -> Iterator[list[int]]:
         signal.signal(signal.SIGINT, previous)
 
 
-def interruptible(what: str, run: Callable[[], Result]) -> Result:
+def interruptible(what: str, run: Callable[[], Result], *, changes: bool = True) -> Result:
     """`run()` (an engine command), letting the engine stop cleanly on Ctrl-C; then EngineInterrupted naming `what`.
 
     The engine's own failure after a Ctrl-C (`pulumi up` exits non-zero when cancelled) is the interruption, not an
@@ -107,8 +109,8 @@ def interruptible(what: str, run: Callable[[], Result]) -> Result:
             result = run()
         except Exception:
             if received:
-                raise EngineInterrupted(what) from None
+                raise EngineInterrupted(what, changes=changes) from None
             raise
     if received:
-        raise EngineInterrupted(what)
+        raise EngineInterrupted(what, changes=changes)
     return result

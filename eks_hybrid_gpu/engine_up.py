@@ -28,6 +28,7 @@ def planned_up(stack: Any, confirm: Confirm | None, say: Callable[[str], None], 
         interruptible(
             f"the preview of stack {stack.name}",
             lambda: stack.preview(on_output=say, color="never", policy_packs=packs),
+            changes=False,
         )
         if not confirm(f"Perform this update of stack {stack.name} on {where}?"):
             return None

@@ -218,3 +218,14 @@ def test_without_ctrl_c_the_engine_finishes_and_the_command_succeeds(tmp_path: P
     ).returncode
     assert code == 0
     assert marker.read_text().splitlines() == ["ready", "finished"]
+
+
+def test_the_line_after_an_interrupted_preview_says_nothing_changed() -> None:
+    from eks_hybrid_gpu.engine_interrupt import EngineInterrupted
+
+    argv = ["local", "up", "--chart-mirror", "/m x"]
+    assert cli.interrupted_line(argv, EngineInterrupted("the preview of stack local", changes=False)) == (
+        "eks-hybrid-gpu local: interrupted (Ctrl-C) during the preview of stack local; nothing was changed: run "
+        "`eks-hybrid-gpu local up --chart-mirror '/m x'` again to start over"
+    )
+    assert cli.interrupted_line(argv, KeyboardInterrupt()) == "eks-hybrid-gpu local: interrupted (Ctrl-C)"
