@@ -10,13 +10,15 @@ The flags commands share (`SHARED_FLAGS`) are taken before the command too, as k
 `eks-hybrid-gpu --kubeconfig X inspect` is `eks-hybrid-gpu inspect --kubeconfig X`.
 
 Ctrl-C (SIGINT) stops every command with one line and exit code 130, as a shell reports it; a command that has
-more to say about where it stopped (`migrate`: the phase recorded in the cluster) says it in that line itself.
+more to say about where it stopped (`migrate`: the phase recorded in the cluster) says it in that line itself, and
+one stopped inside its `pulumi up` (eks_hybrid_gpu.engine_interrupt) names it and the same command to run again.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import shlex
 import sys
 from collections.abc import Sequence
 from importlib import metadata
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Final, NoReturn
 
 from eks_hybrid_gpu import projectdir
+from eks_hybrid_gpu.engine_interrupt import EngineInterrupted
 from eks_hybrid_gpu.projectdir import ProjectDirError
 
 COMMANDS: Final[dict[str, tuple[str, str]]] = {
@@ -161,10 +164,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     try:
         return _main(args_list)
-    except KeyboardInterrupt:
-        named = next((a for a in args_list if a in COMMANDS), None)
-        print(f"eks-hybrid-gpu{' ' + named if named else ''}: interrupted (Ctrl-C)", file=sys.stderr, flush=True)
+    except KeyboardInterrupt as stop:
+        print(interrupted_line(args_list, stop), file=sys.stderr, flush=True)
         return INTERRUPTED_EXIT_CODE
+
+
+def interrupted_line(args_list: Sequence[str], stop: KeyboardInterrupt) -> str:
+    """The one line after Ctrl-C: the command; inside an engine run, what stopped and the same command to re-run."""
+    named = next((a for a in args_list if a in COMMANDS), None)
+    line = f"eks-hybrid-gpu{' ' + named if named else ''}: interrupted (Ctrl-C)"
+    if not isinstance(stop, EngineInterrupted):
+        return line
+    again = shlex.join(["eks-hybrid-gpu", *args_list])
+    if not stop.changes:
+        return f"{line} during {stop.what}; nothing was changed: run `{again}` again to start over"
+    return (
+        f"{line} during {stop.what}; the engine stopped after the steps in flight and recorded them: run "
+        f"`{again}` again to go on from there"
+    )
 
 
 def _main(argv: list[str]) -> int:

@@ -31,8 +31,18 @@ def add_yes_option(parser: argparse.ArgumentParser, what: str) -> None:
     )
 
 
-def refusal(command: str, *, yes: bool, dry_run: bool, stdin: TextIO | None = None) -> str | None:
-    """The one line a command that must ask prints when nobody can answer (stdin no terminal), else None."""
+def refusal(
+    command: str,
+    *,
+    yes: bool,
+    dry_run: bool,
+    stdin: TextIO | None = None,
+    plan_only: str = "--dry-run to print the plan and change nothing",
+) -> str | None:
+    """The one line a command that must ask prints when nobody can answer (stdin no terminal), else None.
+
+    `plan_only`: how to see the plan without changing anything, for the line's alternative.
+    """
     if yes or dry_run:
         return None
     stream = stdin if stdin is not None else sys.stdin
@@ -40,7 +50,7 @@ def refusal(command: str, *, yes: bool, dry_run: bool, stdin: TextIO | None = No
         return None
     return (
         f"{command}: this run changes the cluster and asks first, but stdin is not a terminal: pass --yes to run it "
-        "without asking (or --dry-run to print the plan and change nothing)"
+        f"without asking (or {plan_only})"
     )
 
 

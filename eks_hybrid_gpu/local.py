@@ -35,7 +35,9 @@ from eks_hybrid_gpu import (
     simulate,
 )
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.confirm import DECLINED_EXIT_CODE, NO_TERMINAL_EXIT_CODE, Confirm, add_yes_option, asker, refusal
 from eks_hybrid_gpu.engine import engine_state_dir
+from eks_hybrid_gpu.engine_up import planned_up
 from eks_hybrid_gpu.localpaths import local_state_dir
 from eks_hybrid_gpu.options import add_output_option, serialized
 from eks_hybrid_gpu.stackfile import stack_config
@@ -44,6 +46,7 @@ from policy.gpu_allocation.vocab.labels import LEDGER_NAME
 
 LOCAL_STACK = "local"
 NODES_READY_TIMEOUT_SECONDS = 60.0
+PLAN_ONLY = "run it on a terminal to see the plan and answer"
 
 
 def _shown(path: Path) -> str:
@@ -143,8 +146,11 @@ def _node_ready(node: Mapping[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
-    """Bring up the local cluster (if needed) and run `pulumi up` of the stack with the policy pack."""
+def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None, confirm: Confirm | None = None) -> int:
+    """Bring up the local cluster (if needed) and run `pulumi up` of the stack with the policy pack.
+
+    `confirm`: asked after the plan (the preview) is printed; None (`--yes`) updates without a preview or question.
+    """
     started = time.monotonic()
     config = stack_config(stack_name)
     try:
@@ -191,10 +197,17 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None) -> int:
     stack = engine.stack(env, stack_name, charts=charts.overrides)
     _print(f"\npulumi up of stack {stack_name} with the policy pack {_shown(projectdir.policy_pack())}")
     try:
-        result = stack.up(on_output=_print, color="never", policy_packs=engine.policy_packs())
+        result = planned_up(stack, confirm, _print, f"the local cluster at {cluster.server}")
     except auto.CommandError as error:
         _print(f"pulumi up failed: {error}")
         return 1
+    if result is None:
+        print(
+            "local up: not updated (answered no): the stack is as it was; the local cluster stays up "
+            "(`eks-hybrid-gpu local down` stops it)",
+            file=sys.stderr,
+        )
+        return DECLINED_EXIT_CODE
     ownership = result.outputs["ownership"].value
     _print(f"\nOwnership map (also ConfigMap {ledger_namespace(config.namespaces)}/{LEDGER_NAME}):")
     _print(ownership_table(ownership))
@@ -269,6 +282,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a folder of <chart>-<version>.tgz archives to install from, instead of ../shared/charts and upstream "
         f"(default: ${chartmirror.CHART_MIRROR_ENV}); see docs/charts.md",
     )
+    add_yes_option(start, "update the stack")
     sub.add_parser("down", help="destroy the local stack and stop the local cluster")
     status_p = sub.add_parser("status", help="where the local cluster is and which of its processes run")
     add_output_option(status_p, ("json", "yaml"), default="json")
@@ -282,5 +296,9 @@ def main(argv: list[str]) -> int:
 def run(args: argparse.Namespace) -> int:
     """Run `local up`, `down` or `status`."""
     if args.local_command == "up":
-        return up(chart_mirror=args.chart_mirror)
+        stop = refusal("local up", yes=args.yes, dry_run=False, plan_only=PLAN_ONLY)
+        if stop is not None:
+            print(stop, file=sys.stderr)
+            return NO_TERMINAL_EXIT_CODE
+        return up(chart_mirror=args.chart_mirror, confirm=None if args.yes else asker())
     return down() if args.local_command == "down" else status(args.output)

@@ -2,7 +2,8 @@
 
 Durations read as Go's `time.ParseDuration` reads them (`90s`, `10m`, `1h30m`; a bare number is seconds, as the
 flags always took), and output formats as kubectl's `-o json|yaml|wide` (`--json` stays as the short form of
-`-o json`). One home, so that no command grows its own reading of `10m`.
+`-o json`). One home, so that no command grows its own reading of `10m`; the output option and the apiVersion/kind
+envelope live in eks_hybrid_gpu.outputs, which the host check's standard-library artifact imports too.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from typing import Any, Final, TypeVar
 import yaml
 
 from cluster.findings import show
+from eks_hybrid_gpu.outputs import API_VERSION, OUTPUTS, add_output_option, typed
+
+__all__ = ["API_VERSION", "OUTPUTS", "add_output_option", "typed"]
 
 _UNIT_SECONDS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION: Final = re.compile(r"(?:\d+(?:\.\d+)?(?:ms|s|m|h))+", re.ASCII)
@@ -28,9 +32,6 @@ _BARE_SECONDS: Final = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
 MAX_DURATION_SECONDS: Final = 7 * 24 * 3600.0
 """A week: a wait longer than that is a typo, not a plan."""
 
-OUTPUTS: Final = ("table", "wide", "json", "yaml")
-API_VERSION: Final = "eks-hybrid-gpu/v1alpha1"
-"""The `apiVersion` of every document `-o json|yaml` prints; each report has its `kind` (InspectReport, ...)."""
 USAGE_EXIT_CODE: Final = 2
 """What a command exits with when an argument cannot be used, as argparse exits on one it cannot parse."""
 _REASONS: Final = {
@@ -108,28 +109,6 @@ def add_timeout_option(parser: argparse.ArgumentParser, default_seconds: float, 
         default=default_seconds,
         help=f"{what}, as 90s, 10m or 1h30m (default {default_seconds:g}s)",
     )
-
-
-def add_output_option(
-    parser: argparse.ArgumentParser, formats: tuple[str, ...] = OUTPUTS, default: str = "table"
-) -> None:
-    """-o/--output FORMAT and --json (= -o json)."""
-    parser.add_argument(
-        "-o",
-        "--output",
-        choices=formats,
-        default=default,
-        help=f"output format: {'|'.join(formats)} (default {default})",
-    )
-    parser.add_argument("--json", dest="output", action="store_const", const="json", help="the same as -o json")
-
-
-def typed(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
-    """A report as `-o json|yaml` prints it: `apiVersion` and `kind` first, as a Kubernetes object's, then its fields.
-
-    A script tells the reports (and their versions) apart by these two, as `kubectl get -o json` output is told.
-    """
-    return {"apiVersion": API_VERSION, "kind": kind, **body}
 
 
 def serialized(kind: str, body: Mapping[str, Any], output: str) -> str:

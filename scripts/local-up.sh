@@ -8,4 +8,7 @@ cd "$(dirname "$0")/.."
 scripts/bootstrap.sh
 # Flags alone are `up`'s: `scripts/local-up.sh --chart-mirror DIR` is `scripts/local-up.sh up --chart-mirror DIR`.
 if [ $# -eq 0 ] || [[ "$1" == -* && "$1" != -h && "$1" != --help ]]; then set -- up "$@"; fi
+# `up` runs with --yes: this script is the command that asks for it (the README's main job, run unattended too);
+# `eks-hybrid-gpu local up` without --yes shows the plan and asks first.
+if [ "$1" = up ]; then shift; set -- up --yes "$@"; fi
 exec .venv/bin/eks-hybrid-gpu local "$@"

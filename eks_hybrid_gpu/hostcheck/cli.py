@@ -1,12 +1,12 @@
 """`eks-hybrid-gpu hostcheck`: step one of adding a GPU host to a cohort."""
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any, List, Optional, TextIO, cast
 
 from eks_hybrid_gpu.hostcheck import collect, consumer_checks, floors, labels, report, stamp
+from eks_hybrid_gpu.outputs import add_output_option, document_text
 from policy.gpu_allocation.vocab.labels import (
     ALLOCATOR_LABEL,
     DEFAULT_COHORT_LABEL_KEY,
@@ -52,7 +52,7 @@ def add_arguments(parser: argparse.ArgumentParser, owner_required: bool = True) 
     """`eks-hybrid-gpu hostcheck` options (`owner_required` False where another option can stand instead)."""
     parser.add_argument("--version", action=_Version, help="print the host check's version on one line and exit")
     parser.add_argument("--owner", required=owner_required, choices=floors.OWNERS, help="the cohort's allocation owner")
-    parser.add_argument("--json", action="store_true", help="print the inventory document as JSON")
+    add_output_option(parser, ("table", "json", "yaml"))
     parser.add_argument(
         "--mig",
         choices=("disabled", "enabled"),
@@ -133,7 +133,7 @@ def main(
 
 
 def run(args: argparse.Namespace, sources: Optional[collect.Sources] = None, stdout: Optional[TextIO] = None) -> int:
-    """Check this host against the owner's floors and print the table or the JSON inventory."""
+    """Check this host against the owner's floors and print the table, or the inventory as JSON or YAML."""
     if sources is None:
         problem = root_problem(args.root)
         if problem is not None:
@@ -160,8 +160,8 @@ def run(args: argparse.Namespace, sources: Optional[collect.Sources] = None, std
         args.allocator,
     )
     out = stdout or sys.stdout
-    if args.json:
-        out.write(json.dumps(report.inventory(outcome), indent=2) + "\n")
+    if args.output in ("json", "yaml"):
+        out.write(document_text(report.inventory(outcome), args.output) + "\n")
     else:
         out.write(report.table(outcome))
     return outcome.exit_code

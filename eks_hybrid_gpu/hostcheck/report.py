@@ -1,17 +1,18 @@
-"""Renders the host check: the inventory document (--json) and the human table."""
+"""Renders the host check: the inventory document (-o json|yaml) and the human table."""
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Dict, Optional, Tuple
 
 from eks_hybrid_gpu.hostcheck import floors, labels, stamp
 from eks_hybrid_gpu.hostcheck.collect import HostFacts
+from eks_hybrid_gpu.outputs import typed
 from eks_hybrid_gpu.tables import table_lines
 
 if TYPE_CHECKING:
     from typing import Final
 
-API_VERSION: "Final" = "eks-hybrid-gpu.io/v1alpha1"
 KIND: "Final" = "GpuHostInventory"
+"""The document's kind; its apiVersion is every report's (eks_hybrid_gpu.outputs.API_VERSION)."""
 EXIT_PASS: "Final" = 0
 EXIT_FLOOR_NOT_MET: "Final" = 1
 EXIT_CANNOT_INSPECT: "Final" = 2
@@ -65,59 +66,60 @@ def inventory(outcome: Outcome) -> Dict[str, Any]:
     """Build the inventory document a stack config can reference to declare a cohort."""
     facts = outcome.facts
     runtime = facts.containerd
-    return {
-        "apiVersion": API_VERSION,
-        "kind": KIND,
-        "checkedBy": {"tool": "eks-hybrid-gpu hostcheck", **stamp.stamped()},
-        "hostname": facts.hostname,
-        "owner": outcome.owner,
-        "migExpectation": outcome.mig,
-        "result": outcome.result,
-        "exitCode": outcome.exit_code,
-        "error": outcome.error,
-        "gpus": [
-            {
-                "index": gpu.index,
-                "model": gpu.model,
-                "memoryMiB": gpu.memory_mib,
-                "uuid": gpu.uuid,
-                "driverVersion": gpu.driver_version,
-                "migMode": gpu.mig_mode,
-                "migModePending": gpu.mig_mode_pending,
-                "pciBusId": gpu.pci_bus_id,
-                "computeCapability": gpu.compute_capability,
-            }
-            for gpu in facts.gpu.gpus
-        ],
-        "host": {
-            "containerToolkitVersion": facts.toolkit_version,
-            "containerd": {
-                "version": runtime.containerd_version,
-                "configFiles": list(runtime.files_read),
-                "configVersion": runtime.config_version,
-                "unimportedDropIns": list(runtime.unimported_dropins),
-                "nvidiaRuntimeHandler": runtime.runtime_handler,
-                "nvidiaRuntimeBinary": runtime.runtime_binary,
-                "defaultRuntime": runtime.default_runtime,
-                "cdiEnabled": runtime.cdi_enabled,
-                "cdiDecidedBy": runtime.cdi_source,
+    return typed(
+        KIND,
+        {
+            "checkedBy": {"tool": "eks-hybrid-gpu hostcheck", **stamp.stamped()},
+            "hostname": facts.hostname,
+            "owner": outcome.owner,
+            "migExpectation": outcome.mig,
+            "result": outcome.result,
+            "exitCode": outcome.exit_code,
+            "error": outcome.error,
+            "gpus": [
+                {
+                    "index": gpu.index,
+                    "model": gpu.model,
+                    "memoryMiB": gpu.memory_mib,
+                    "uuid": gpu.uuid,
+                    "driverVersion": gpu.driver_version,
+                    "migMode": gpu.mig_mode,
+                    "migModePending": gpu.mig_mode_pending,
+                    "pciBusId": gpu.pci_bus_id,
+                    "computeCapability": gpu.compute_capability,
+                }
+                for gpu in facts.gpu.gpus
+            ],
+            "host": {
+                "containerToolkitVersion": facts.toolkit_version,
+                "containerd": {
+                    "version": runtime.containerd_version,
+                    "configFiles": list(runtime.files_read),
+                    "configVersion": runtime.config_version,
+                    "unimportedDropIns": list(runtime.unimported_dropins),
+                    "nvidiaRuntimeHandler": runtime.runtime_handler,
+                    "nvidiaRuntimeBinary": runtime.runtime_binary,
+                    "defaultRuntime": runtime.default_runtime,
+                    "cdiEnabled": runtime.cdi_enabled,
+                    "cdiDecidedBy": runtime.cdi_source,
+                },
+                "cdi": {
+                    "specDirs": [
+                        {"path": cdi.path, "exists": cdi.exists, "files": list(cdi.files)} for cdi in facts.cdi_dirs
+                    ],
+                    "devices": [device for cdi in facts.cdi_dirs for device in cdi.devices],
+                },
             },
-            "cdi": {
-                "specDirs": [
-                    {"path": cdi.path, "exists": cdi.exists, "files": list(cdi.files)} for cdi in facts.cdi_dirs
-                ],
-                "devices": [device for cdi in facts.cdi_dirs for device in cdi.devices],
-            },
+            "floors": _floor_document(outcome.owner),
+            "checks": [
+                {"name": check.name, "status": check.status, "detail": check.detail, "fix": check.fix}
+                for check in outcome.checks
+            ],
+            "nodeLabels": outcome.node_labels,
+            "kubeletNodeLabelsFlag": labels.kubelet_flag(outcome.node_labels) if outcome.node_labels else None,
+            "note": PROBE_NOTE,
         },
-        "floors": _floor_document(outcome.owner),
-        "checks": [
-            {"name": check.name, "status": check.status, "detail": check.detail, "fix": check.fix}
-            for check in outcome.checks
-        ],
-        "nodeLabels": outcome.node_labels,
-        "kubeletNodeLabelsFlag": labels.kubelet_flag(outcome.node_labels) if outcome.node_labels else None,
-        "note": PROBE_NOTE,
-    }
+    )
 
 
 def _yaml_scalar(value: str) -> str:

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.records.migration import Migration
+from eks_hybrid_gpu.engine_interrupt import interruptible
 from eks_hybrid_gpu.migrate.phases import Up
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, config_at
 from eks_hybrid_gpu.migrate.records import say
@@ -81,7 +82,11 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
         before_up()
         say(f"pulumi up of stack {stack.name} with the policy pack: {why}")
         try:
-            pulumi_stack.up(on_output=output, color="never", policy_packs=packs)
+            # Ctrl-C: the engine records its steps in flight and stops; migrate's line then names the re-run.
+            interruptible(
+                f"`pulumi up` of stack {stack.name}",
+                lambda: pulumi_stack.up(on_output=output, color="never", policy_packs=packs),
+            )
         except auto.CommandError as error:
             raise UpFailed(with_fix(" ".join(str(error).split()), locked_hint)[-900:]) from None
 

@@ -17,6 +17,7 @@ from cluster.findings import show
 from eks_hybrid_gpu import cluster_access
 from eks_hybrid_gpu.chartmirror import CHART_MIRROR_ENV
 from eks_hybrid_gpu.cli import run_command
+from eks_hybrid_gpu.confirm import add_yes_option
 from eks_hybrid_gpu.options import UsageError, add_output_option, read_text_argument, serialized
 from eks_hybrid_gpu.simulate.cluster import apply, clear, describe
 from eks_hybrid_gpu.simulate.kubelet import finish_pods, reap_pods
@@ -209,6 +210,8 @@ def add_arguments(root: argparse.ArgumentParser) -> None:
                 help="a folder of <chart>-<version>.tgz archives, instead of ../shared/charts and upstream "
                 f"(default: ${CHART_MIRROR_ENV}); the chain of `local up`, see docs/charts.md",
             )
+        if action == "up":
+            add_yes_option(p, "update the stack")
         p.set_defaults(action=action)
 
 

@@ -15,6 +15,7 @@ from cluster.client import names
 from cluster.findings import show
 from eks_hybrid_gpu import projectdir
 from eks_hybrid_gpu.cluster_access import ACCESS_EXIT_CODE
+from eks_hybrid_gpu.confirm import DECLINED_EXIT_CODE, NO_TERMINAL_EXIT_CODE, asker, refusal
 from eks_hybrid_gpu.options import UsageError, read_text_argument, request_of
 
 
@@ -54,6 +55,8 @@ class Rehearsal:
     stack_file: str | None = None
     """Any stack file (`--stack-file`, as given); the stack is named after it. None: stacks/Pulumi.<stack>.yaml."""
     chart_mirror: Path | None = None
+    yes: bool = False
+    """`up --yes`: update without the preview and the question."""
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> Rehearsal:
@@ -71,6 +74,7 @@ def run_pulumi(rehearsal: Rehearsal) -> int:
 
     from eks_hybrid_gpu import chartmirror, engine, localcluster, localprocs
     from eks_hybrid_gpu.engine import engine_state_dir
+    from eks_hybrid_gpu.engine_up import planned_up
     from eks_hybrid_gpu.localpaths import local_state_dir
 
     if rehearsal.stack_file is None:
@@ -86,6 +90,12 @@ def run_pulumi(rehearsal: Rehearsal) -> int:
         known = ", ".join(projectdir.stack_names()) or "none"
         msg = f"{option}: {show(str(stack_file))} is not a file; name a stack of stacks/ ({known}) or a --stack-file"
         raise UsageError(msg)
+    if rehearsal.action == "up":
+        preview = f"`eks-hybrid-gpu simulate preview {option}` to print the plan alone"
+        stop = refusal("simulate up", yes=rehearsal.yes, dry_run=False, plan_only=preview)
+        if stop is not None:
+            print(stop, file=sys.stderr)
+            return NO_TERMINAL_EXIT_CODE
     charts: dict[str, Any] | None = None
     if rehearsal.action != "destroy":  # destroy runs no program: it renders no chart
         label = "--stack-file" if rehearsal.stack_file else f"--stack {rehearsal.stack}: its file"
@@ -117,7 +127,10 @@ def run_pulumi(rehearsal: Rehearsal) -> int:
         if rehearsal.action == "preview":
             stack.preview(on_output=print, color="never", policy_packs=engine.policy_packs())
         elif rehearsal.action == "up":
-            stack.up(on_output=print, color="never", policy_packs=engine.policy_packs())
+            where = f"the simulated cluster at {cluster.server}"
+            if planned_up(stack, None if rehearsal.yes else asker(), print, where) is None:
+                print(f"simulate up: not updated (answered no): stack {name} is as it was", file=sys.stderr)
+                return DECLINED_EXIT_CODE
         else:
             stack.destroy(on_output=print, color="never")
     except auto.CommandError:

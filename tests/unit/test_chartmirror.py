@@ -324,7 +324,7 @@ def test_local_up_refuses_before_starting_anything(
     for key, value in offline.items():
         monkeypatch.setenv(key, value)
     monkeypatch.setattr(local.engine, "ensure_toolchain", lambda: pytest.fail("nothing may start"))
-    assert local.main(["up"]) == 2
+    assert local.main(["up", "--yes"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("local up: no chart source for nvidia-device-plugin-0.20.0.tgz and ")
     assert err.count("\n") == 1

@@ -167,9 +167,9 @@ def test_a_kubeconfig_that_is_not_yaml_is_a_one_line_refusal_not_a_traceback(tmp
 @pytest.mark.parametrize(
     ("argv", "forwarded"),
     [
-        ([], "local up"),
-        (["--chart-mirror", "/m"], "local up --chart-mirror /m"),
-        (["up", "--chart-mirror", "/m"], "local up --chart-mirror /m"),
+        ([], "local up --yes"),
+        (["--chart-mirror", "/m"], "local up --yes --chart-mirror /m"),
+        (["up", "--chart-mirror", "/m"], "local up --yes --chart-mirror /m"),
         (["down"], "local down"),
         (["--help"], "local --help"),
     ],

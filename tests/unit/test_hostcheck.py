@@ -183,6 +183,9 @@ def test_h200_replay_reproduces_the_captured_inventory() -> None:
     sources = collect.Sources(runner=h200_replay(), root=H200_ROOT, hostname=lambda: "vm")
     code, text = run(sources, "--owner", "dra", "--json")
     expected = json.loads((H200 / "inventory-dra.json").read_text())
+    # Captured when the inventory had an apiVersion of its own; it now has every report's (-o json|yaml).
+    assert expected["apiVersion"] == "eks-hybrid-gpu.io/v1alpha1"
+    expected["apiVersion"] = "eks-hybrid-gpu/v1alpha1"
     expected["checks"].insert(
         1, {"name": "driver-root", "status": "fail", "detail": H200_DRIVER_ROOT_DETAIL, "fix": H200_DRIVER_ROOT_FIX}
     )
@@ -556,7 +559,7 @@ def test_inventory_document_shape() -> None:
         "note",
     ]
     assert (document["apiVersion"], document["kind"], document["hostname"]) == (
-        "eks-hybrid-gpu.io/v1alpha1",
+        "eks-hybrid-gpu/v1alpha1",
         "GpuHostInventory",
         "gpu-host-01",
     )

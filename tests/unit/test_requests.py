@@ -131,7 +131,7 @@ def test_merge_into_hands_move_host_a_move_request_per_host(project: Path, monke
 @pytest.mark.parametrize("action", ["preview", "up", "destroy"])
 def test_a_rehearsal_is_parsed_once_and_destroy_takes_no_chart_mirror(action: str) -> None:
     args = parser("simulate").parse_args(["simulate", action, "--stack-file", "./rehearse.yaml"])
-    assert Rehearsal.from_args(args) == Rehearsal(action, "local", "./rehearse.yaml", None)
+    assert Rehearsal.from_args(args) == Rehearsal(action, "local", "./rehearse.yaml", None, yes=False)
 
 
 @pytest.mark.parametrize("dry_run", [True, False], ids=["dry-run", "real run"])

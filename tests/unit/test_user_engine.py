@@ -274,7 +274,7 @@ def test_local_up_without_any_engine_is_one_line_not_a_traceback(
     from tests.support import charts
 
     _no_engine(monkeypatch, tmp_path)
-    assert cli.main(["local", "up", "--chart-mirror", str(charts.repository())]) == 1
+    assert cli.main(["local", "up", "--yes", "--chart-mirror", str(charts.repository())]) == 1
     err = capsys.readouterr().err
     assert "Traceback" not in err
     assert err.splitlines()[-2].startswith("engine: the offline toolchain (no `pulumi` on PATH or in ~/.pulumi/bin")
