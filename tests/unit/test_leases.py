@@ -446,6 +446,37 @@ def test_a_throttled_renewal_is_retried_soon_and_a_lease_unrenewed_for_its_durat
     ) in message
 
 
+class OneSlowLease(FakeKube):
+    """An API server that holds every write of one Lease for `hold` seconds (its answer comes at the deadline)."""
+
+    def __init__(self, slow: str, hold: float) -> None:
+        super().__init__()
+        self.slow, self.hold = slow, hold
+        self.renewals: dict[str, list[float]] = {}
+
+    def replace(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        name = path.rsplit("/", 1)[-1]
+        self.renewals.setdefault(name, []).append(time.monotonic())
+        if name == self.slow:
+            time.sleep(self.hold)
+        return super().replace(path, body)
+
+
+def test_a_renewal_the_server_holds_delays_no_other_lease_of_the_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(leases, "RENEW_SECONDS", 0.1)
+    kube = OneSlowLease(slow=lease_name("node", "gpu-1"), hold=1.0)
+    with _leases(kube) as run:
+        run.acquire("node", ["gpu-1"])  # the slow one is renewed first
+        run.acquire("cohort", ["dra", "plugin"])
+        time.sleep(2.5)
+        fast = {name: times for name, times in kube.renewals.items() if name != kube.slow}
+    assert sorted(fast) == [lease_name("cohort", "dra"), lease_name("cohort", "plugin")]
+    for times in fast.values():
+        assert len(times) >= 2, times
+        # a tick waits for its slowest renewal, but the others are written at its start, not after the slow one
+        assert all(t - s < 0.3 for t, s in zip(times, kube.renewals[kube.slow], strict=False)), (times, kube.renewals)
+
+
 def test_renewal_goes_through_a_connection_of_its_own_with_its_own_deadline() -> None:
     from cluster.client.kubeclient import Kube
 
