@@ -9,6 +9,7 @@ caller's words (`cluster.client.kubeconfig.Hints`).
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from kubernetes import client
+from urllib3.util.retry import Retry
 
 from cluster.client import names
 from cluster.client.errors import (
@@ -75,13 +77,19 @@ class Kube:
     notices: SlowNotices | None = field(default=None, compare=False)
     """Told of every request, to say while one stays unanswered (`cluster.client.slowness`); None: silence."""
 
-    def own_connection(self, timeout: tuple[float, float | None]) -> Kube:
+    def own_connection(self, timeout: tuple[float, float | None], *, resend: bool = True) -> Kube:
         """The same cluster and user through a connection pool of its own, with its own request deadline.
 
         What must not wait behind the other requests of a run (a Lease's renewal behind a slow list, a throttled
-        read, a watch) goes through this.
+        read, a watch) goes through this. Without `resend`, a request the server dropped unanswered is not sent
+        again on a new connection (urllib3 sends an idempotent one up to three times more, each with the whole
+        deadline): for a caller that tries again itself, with a fresh body (a renewal and its renewTime).
         """
-        return dataclasses.replace(self, api=client.ApiClient(configuration=self.api.configuration), timeout=timeout)
+        configuration = self.api.configuration
+        if not resend:
+            configuration = copy.copy(configuration)  # the same credentials (and their refreshes), one setting apart
+            configuration.retries = Retry(0)
+        return dataclasses.replace(self, api=client.ApiClient(configuration=configuration), timeout=timeout)
 
     @property
     def hints(self) -> Hints:

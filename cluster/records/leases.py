@@ -267,7 +267,7 @@ class Leases:
     def _start_renewing(self) -> None:
         if self._thread is None and self.held:
             own = getattr(self.kube, "own_connection", None)  # a real client; the unit tests' fakes have none
-            self._renewal = own(RENEW_TIMEOUT) if own is not None else self.kube
+            self._renewal = own(RENEW_TIMEOUT, resend=False) if own is not None else self.kube
             self._thread = threading.Thread(target=self._renew_loop, name="lease-renewal", daemon=True)
             self._thread.start()
 

@@ -489,6 +489,41 @@ def test_renewal_goes_through_a_connection_of_its_own_with_its_own_deadline() ->
     assert shared.timeout == (5.0, 30.0)
 
 
+def test_a_renewal_the_server_drops_unanswered_is_sent_once_and_left_to_the_next_try() -> None:
+    """urllib3 sends a PUT the server dropped up to three times more, each with the whole deadline; not a renewal."""
+    import kubernetes
+
+    from cluster.client import kube_http
+    from cluster.client.kubeclient import Kube, KubeUnreachable
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    accepted: list[float] = []
+
+    def drop_each() -> None:  # reads the request, then closes the connection without an answer
+        while True:
+            connection, _ = server.accept()
+            accepted.append(time.monotonic())
+            connection.recv(65536)
+            connection.close()
+
+    threading.Thread(target=drop_each, daemon=True).start()
+    configuration = kubernetes.client.Configuration()
+    configuration.host = f"http://127.0.0.1:{server.getsockname()[1]}"
+    api = kube_http.transport(kubernetes.client.ApiClient(configuration=configuration))
+    shared = Kube(api=api, kubeconfig="k", context="c", server=configuration.host)
+    path = leases_path(NS, "gpu-allocation-node.gpu-1")
+    with pytest.raises(KubeUnreachable, match="Remote end closed connection without response"):
+        shared.own_connection(leases.RENEW_TIMEOUT, resend=False).replace(path, {"spec": {}})
+    assert len(accepted) == 1  # one connection: the renewal loop tries again soon, with a fresh renewTime
+    with pytest.raises(KubeUnreachable):
+        shared.replace(path, {"spec": {}})
+    assert len(accepted) == 1 + 4  # the run's other requests keep urllib3's resends of a dropped request
+    assert shared.api.configuration.retries.total == 3  # the shared client's setting is its own
+    server.close()
+
+
 def test_a_drain_asks_no_eviction_once_the_runs_lease_went_unrenewed(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
