@@ -56,6 +56,8 @@ RENEW_RETRY_SECONDS: float = 2.0
 """A renewal the API server did not answer (429, 5xx, no answer) is tried again this soon, not an interval later."""
 RENEW_TIMEOUT: tuple[float, float] = (2.0, 5.0)
 """Connect and read deadline of one renewal, on its own connection: a slow request cannot hold it for 30 s."""
+RENEW_WAIT_SECONDS: float = sum(RENEW_TIMEOUT) + 1.0
+"""How long a renewal tick waits for its renewals: their connect and read deadlines, and a second to spare."""
 
 
 class LeaseHeld(Exception):
@@ -130,6 +132,8 @@ class Leases:
     renew_error: str | None = None
     """Why the last renewal failed, for the refusal `ensure` raises when the Lease has gone unrenewed too long."""
     _renewal: Any = None
+    _renewing: dict[str, threading.Thread] = field(default_factory=dict)
+    """Per held Lease: the thread of its last renewal, which may still wait on the server."""
 
     def acquire(self, kind: Kind, targets: Sequence[str]) -> None:
         """Take the Lease of each target, or release what this call took and raise LeaseHeld."""
@@ -280,23 +284,30 @@ class Leases:
             pause = RENEW_SECONDS if all(answered) else RENEW_RETRY_SECONDS
 
     def _renew_each(self, names: list[str]) -> list[bool]:
-        """Renew the Leases side by side, one thread each: a renewal the server holds to its deadline delays no other.
+        """Renew the Leases side by side, one thread each: one the server holds delays no other, nor the next tick.
 
         One after the other, a run holding three Leases (its node and two cohorts) on a throttled server waited up to
-        three renewal deadlines for the last, which then went unrenewed that much longer.
+        three renewal deadlines for the last, which then went unrenewed that much longer. A tick waits at most
+        RENEW_WAIT_SECONDS for its renewals; one still unanswered then (a server that trickles its headers outlives
+        every read timeout) counts as unanswered, keeps its thread, and is not sent again until that thread ends:
+        its Lease ages, and `ensure` stops the run before its next change once the age passes the duration.
         """
-        if len(names) <= 1:
-            return [self._renew(name) for name in names]
         answered: dict[str, bool] = {}
 
         def renew(name: str) -> None:
             answered[name] = self._renew(name)
 
-        threads = [threading.Thread(target=renew, args=(name,), name=f"renew {name}", daemon=True) for name in names]
-        for thread in threads:
+        started: list[threading.Thread] = []
+        for name in names:
+            if (running := self._renewing.get(name)) is not None and running.is_alive():
+                continue  # its last renewal is still unanswered
+            thread = threading.Thread(target=renew, args=(name,), name=f"renew {name}", daemon=True)
+            self._renewing[name] = thread
             thread.start()
-        for thread in threads:
-            thread.join()
+            started.append(thread)
+        deadline = time.monotonic() + RENEW_WAIT_SECONDS
+        for thread in started:
+            thread.join(max(deadline - time.monotonic(), 0.0))
         return [answered.get(name, False) for name in names]
 
     def _renew(self, name: str) -> bool:
@@ -313,8 +324,10 @@ class Leases:
         try:
             sent = time.monotonic()  # the renewTime written: what every other run judges the Lease's age by
             spec = {**(held.get("spec") or {}), "renewTime": micro_time(utc_now())}
-            self.held[name] = kube.replace(path, {**held, "spec": spec})
-            self.renewed_at[name] = sent  # not when a slow answer came: the Lease was that much older by then
+            renewed = kube.replace(path, {**held, "spec": spec})
+            if name in self.held:  # a late answer after the run released the Lease adds nothing back
+                self.held[name] = renewed
+                self.renewed_at[name] = sent  # not when a slow answer came: the Lease was that much older by then
             return True
         except KubeApiError as error:
             if error.status not in (404, 409):

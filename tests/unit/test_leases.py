@@ -477,6 +477,25 @@ def test_a_renewal_the_server_holds_delays_no_other_lease_of_the_run(monkeypatch
         assert all(t - s < 0.3 for t, s in zip(times, kube.renewals[kube.slow], strict=False)), (times, kube.renewals)
 
 
+def test_a_renewal_that_outlives_the_tick_holds_no_other_and_is_not_sent_twice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server that trickles its headers outlives every read timeout: the tick goes on without that renewal."""
+    monkeypatch.setattr(leases, "RENEW_SECONDS", 0.1)
+    monkeypatch.setattr(leases, "RENEW_WAIT_SECONDS", 0.3)
+    monkeypatch.setattr(leases, "RENEW_RETRY_SECONDS", 0.1)
+    monkeypatch.setattr(leases, "DURATION_SECONDS", 1)
+    kube = OneSlowLease(slow=lease_name("node", "gpu-1"), hold=2.5)
+    with _leases(kube) as run:
+        run.acquire("node", ["gpu-1"])
+        run.acquire("cohort", ["dra"])
+        time.sleep(1.6)
+        with pytest.raises(LeaseLost, match=r"gpu-allocation-node\.gpu-1 went unrenewed for \d+ s"):
+            run.ensure()  # the held renewal left its Lease unrenewed past its duration: the run stops
+        slow, fast = kube.renewals[kube.slow], kube.renewals[lease_name("cohort", "dra")]
+        assert len(slow) == 1, slow  # not sent again while its first write waits on the server
+        assert len(fast) >= 3, fast  # the other Lease renewed tick after tick meanwhile
+        assert run.renewed_at[lease_name("cohort", "dra")] > time.monotonic() - 0.6
+
+
 def test_renewal_goes_through_a_connection_of_its_own_with_its_own_deadline() -> None:
     from cluster.client.kubeclient import Kube
 
