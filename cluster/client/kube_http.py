@@ -7,6 +7,7 @@ refusal wording.
 
 from __future__ import annotations
 
+import copy
 import ipaddress
 import json
 import re
@@ -93,6 +94,17 @@ def transport(api: client.ApiClient) -> client.ApiClient:
         configuration.loopback_skipped_proxy = configuration.proxy  # for `proxies_in_force`'s words
         configuration.proxy = None
     configuration.retries = _NoSecondWait(3)  # urllib3's default, Retry(3), but for timeouts
+    return client.ApiClient(configuration=configuration)
+
+
+def sent_once(api: client.ApiClient) -> client.ApiClient:
+    """The same cluster and credentials (and their refreshes) on a pool of its own whose requests are sent once.
+
+    urllib3 sends an idempotent request the server dropped unanswered up to three times more, each with the whole
+    deadline; a caller that tries again itself with a fresh body (a Lease renewal and its renewTime) wants none.
+    """
+    configuration = copy.copy(api.configuration)
+    configuration.retries = Retry(0)
     return client.ApiClient(configuration=configuration)
 
 

@@ -9,7 +9,6 @@ caller's words (`cluster.client.kubeconfig.Hints`).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import os
 from collections.abc import Callable, Iterator, Mapping
@@ -18,7 +17,6 @@ from typing import Any
 from urllib.parse import quote
 
 from kubernetes import client
-from urllib3.util.retry import Retry
 
 from cluster.client import names
 from cluster.client.errors import (
@@ -42,6 +40,7 @@ from cluster.client.kube_http import (
     proxies_in_force,
     request_timeout,
     send,
+    sent_once,
     transport,
     watch,
 )
@@ -85,11 +84,8 @@ class Kube:
         again on a new connection (urllib3 sends an idempotent one up to three times more, each with the whole
         deadline): for a caller that tries again itself, with a fresh body (a renewal and its renewTime).
         """
-        configuration = self.api.configuration
-        if not resend:
-            configuration = copy.copy(configuration)  # the same credentials (and their refreshes), one setting apart
-            configuration.retries = Retry(0)
-        return dataclasses.replace(self, api=client.ApiClient(configuration=configuration), timeout=timeout)
+        api = client.ApiClient(configuration=self.api.configuration) if resend else sent_once(self.api)
+        return dataclasses.replace(self, api=api, timeout=timeout)
 
     @property
     def hints(self) -> Hints:
