@@ -1015,6 +1015,56 @@ def prepare_node(run: Run, hw: Path, images: Path, *, dra: bool) -> str:
     return node_name
 
 
+def cluster_snapshot(run: Run) -> dict[str, Any]:
+    """What a failed step leaves to read once the machine is gone: each DaemonSet's counts, each pod's phase, node,
+    waiting reasons and conditions not True, the nodes' taints, and the newest events (a pod that never came)."""
+    if run.cluster is None:
+        return {}
+    _, daemonsets = run.api("GET", "/apis/apps/v1/daemonsets")
+    _, pods = run.api("GET", "/api/v1/pods")
+    _, nodes = run.api("GET", "/api/v1/nodes")
+    _, events = run.api("GET", "/api/v1/events")
+    counts = ("desiredNumberScheduled", "currentNumberScheduled", "numberReady", "numberMisscheduled")
+    return {
+        "daemonSets": {
+            f"{d['metadata']['namespace']}/{d['metadata']['name']}": {k: (d.get("status") or {}).get(k) for k in counts}
+            for d in (daemonsets or {}).get("items", [])
+        },
+        "pods": {
+            f"{p['metadata']['namespace']}/{p['metadata']['name']}": {
+                "phase": (p.get("status") or {}).get("phase"),
+                "node": (p.get("spec") or {}).get("nodeName"),
+                "deleting": "deletionTimestamp" in p["metadata"],
+                "waiting": [
+                    f"{c['name']}: {c['state']['waiting'].get('reason')} {c['state']['waiting'].get('message', '')}"
+                    for c in [
+                        *(p.get("status") or {}).get("initContainerStatuses", []),
+                        *(p.get("status") or {}).get("containerStatuses", []),
+                    ]
+                    if "waiting" in (c.get("state") or {})
+                ],
+                "conditions": [
+                    f"{c['type']}={c['status']} {c.get('reason', '')} {c.get('message', '')}".strip()
+                    for c in (p.get("status") or {}).get("conditions", [])
+                    if c.get("status") != "True"
+                ],
+            }
+            for p in (pods or {}).get("items", [])
+        },
+        "nodes": {
+            n["metadata"]["name"]: {"unschedulable": n["spec"].get("unschedulable"), "taints": n["spec"].get("taints")}
+            for n in (nodes or {}).get("items", [])
+        },
+        "events": [
+            f"{e.get('lastTimestamp') or e.get('eventTime')} {e['involvedObject'].get('kind')}/"
+            f"{e['involvedObject'].get('name')} {e.get('reason')}: {e.get('message', '')}"[:400]
+            for e in sorted(
+                (events or {}).get("items", []), key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime"))
+            )[-60:]
+        ],
+    }
+
+
 def wind_down(run: Run, sampler: Sampler | None, code: int, logs: Path) -> None:
     """The report's last fields (the sampler's, the result) saved, the log tails written, everything stopped."""
     if sampler is not None:
@@ -1022,6 +1072,9 @@ def wind_down(run: Run, sampler: Sampler | None, code: int, logs: Path) -> None:
         sampler.join(timeout=2)
         run.report["sampler"] = sampler.report()
     run.report["result"] = "pass" if code == 0 else "fail"
+    if code != 0:
+        with contextlib.suppress(Exception):
+            run.report["clusterAtFailure"] = cluster_snapshot(run)
     run.save()
     with logs.open("w") as out:
         for log in (

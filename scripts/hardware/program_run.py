@@ -49,7 +49,7 @@ TEMPLATE = HERE / f"Pulumi.{STACK}.yaml"
 PLACEHOLDERS = ("KUBECONFIG", "KUBERNETES_VERSION", "CHARTS", "PROBE_IMAGE")
 PHASE_LINE = re.compile(r"^\[phase (?P<phase>[\w-]+)\] done in (?P<seconds>[0-9.]+) s")
 """How `migrate` reports a phase (eks_hybrid_gpu/migrate/phases.py)."""
-WAIT_TIMEOUT = "240s"
+WAIT_TIMEOUT = "150s"
 """migrate's --timeout for each wait: the device call has 600 s for the whole run."""
 
 
