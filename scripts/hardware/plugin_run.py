@@ -48,6 +48,7 @@ import shutil
 import socket
 import ssl
 import struct
+import subprocess
 import sys
 import tarfile
 import threading
@@ -1083,9 +1084,40 @@ def wind_down(run: Run, sampler: Sampler | None, code: int, logs: Path) -> None:
             out.write(f"===== {log}\n{tail(log, 60)}\n")
     for process in run.processes:
         process.terminate()
+    for process in run.processes:
+        with contextlib.suppress(Exception):
+            process.wait(timeout=10)
+    with contextlib.suppress(Exception):
+        run.report["leftBehind"] = end_pods_and_kubelet_state()
+        run.save()
     with contextlib.suppress(Exception):
         localcluster.stop(STATE)
     shutil.rmtree(base.CONTAINERD_STATE, ignore_errors=True)
+
+
+KUBEPODS = Path("/sys/fs/cgroup")
+"""cgroup v2's root: the kubelet (cgroupfs driver) puts every pod under `kubepods` there."""
+
+
+def end_pods_and_kubelet_state() -> dict[str, Any]:
+    """After the kubelet and containerd have stopped, what they started still runs (containerd's shims outlive it):
+    end every pod's processes (cgroup v2's `cgroup.kill`), unmount the kubelet's pod volumes and remove its state, so
+    a second run in the same lease starts from a bare node, no pod of the first holding the GPU."""
+    killed = []
+    for control in sorted(KUBEPODS.glob("kubepods*/cgroup.kill")):
+        control.write_text("1")
+        killed.append(str(control.parent))
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(
+        (Path(c) / "cgroup.procs").read_text().strip() for c in killed if (Path(c) / "cgroup.procs").exists()
+    ):
+        time.sleep(0.2)
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    ours = sorted({m for m in mounts if m.startswith(f"{base.KUBELET_DIR}/")}, key=len, reverse=True)
+    for mount in ours:
+        subprocess.run(["umount", "-l", mount], check=False, capture_output=True)
+    shutil.rmtree(base.KUBELET_DIR, ignore_errors=True)
+    return {"podCgroupsKilled": killed, "kubeletMountsUnmounted": len(ours)}
 
 
 def run_arguments(description: str) -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ devices, the sampler's maxima, the probes' JSON) is written to `--report`; log t
 
 from __future__ import annotations
 
+import copy
 import re
 import subprocess
 import sys
@@ -49,6 +50,9 @@ TEMPLATE = HERE / f"Pulumi.{STACK}.yaml"
 PLACEHOLDERS = ("KUBECONFIG", "KUBERNETES_VERSION", "CHARTS", "PROBE_IMAGE")
 PHASE_LINE = re.compile(r"^\[phase (?P<phase>[\w-]+)\] done in (?P<seconds>[0-9.]+) s")
 """How `migrate` reports a phase (eks_hybrid_gpu/migrate/phases.py)."""
+KEPT_NAME = "nvidia.com/gpu"
+"""The name a keep-name run (`--keep-name`) keeps through DRA: what the device plugin published."""
+KEEP_NAME_JOB = "keep-name-probe"
 WAIT_TIMEOUT = "150s"
 """migrate's --timeout for each wait: the device call has 600 s for the whole run."""
 
@@ -59,6 +63,17 @@ def program_stack(template: str, values: dict[str, str]) -> str:
     if missing or set(values) - set(PLACEHOLDERS):
         raise ValueError(f"placeholders {PLACEHOLDERS} are filled, not {sorted(values)}")
     return re.sub(r"\b(" + "|".join(PLACEHOLDERS) + r")\b", lambda m: values[m.group(1)], template)
+
+
+def keeping_the_name(stack_file: str) -> str:
+    """The user's edit before a keep-name move (docs/migrating-owners.md): the cohort's owner `dra` and the DRA class
+    keeping `nvidia.com/gpu` (`dra.extendedResourceName`); `migrate --to dra` then moves it node by node."""
+    owner = "      owner: device-plugin\n"
+    section = "  eks-hybrid-gpu:dra:\n"
+    if stack_file.count(owner) != 1 or stack_file.count(section) != 1:
+        raise ValueError("the stack file has not exactly one device-plugin cohort and one eks-hybrid-gpu:dra section")
+    edited = stack_file.replace(owner, "      owner: dra\n")
+    return edited.replace(section, f"{section}    extendedResourceName: {KEPT_NAME}\n")
 
 
 def migrate_phases(lines: list[str]) -> dict[str, float]:
@@ -107,8 +122,10 @@ def write_stack(run: Run, images: Path, charts: Path, detail: dict[str, Any]) ->
     detail["stackFile"] = str(path.relative_to(REPO))
     detail["values"] = values
     listed = sh("pulumi", "stack", "ls", "--cwd", str(REPO), check=False)
-    if STACK not in listed:
-        sh("pulumi", "stack", "init", STACK, "--cwd", str(REPO))
+    if STACK in listed:  # an earlier run's, in this lease: its state names objects of a cluster that is gone
+        sh("pulumi", "stack", "rm", STACK, "--force", "--yes", "--cwd", str(REPO))
+        detail["earlierStackRemoved"] = True
+    sh("pulumi", "stack", "init", STACK, "--cwd", str(REPO))
     detail["engine"] = {"pulumi": sh("pulumi", "version").strip(), "python": sys.version.split()[0]}
     return path
 
@@ -190,13 +207,67 @@ def probe_of_program_job(
     return uid
 
 
+def plain_request_job(rendered: dict[str, Any]) -> dict[str, Any]:
+    """The device-plugin render's smoke Job (probe mode, a plain `nvidia.com/gpu: 1`) under another name, unsuspended:
+    after a keep-name move the same request, unedited, must be served through DRA (KEP-5004)."""
+    job = copy.deepcopy(rendered)
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    limits = (container.get("resources") or {}).get("limits") or {}
+    if limits.get(KEPT_NAME) != "1" and limits.get(KEPT_NAME) != 1:
+        raise StepFailed(f"the device-plugin render's smoke Job asks {limits}, not {KEPT_NAME}: 1")
+    if job["spec"]["template"]["spec"].get("resourceClaims"):
+        raise StepFailed("the device-plugin render's smoke Job asks a ResourceClaim, not the plain name")
+    job["metadata"] = {"name": KEEP_NAME_JOB, "namespace": rendered["metadata"]["namespace"]}
+    job["spec"]["suspend"] = False
+    job["spec"].pop("selector", None)
+    job["spec"]["template"].setdefault("metadata", {})["labels"] = {"app.kubernetes.io/name": KEEP_NAME_JOB}
+    return job
+
+
+def probe_through_the_kept_name(run: Run, rendered: dict[str, Any], detail: dict[str, Any]) -> None:
+    """Create the plain-request Job; its probe must pass on a GPU the node publishes only through DRA now, and its pod
+    must carry the claim the scheduler made for the name (`status.extendedResourceClaimStatus`)."""
+    began = time.monotonic()
+    job = plain_request_job(rendered)
+    namespace = job["metadata"]["namespace"]
+    code, created = run.api("POST", f"/apis/batch/v1/namespaces/{namespace}/jobs", job)
+    if code not in (200, 201):
+        raise StepFailed(f"create Job {namespace}/{KEEP_NAME_JOB}: {code} {str(created)[:300]}")
+    try:
+        plugin.finish_job(run, created, detail, "keepName", began, delete=False)
+    finally:
+        pods = plugin.pods_of(run, namespace, f"app.kubernetes.io%2Fname%3D{KEEP_NAME_JOB}")
+        status = (pods[0].get("status") or {}) if pods else {}
+        detail["extendedResourceClaimStatus"] = status.get("extendedResourceClaimStatus")
+        _, claims = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")
+        detail["claims"] = [
+            {
+                "name": c["metadata"]["name"],
+                "owner": [o.get("name") for o in c["metadata"].get("ownerReferences") or []],
+                "devices": [
+                    r.get("device")
+                    for r in ((c.get("status") or {}).get("allocation") or {}).get("devices", {}).get("results", [])
+                ],
+            }
+            for c in (claims or {}).get("items", [])
+        ]
+        run.api(
+            "DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{KEEP_NAME_JOB}", {"propagationPolicy": "Background"}
+        )
+    if not detail["extendedResourceClaimStatus"]:
+        raise StepFailed("the probe passed, but its pod has no extendedResourceClaimStatus: not served through DRA")
+
+
 def main() -> int:
     parser = plugin.run_arguments(__doc__.splitlines()[0])
     parser.add_argument("--moved", type=Path, required=True, help="the moved-to-dra stack's review folder")
     parser.add_argument("--charts", type=Path, default=Path("/opt/hw-engine/charts"), help="the engine stage's charts")
+    parser.add_argument(
+        "--keep-name", action="store_true", help=f"move keeping {KEPT_NAME} through DRA (dra.extendedResourceName)"
+    )
     args = parser.parse_args()
     run = Run(args.report)
-    run.report["run"] = "program migrate"
+    run.report["run"] = "program migrate keeping nvidia.com/gpu" if args.keep_name else "program migrate"
     objects, moved = base.rendered(args.review), base.rendered(args.moved)
     daemonset, kubelet_plugin = plugin.daemonset_of(objects), plugin.kubelet_plugin_of(moved)
     rendered_job = next(o for o in objects if o["kind"] == "Job")
@@ -224,7 +295,7 @@ def main() -> int:
         with run.step("pods reach the API server: the kubernetes Service routed") as d:
             plugin.route_kubernetes_service(run, d)
         with run.step("the program's stack for this cluster (source kubeconfig) and its Pulumi stack") as d:
-            write_stack(run, args.images, args.charts, d)
+            stack_path = write_stack(run, args.images, args.charts, d)
         with run.step("pulumi up: the program installs the device-plugin cohort") as d:
             program_up("the device-plugin cohort on the GPU machine's node")
             plugin.published_detail(run, node_name, d, sampler)
@@ -233,11 +304,20 @@ def main() -> int:
         with run.step("a pod holds the GPU through the device plugin") as d:
             job = live_job(run, rendered_job, None)
             plugin.holder_pod(run, node_name, job, "nvidia.com/gpu", d)
-        with run.step("eks-hybrid-gpu migrate --to dra --drain") as d:
+        with run.step(
+            "eks-hybrid-gpu migrate --to dra --drain" + (f", keeping {KEPT_NAME}" if args.keep_name else "")
+        ) as d:
+            if args.keep_name:
+                stack_path.write_text(keeping_the_name(stack_path.read_text()))
+                d["stackEdit"] = f"cohort {COHORT} owner dra, dra.extendedResourceName {KEPT_NAME}"
             migrate("dra", d)
             plugin.published_detail(run, node_name, d, sampler)
         with run.step("the program's DRA smoke Job: its claim allocated, the probe runs") as d:
             uid = probe_of_program_job(run, rendered_job, uid, d, "dra")
+        if args.keep_name:
+            with run.step(f"a plain {KEPT_NAME} request, unedited, served through DRA: the probe runs") as d:
+                probe_through_the_kept_name(run, rendered_job, d)
+            return code  # the keep-name run ends on DRA (the finally clause writes the report)
         with run.step("eks-hybrid-gpu migrate --to device-plugin --drain") as d:
             migrate("device-plugin", d)
             plugin.published_detail(run, node_name, d, sampler)

@@ -62,6 +62,66 @@ def test_the_run_s_stack_file_loads_as_the_program_loads_it(tmp_path: Path) -> N
     assert not any(name in written for name in program_run.PLACEHOLDERS)
 
 
+@pytest.mark.charts
+def test_a_keep_name_run_s_edit_moves_the_cohort_to_dra_keeping_the_name(tmp_path: Path) -> None:
+    archives = charts.repository()
+    (tmp_path / "stacks").mkdir()
+    shutil.copyfile(REPO / "Pulumi.yaml", tmp_path / "Pulumi.yaml")
+    values = {**_values(tmp_path, archives), "KUBERNETES_VERSION": "1.37.2"}  # KEP-5004 on by default from 1.36
+    written = program_run.program_stack(program_run.TEMPLATE.read_text(), values)
+    (tmp_path / "stacks" / f"Pulumi.{program_run.STACK}.yaml").write_text(program_run.keeping_the_name(written))
+
+    stack = read_stack_file(program_run.STACK, tmp_path)
+
+    assert stack.config.dra.extended_resource_name == "nvidia.com/gpu"
+    assert [(c.name, c.owner) for c in stack.config.cohorts] == [(program_run.COHORT, "dra")]
+
+
+def test_the_keep_name_edit_needs_one_cohort_and_the_dra_section(tmp_path: Path) -> None:
+    written = program_run.program_stack(program_run.TEMPLATE.read_text(), _values(tmp_path, tmp_path))
+    with pytest.raises(ValueError, match="exactly one"):
+        program_run.keeping_the_name(written.replace("  eks-hybrid-gpu:dra:\n", ""))
+    with pytest.raises(ValueError, match="exactly one"):
+        program_run.keeping_the_name(program_run.keeping_the_name(written))
+
+
+def _smoke_job(**pod: Any) -> dict[str, Any]:
+    container = {"name": "gpu-check", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "hybrid-gpu-plugin-smoke", "namespace": "gpu-smoke", "labels": {"a": "b"}},
+        "spec": {
+            "suspend": True,
+            "selector": {"matchLabels": {"x": "y"}},
+            "template": {"spec": {"containers": [container], **pod}},
+        },
+    }
+
+
+def test_the_keep_name_probe_is_the_device_plugin_smoke_job_unedited_but_its_name() -> None:
+    rendered = _smoke_job()
+    job = program_run.plain_request_job(rendered)
+
+    assert job["metadata"] == {"name": program_run.KEEP_NAME_JOB, "namespace": "gpu-smoke"}
+    assert job["spec"]["suspend"] is False
+    assert "selector" not in job["spec"]
+    assert job["spec"]["template"]["spec"]["containers"] == rendered["spec"]["template"]["spec"]["containers"]
+    assert rendered["spec"]["suspend"] is True  # the render is left as it was
+
+
+@pytest.mark.parametrize(
+    "rendered",
+    [
+        _smoke_job(resourceClaims=[{"name": "gpu", "resourceClaimTemplateName": "t"}]),
+        {**_smoke_job(), "spec": {"template": {"spec": {"containers": [{"name": "c", "resources": {}}]}}}},
+    ],
+)
+def test_a_smoke_job_without_the_plain_request_is_no_keep_name_probe(rendered: dict[str, Any]) -> None:
+    with pytest.raises(program_run.StepFailed):
+        program_run.plain_request_job(rendered)
+
+
 def test_a_placeholder_left_unfilled_is_refused(tmp_path: Path) -> None:
     values = _values(tmp_path, tmp_path)
     del values["CHARTS"]
