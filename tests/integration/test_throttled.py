@@ -139,7 +139,7 @@ def route_leases(kube: kubeclient.Kube) -> None:
                         ],
                         "resourceRules": [
                             {
-                                "verbs": ["get", "create", "update"],
+                                "verbs": ["get", "create", "update", "delete"],
                                 "apiGroups": ["coordination.k8s.io"],
                                 "resources": ["leases"],
                                 "namespaces": ["gpu-system"],
