@@ -323,7 +323,7 @@ def main() -> int:
             plugin.published_detail(run, node_name, d, sampler)
         with run.step("back on the plugin: the program's smoke Job gets nvidia.com/gpu; the probe runs") as d:
             probe_of_program_job(run, rendered_job, uid, d, "back")
-    except Exception:
+    except BaseException:  # a step's failure, or the call's time limit (`timeout -s INT`): the report says fail
         code = 1
     finally:
         plugin.wind_down(run, sampler, code, args.logs)
