@@ -52,6 +52,9 @@ process (and its GIL) with the twelve threads of load."""
 
 def mover_kubeconfig(kube: kubeclient.Kube, cluster: localcluster.LocalCluster, folder: Path) -> Path:
     """A kubeconfig of ServiceAccount default/mover, bound to cluster-admin: a user the FlowSchema can single out."""
+    if kube.get_or_none("/api/v1/namespaces/default/serviceaccounts/mover") is not None:
+        kube.delete("/api/v1/namespaces/default/serviceaccounts/mover")  # an earlier case's, in the module's cluster
+        kube.delete("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/mover-admin")
     kube.create("/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "mover"}})
     kube.create(
         "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
