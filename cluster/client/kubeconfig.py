@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -246,13 +247,17 @@ def _loader_log() -> Iterator[list[str]]:
     It reports an exec credential plugin that is missing or fails with `logging.error` on the root logger — which,
     with no handler yet, configures logging for the whole process (an `ERROR:root:` line, then every urllib3 retry
     warning) — and then goes on without credentials, so the first request gets a misleading 401. Caught here, the
-    failure becomes one refusal before any request.
+    failure becomes one refusal before any request. Only what the loading thread logs counts, and never urllib3's
+    own warnings: another thread of the process (a Lease renewal, a parallel read) may log meanwhile, and its
+    "Connection pool is full" once read as the plugin's failure and refused a `pulumi up`.
     """
     caught: list[str] = []
+    loading = threading.get_ident()
 
     class Catch(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
-            caught.append(record.getMessage())
+            if record.thread == loading and not record.name.startswith("urllib3"):
+                caught.append(record.getMessage())
 
     handler = Catch(logging.WARNING)
     root = logging.getLogger()

@@ -186,3 +186,20 @@ def test_every_command_that_reads_a_cluster_takes_a_context_from_the_second_file
     assert "has no context" not in err
     assert "cannot reach" not in err  # the first file's dead server was never asked
     assert paths, f"{argv[0]} sent nothing to the second file's server: {err}"
+
+
+def test_only_the_loading_thread_s_log_counts_as_the_exec_plugin_s_failure() -> None:
+    """Another thread's warning while a kubeconfig loads (urllib3's "Connection pool is full" from a Lease renewal)
+    once refused a `pulumi up` as a failed exec credential plugin."""
+    import logging
+    import threading
+
+    from cluster.client.kubeconfig import _loader_log
+
+    with _loader_log() as caught:
+        other = threading.Thread(target=lambda: logging.getLogger("elsewhere").warning("not the loader's"))
+        other.start()
+        other.join()
+        logging.getLogger("urllib3.connectionpool").warning("Connection pool is full, discarding connection")
+        logging.getLogger().error("exec: process returned 1")
+    assert caught == ["exec: process returned 1"]
