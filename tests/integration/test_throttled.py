@@ -24,6 +24,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pulumi import automation as auto
@@ -93,31 +94,32 @@ def throttle(kube: kubeclient.Kube) -> None:
             },
         },
     )
+    mover_flow_schema(
+        kube,
+        "throttle-mover",
+        level="no-share",
+        precedence=50,
+        rule={
+            "resourceRules": [
+                {"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"], "namespaces": ["*"], "clusterScope": True}
+            ],
+            "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
+        },
+    )
+
+
+def mover_flow_schema(kube: kubeclient.Kube, name: str, *, level: str, precedence: int, rule: dict[str, Any]) -> None:
+    """A FlowSchema sending default/mover's requests that `rule` matches to priority level `level`."""
+    mover = {"kind": "ServiceAccount", "serviceAccount": {"name": "mover", "namespace": "default"}}
     kube.create(
         f"{FLOW}/flowschemas",
         {
-            "metadata": {"name": "throttle-mover"},
+            "metadata": {"name": name},
             "spec": {
-                "priorityLevelConfiguration": {"name": "no-share"},
-                "matchingPrecedence": 50,
+                "priorityLevelConfiguration": {"name": level},
+                "matchingPrecedence": precedence,
                 "distinguisherMethod": {"type": "ByUser"},
-                "rules": [
-                    {
-                        "subjects": [
-                            {"kind": "ServiceAccount", "serviceAccount": {"name": "mover", "namespace": "default"}}
-                        ],
-                        "resourceRules": [
-                            {
-                                "verbs": ["*"],
-                                "apiGroups": ["*"],
-                                "resources": ["*"],
-                                "namespaces": ["*"],
-                                "clusterScope": True,
-                            }
-                        ],
-                        "nonResourceRules": [{"verbs": ["*"], "nonResourceURLs": ["*"]}],
-                    }
-                ],
+                "rules": [{"subjects": [mover], **rule}],
             },
         },
     )
@@ -127,32 +129,13 @@ def route_leases(kube: kubeclient.Kube) -> None:
     """The mover's Lease requests in gpu-system to the built-in `leader-election` level, ahead of the throttle (a lower
     matchingPrecedence wins): the FlowSchema docs/moving-hosts.md gives operators, as the API server's own
     `leader-election` schema keeps the control plane's Lease renewals out of other traffic."""
-    kube.create(
-        f"{FLOW}/flowschemas",
-        {
-            "metadata": {"name": "mover-leases"},
-            "spec": {
-                "priorityLevelConfiguration": {"name": "leader-election"},
-                "matchingPrecedence": 40,
-                "distinguisherMethod": {"type": "ByUser"},
-                "rules": [
-                    {
-                        "subjects": [
-                            {"kind": "ServiceAccount", "serviceAccount": {"name": "mover", "namespace": "default"}}
-                        ],
-                        "resourceRules": [
-                            {
-                                "verbs": ["get", "create", "update", "delete"],
-                                "apiGroups": ["coordination.k8s.io"],
-                                "resources": ["leases"],
-                                "namespaces": ["gpu-system"],
-                            }
-                        ],
-                    }
-                ],
-            },
-        },
-    )
+    leases = {
+        "verbs": ["get", "create", "update", "delete"],
+        "apiGroups": ["coordination.k8s.io"],
+        "resources": ["leases"],
+        "namespaces": ["gpu-system"],
+    }
+    mover_flow_schema(kube, "mover-leases", level="leader-election", precedence=40, rule={"resourceRules": [leases]})
 
 
 def unthrottle(kube: kubeclient.Kube) -> None:
