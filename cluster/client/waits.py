@@ -135,7 +135,8 @@ class NodeChanges:
 
         One outage is told once: the first failure since the wait's last answered check is kept for `failure()`;
         the others (the other watches breaking with it, reconnects that fail again) only wake the wait. A stream
-        that sent what is no watch event is restarted once, told; the second time the wait stops with it (`fatal`).
+        that sent what is no watch event is restarted once, told for the first such watch only (the others break with
+        it); the second time the wait stops with it (`fatal`).
         False: stop this watch.
         """
         if isinstance(error, KubeNotAnswer):
@@ -143,8 +144,9 @@ class NodeChanges:
                 if error.request in self._garbled:
                     self._fatal = error
                 else:
+                    if not self._garbled:  # a proxy that garbles one stream garbles all four: one line says it
+                        self._failed = f"{_short(error)}, from server {self.kube.server}; restarting that watch once"
                     self._garbled.add(error.request)
-                    self._failed = f"{_short(error)}, from server {self.kube.server}; restarting that watch once"
             self.changed.set()
             return self._fatal is None
         if not transient(error):  # a list not served (404) or refused: no outage, and the check reports it

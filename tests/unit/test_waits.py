@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from cluster.client import slowness, waits
-from cluster.client.kubeclient import KubeAccessError, KubeApiError, KubeUnreachable
+from cluster.client.kubeclient import KubeAccessError, KubeApiError, KubeNotAnswer, KubeUnreachable
 from eks_hybrid_gpu import transit
 from testkit.fake_kube import FakeKube
 
@@ -234,6 +234,31 @@ def test_an_api_server_restart_is_said_within_two_seconds_naming_the_request_tha
     )
     assert sum("broke a watch" in line for _, line in said) == 1, said  # one outage, told once
     assert said[-1][1].startswith("  done after ")
+
+
+class Garbling(FakeKube):
+    """Behind a proxy that answers every watch with a page: the watches break one after another, not at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turn = threading.Lock()
+        self.server = "https://10.0.0.1:6443"
+
+    def watch(self, path: str, **query: Any) -> Iterator[dict[str, Any]]:
+        with self.turn:  # one watch breaks at a time, each after the wait has read the last one's failure
+            time.sleep(0.3)
+            msg = f"not an API server answer to WATCH {path}"
+            raise KubeNotAnswer(msg, 200, f"WATCH {path}")
+        yield from ()
+
+
+def test_watches_garbled_one_after_another_are_told_once_then_the_second_garble_stops_the_wait() -> None:
+    kube = Garbling()
+    said: list[str] = []
+    with waits.NodeChanges(kube, "gpu-1") as changes, pytest.raises(KubeNotAnswer):  # type: ignore[arg-type]
+        waits.wait_for("the thing", lambda: (False, "not yet"), 30, said.append, "run it again", changes)
+    restarted = [line for line in said if "restarting that watch once" in line]
+    assert len(restarted) == 1, said  # four watches broke, each after an answered check: one line
 
 
 def test_a_retried_patch_names_the_request_that_got_no_answer(capsys: pytest.CaptureFixture[str]) -> None:
