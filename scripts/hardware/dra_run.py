@@ -140,6 +140,16 @@ class Run:
             return error.code, json.loads(error.read() or b"null")
 
 
+def recent_events(run: Run, namespace: str) -> list[str]:
+    """The namespace's newest 20 events, a line each: what a failed smoke Job's report shows of why."""
+    events = (run.api("GET", f"/api/v1/namespaces/{namespace}/events")[1] or {}).get("items", [])
+    return [
+        f"{e.get('involvedObject', {}).get('kind')}/{e.get('involvedObject', {}).get('name')}: "
+        f"{e.get('reason')}: {str(e.get('message'))[:300]}"
+        for e in events
+    ][-20:]
+
+
 def wait(what: str, check: Callable[[], Any], timeout: float, interval: float = 0.5) -> Any:
     """`check()` until it returns something truthy; StepFailed naming `what` at the deadline."""
     deadline = time.monotonic() + timeout
@@ -518,11 +528,7 @@ def smoke(run: Run, hw: Path, job: dict[str, Any], detail: dict[str, Any]) -> No
         pod = wait(f"the smoke Job {namespace}/{name}'s pod to finish", observed, 150, interval=1.0)
     finally:
         detail["podStates"] = seen[-12:]
-        detail["events"] = [
-            f"{e.get('involvedObject', {}).get('kind')}/{e.get('involvedObject', {}).get('name')}: "
-            f"{e.get('reason')}: {str(e.get('message'))[:300]}"
-            for e in (run.api("GET", f"/api/v1/namespaces/{namespace}/events")[1] or {}).get("items", [])
-        ][-20:]
+        detail["events"] = recent_events(run, namespace)
         detail["job"] = (run.api("GET", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}")[1] or {}).get("status")
         claims_now = run.api("GET", f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims")[1] or {}
         detail["claims"] = [

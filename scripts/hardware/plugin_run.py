@@ -529,12 +529,7 @@ def finish_job(
         pod = wait(f"the smoke Job {namespace}/{name}'s pod to finish", finished, 150, interval=0.5)
     finally:
         detail["podStates"] = seen[-12:]
-        events = (run.api("GET", f"/api/v1/namespaces/{namespace}/events")[1] or {}).get("items", [])
-        detail["events"] = [
-            f"{e.get('involvedObject', {}).get('kind')}/{e.get('involvedObject', {}).get('name')}: "
-            f"{e.get('reason')}: {str(e.get('message'))[:300]}"
-            for e in events
-        ][-20:]
+        detail["events"] = base.recent_events(run, namespace)
         if pod is None or pod["status"]["phase"] != "Succeeded":
             detail["runcCalls"] = tail(runc_check.CAPTURED / "calls.log", 12).splitlines()
             detail["nvidiaRuntimeLog"] = tail(LOGS / "nvidia-container-runtime.log", 20).splitlines()
@@ -682,6 +677,18 @@ HOLDER = "gpu-holder"
 def patch(run: Run, path: str, body: dict[str, Any]) -> tuple[int, Any]:
     """A JSON merge patch (the API server refuses application/json for PATCH)."""
     return run.api("PATCH", path, body, content_type="application/merge-patch+json")
+
+
+def schedulable(run: Run, node_name: str, on: bool) -> None:
+    """Uncordon (`on`) or cordon the node, as `migrate` does at either end of a move."""
+    code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": not on}})
+    if code != 200:
+        raise StepFailed(f"{'uncordon' if on else 'cordon'} {node_name}: {code}")
+
+
+def timed(phases: dict[str, float], name: str, began: float) -> None:
+    """Record a phase's seconds since `began`, as the report's `phases` holds them."""
+    phases[name] = round(time.monotonic() - began, 2)
 
 
 def holder_pod(run: Run, node_name: str, job: dict[str, Any], resource: str, detail: dict[str, Any]) -> dict[str, Any]:
@@ -877,14 +884,9 @@ def move_to_dra(
     process, or with `dra_image` the moved render's DaemonSet), wait for its slice, uncordon. Returns the DRA
     DaemonSet created, if any."""
 
-    def phase(name: str, began: float) -> None:
-        phases[name] = round(time.monotonic() - began, 2)
-
     began = time.monotonic()
-    code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": True}})
-    if code != 200:
-        raise StepFailed(f"cordon {node_name}: {code}")
-    phase("cordon", began)
+    schedulable(run, node_name, False)
+    timed(phases, "cordon", began)
     began = time.monotonic()
     eviction = {
         "apiVersion": "policy/v1",
@@ -900,10 +902,10 @@ def move_to_dra(
         return code == 404 or f"holder still there ({code})"
 
     wait("the holder evicted and gone", evicted, 60)
-    phase("drain", began)
+    timed(phases, "drain", began)
     began = time.monotonic()
     remove_owner(run, plugin, "plugin", "nvidia-device-plugin", "device-plugin", sampler)
-    phase("remove", began)
+    timed(phases, "remove", began)
     began = time.monotonic()
 
     def unpublished() -> Any:
@@ -912,7 +914,7 @@ def move_to_dra(
         return now if all(v == "0" for v in now["allocatable"].values()) else f"node: {now}"
 
     run.report.setdefault("published", {})["afterMove"] = wait("nothing published by the plugin", unpublished, 60)
-    phase("wait-unpublished", began)
+    timed(phases, "wait-unpublished", began)
     began = time.monotonic()
     installed = None
     if dra_image is not None:
@@ -920,12 +922,10 @@ def move_to_dra(
     else:
         sampler.host_allocators.add("dra")
         base.dra_plugin(run, hw, moved, run.report.setdefault("dra", {}), node_name=node_name)
-    phase("install+wait-published", began)
+    timed(phases, "install+wait-published", began)
     began = time.monotonic()
-    code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": False}})
-    if code != 200:
-        raise StepFailed(f"uncordon {node_name}: {code}")
-    phase("uncordon", began)
+    schedulable(run, node_name, True)
+    timed(phases, "uncordon", began)
     return installed
 
 
@@ -946,14 +946,9 @@ def move_back(
     driver stopped, its slice gone (the kubelet wipes an unregistered driver's slices), the plugin's DaemonSet
     (the default render) created and publishing, uncordon."""
 
-    def phase(name: str, began: float) -> None:
-        phases[name] = round(time.monotonic() - began, 2)
-
     began = time.monotonic()
-    code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": True}})
-    if code != 200:
-        raise StepFailed(f"cordon {node_name}: {code}")
-    phase("cordon", began)
+    schedulable(run, node_name, False)
+    timed(phases, "cordon", began)
     began = time.monotonic()
     namespace, name = dra_job["metadata"]["namespace"], dra_job["metadata"]["name"]
     run.api("DELETE", f"/apis/batch/v1/namespaces/{namespace}/jobs/{name}", {"propagationPolicy": "Background"})
@@ -966,10 +961,10 @@ def move_back(
         return (code == 404 and not left and not held) or f"Job {code}, {len(left)} pod(s), {held} claim(s)"
 
     wait("the DRA consumers gone", consumers_gone, 60)
-    phase("drain", began)
+    timed(phases, "drain", began)
     began = time.monotonic()
     remove_owner(run, dra, "DRA kubelet-plugin", "gpu-kubelet-plugin", "dra", sampler)
-    phase("remove", began)
+    timed(phases, "remove", began)
     began = time.monotonic()
 
     def no_slice() -> Any:
@@ -978,17 +973,15 @@ def move_back(
         return not mine or f"{len(mine)} slice(s) of {node_name} left"
 
     wait("the DRA driver's slice wiped", no_slice, 120)
-    phase("wait-unpublished", began)
+    timed(phases, "wait-unpublished", began)
     began = time.monotonic()
     install: dict[str, Any] = {}
     detail["install"] = install
     plugin_daemonset(run, node_name, objects, image, install, key="back", api_access=api_access)
-    phase("install+wait-published", began)
+    timed(phases, "install+wait-published", began)
     began = time.monotonic()
-    code, _ = patch(run, f"/api/v1/nodes/{node_name}", {"spec": {"unschedulable": False}})
-    if code != 200:
-        raise StepFailed(f"uncordon {node_name}: {code}")
-    phase("uncordon", began)
+    schedulable(run, node_name, True)
+    timed(phases, "uncordon", began)
 
 
 def prepare_node(run: Run, hw: Path, images: Path, *, dra: bool) -> str:
