@@ -236,7 +236,12 @@ def up(stack_name: str = LOCAL_STACK, chart_mirror: Path | None = None, confirm:
 
 
 def down(stack_name: str = LOCAL_STACK) -> int:
-    """Destroy the local stack's resources, then stop the local cluster and remove its state."""
+    """Stop the local cluster and remove its state, and the local stack's state with it.
+
+    Every object of the local stack lives in that cluster (source local: Kubernetes objects only), so they go with
+    its etcd data. Destroying them one by one first only waits on the cluster's controllers for objects about to
+    vanish: a Namespace's deletion waits for its content, and one such wait held a `local down` past 300 s.
+    """
     cluster_dir = local_state_dir()
     try:
         cluster = localcluster.attach(cluster_dir)
@@ -249,10 +254,13 @@ def down(stack_name: str = LOCAL_STACK) -> int:
         print(f"local down: {error}", file=sys.stderr)
         return 1
     stack = engine.stack(env, stack_name)
-    stack.destroy(on_output=_print, color="never")
-    stack.workspace.remove_stack(stack_name)
+    objects = len(stack.export_stack().deployment.get("resources") or [])
+    stack.workspace.remove_stack(stack_name, force=True)
     stopped = localcluster.stop(cluster_dir)
-    _print(f"stopped {', '.join(stopped) or 'nothing'}; removed {cluster_dir}")
+    _print(
+        f"removed stack {stack_name} ({objects} resources in its state; its objects lived in the local cluster); "
+        f"stopped {', '.join(stopped) or 'nothing'}; removed {cluster_dir}"
+    )
     return 0
 
 
@@ -283,7 +291,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         f"(default: ${chartmirror.CHART_MIRROR_ENV}); see docs/charts.md",
     )
     add_yes_option(start, "update the stack")
-    sub.add_parser("down", help="destroy the local stack and stop the local cluster")
+    sub.add_parser("down", help="stop the local cluster and remove it with the local stack's state")
     status_p = sub.add_parser("status", help="where the local cluster is and which of its processes run")
     add_output_option(status_p, ("json", "yaml"), default="json")
 

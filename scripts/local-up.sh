@@ -2,7 +2,7 @@
 # The main job on the local default: builds the toolchain if needed, starts a local Kubernetes cluster (1.37.2,
 # or the version stacks/Pulumi.local.yaml declares) on 127.0.0.1 with simulated hybrid GPU nodes (kwok), and runs `pulumi up` of stacks/Pulumi.local.yaml with
 # the policy pack. `scripts/local-up.sh [up] --chart-mirror DIR` takes the charts from a mirror folder.
-# `scripts/local-up.sh down` destroys the stack and stops the cluster.
+# `scripts/local-up.sh down` stops the cluster and removes it with the stack's state.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/bootstrap.sh

@@ -315,6 +315,9 @@ def test_local_up_prints_nodes_pods_and_ownership_then_down_stops_everything(
         assert "every pod runs on its cohort's nodes; none on the Auto Mode node" in out
         assert local.down() == 0
         assert localcluster.running(tmp_path / "local-cluster") == []
+        said = capsys.readouterr().out
+        assert "removed stack local (" in said, said
+        assert not (tmp_path / "local-cluster").exists()
         print(f"\nlocal up: {elapsed:.0f} s")
     finally:
         os.environ.clear()
