@@ -254,7 +254,7 @@ def down(stack_name: str = LOCAL_STACK) -> int:
         print(f"local down: {error}", file=sys.stderr)
         return 1
     stack = engine.stack(env, stack_name)
-    objects = len(stack.export_stack().deployment.get("resources") or [])
+    objects = len((stack.export_stack().deployment or {}).get("resources") or [])
     stack.workspace.remove_stack(stack_name, force=True)
     stopped = localcluster.stop(cluster_dir)
     _print(
