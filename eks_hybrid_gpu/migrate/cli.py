@@ -98,7 +98,7 @@ def _migrate(request: MigrateRequest, outcome: Outcome) -> int:
         # never installs: the real run refused what its --dry-run showed.
         no_up = request.dry_run or request.merge_into is not None
         holder = new_identity()  # this run's Leases, and the holder its own `pulumi up` runs for
-        up: Up = _no_up if no_up else stack_runner(stack, request, kubeconfig, holder)
+        up: Up = _no_up if no_up else stack_runner(stack, request, kubeconfig, holder, kube)
         return migrate(kube, stack, request, up, None if request.yes else asker(), outcome, holder=holder)
     except UpFailed as error:
         print(

@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from cluster.client.kubeclient import Kube
 from cluster.records.migration import Migration
 from eks_hybrid_gpu.engine_interrupt import interruptible
+from eks_hybrid_gpu.migrate import left_creating
 from eks_hybrid_gpu.migrate.phases import Up
 from eks_hybrid_gpu.migrate.planning import MigrateRefused, StackFile, config_at
 from eks_hybrid_gpu.migrate.records import say
@@ -19,11 +21,14 @@ class UpFailed(Exception):
     """A phase's `pulumi up` failed; its output above says why."""
 
 
-def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | None, holder: str) -> Up:
+def stack_runner(
+    stack: StackFile, request: MigrateRequest, kubeconfig: str | None, holder: str, kube: Kube | None = None
+) -> Up:
     """How one phase runs `pulumi up`: the local default's engine for a local stack, else the user's Pulumi.
 
     `holder`: the holderIdentity of this run's Leases; the program of each `pulumi up` is told it, so it counts the
-    cohort's Lease as its own instead of refusing the migration that holds it.
+    cohort's Lease as its own instead of refusing the migration that holds it. `kube`: the cluster, where a killed
+    earlier update's objects are settled before each `pulumi up` (`left_creating`); None leaves them to the engine.
     """
     from pulumi import automation as auto
 
@@ -80,6 +85,11 @@ def stack_runner(stack: StackFile, request: MigrateRequest, kubeconfig: str | No
 
     def up(why: str) -> None:
         before_up()
+        if kube is not None:
+            try:
+                left_creating.settle(kube, pulumi_stack, say)
+            except left_creating.LeftByOthers as error:
+                raise UpFailed(str(error)) from None
         say(f"pulumi up of stack {stack.name} with the policy pack: {why}")
         try:
             # Ctrl-C: the engine records its steps in flight and stops; migrate's line then names the re-run.

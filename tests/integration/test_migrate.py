@@ -7,11 +7,13 @@ migrated to DRA and back with a sampler on both nodes, refused as a one-step fli
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -293,6 +295,69 @@ def test_a_migration_killed_inside_its_pulumi_up_is_finished_by_the_same_command
     assert not kube.items("/apis/coordination.k8s.io/v1/namespaces/gpu-system/leases")
     cleared = [line for line in out.splitlines() if "stopping pid" in line or "stale lock" in line]
     print(f"\nafter kill -9 inside pulumi up: {cleared}")
+
+
+def test_a_migration_killed_with_its_engine_while_installing_is_finished_by_the_same_command(
+    mig_stack: auto.Stack,
+    engine_env: engine.EngineEnv,
+    kube: kubeclient.Kube,
+    cluster: localcluster.LocalCluster,
+    work: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A call's time limit kills migrate's whole process group (engine and provider too) while the install phase's
+    `pulumi up` is creating the new owner's DaemonSet: the object is in the cluster, the state holds only a pending
+    create. The same command run again finishes the move."""
+    to = "device-plugin" if owner_in_file(work)["owner"] == "dra" else "dra"
+    command = [sys.executable, "-m", "eks_hybrid_gpu", "migrate", *argv(work, engine_env, cluster, to)]
+    process = subprocess.Popen(
+        command,
+        cwd=projectdir.SHIPPED,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    lines: list[str] = []
+
+    def read() -> None:
+        for line in process.stdout or ():
+            lines.append(line)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+
+    def creating_the_daemonset() -> bool | None:
+        installing = "".join(lines).partition(f"with the policy pack: install {to} for cohort plugin")[2]
+        return any("apps/v1:DaemonSet" in line and "creating (" in line for line in installing.splitlines()) or None
+
+    try:
+        wait_for(creating_the_daemonset, "the install phase creating the DaemonSet", timeout=240)
+        os.killpg(process.pid, signal.SIGKILL)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        reader.join(timeout=10)
+    output = "".join(lines)
+    assert "install " + to in output, output
+
+    code = migrate.main(argv(work, engine_env, cluster, to))
+    out, err = capsys.readouterr()
+    assert code == 0, out + err
+    assert "resuming the migration recorded in the cluster" in out
+    settled = [line for line in out.splitlines() if "pending create" in line or "killed update" in line]
+    daemonset = f"DaemonSet {'gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin' if to == 'dra' else 'gpu-system/'}"
+    assert daemonset in settled[0], out  # the object whose second create the API server refused as a field conflict
+    assert settled[-1].startswith("dropped "), out
+    assert kube.get_or_none(RECORD) is None
+    assert owner_in_file(work)["owner"] == to
+    for node in NODES:
+        assert not kube.get(f"/api/v1/nodes/{node}")["spec"].get("unschedulable")
+        assert gpu_status(kube, node)[2] is (to == "dra")
+    pending = (mig_stack.export_stack().deployment or {}).get("pending_operations") or []
+    assert pending == [], pending
+    print("\nkilled while creating the DaemonSet; the same command then said:\n" + "\n".join(settled))
 
 
 def test_a_pod_disruption_budget_holds_the_drain_before_anything_is_removed(
