@@ -25,7 +25,7 @@ from pulumi import automation as auto
 
 from cluster.client import kubeclient, waits
 from cluster.judge.node_state import TRANSIT_ANNOTATION
-from eks_hybrid_gpu import engine, engine_lock, localcluster, migrate, projectdir
+from eks_hybrid_gpu import engine, engine_lock, localcluster, localprocs, migrate, projectdir
 from tests.integration.helpers import stack_up, work_dir_with_stack
 from tests.integration.test_in_transit import Sampler, consumer, delete_pod, gpu_status
 from tests.support.waiting import wait_for
@@ -307,8 +307,15 @@ def test_a_migration_killed_with_its_engine_while_installing_is_finished_by_the_
 ) -> None:
     """A call's time limit kills migrate's whole process group (engine and provider too) while the install phase's
     `pulumi up` is creating the new owner's DaemonSet: the object is in the cluster, the state holds only a pending
-    create. The same command run again finishes the move."""
+    create. The same command run again finishes the move.
+
+    kwok (the simulated kubelets) is stopped (SIGSTOP) from the install phase until the kill, so the DaemonSet's pods
+    cannot become ready and the provider is still waiting on it when the kill lands, however loaded the machine.
+    """
     to = "device-plugin" if owner_in_file(work)["owner"] == "dra" else "dra"
+    namespace = "gpu-dra-system" if to == "dra" else "gpu-system"
+    kwok = localprocs.pid_of(cluster.state_dir, "kwok")
+    assert kwok is not None
     command = [sys.executable, "-m", "eks_hybrid_gpu", "migrate", *argv(work, engine_env, cluster, to)]
     process = subprocess.Popen(
         command,
@@ -327,16 +334,23 @@ def test_a_migration_killed_with_its_engine_while_installing_is_finished_by_the_
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
 
-    def creating_the_daemonset() -> bool | None:
-        installing = "".join(lines).partition(f"with the policy pack: install {to} for cohort plugin")[2]
-        return any("apps/v1:DaemonSet" in line and "creating (" in line for line in installing.splitlines()) or None
+    def phase() -> str | None:
+        found = kube.get_or_none(RECORD)
+        return json.loads(found["data"]["migration.json"])["phase"] if found else None
+
+    def the_daemonset_created() -> bool | None:
+        return bool(kube.items(f"/apis/apps/v1/namespaces/{namespace}/daemonsets")) or None
 
     try:
-        wait_for(creating_the_daemonset, "the install phase creating the DaemonSet", timeout=240)
+        wait_for(lambda: phase() == "install" or None, "phase install", timeout=240)
+        os.kill(kwok, signal.SIGSTOP)
+        wait_for(the_daemonset_created, f"the install phase's DaemonSet in {namespace}", timeout=120)
+        time.sleep(1)  # the provider now waits for the DaemonSet's pods, which cannot become ready
         os.killpg(process.pid, signal.SIGKILL)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
+        os.kill(kwok, signal.SIGCONT)
         process.wait()
         reader.join(timeout=10)
     output = "".join(lines)
@@ -347,7 +361,7 @@ def test_a_migration_killed_with_its_engine_while_installing_is_finished_by_the_
     assert code == 0, out + err
     assert "resuming the migration recorded in the cluster" in out
     settled = [line for line in out.splitlines() if "pending create" in line or "killed update" in line]
-    daemonset = f"DaemonSet {'gpu-dra-system/dra-driver-nvidia-gpu-kubelet-plugin' if to == 'dra' else 'gpu-system/'}"
+    daemonset = f"DaemonSet {namespace}/"
     assert daemonset in settled[0], out  # the object whose second create the API server refused as a field conflict
     assert settled[-1].startswith("dropped "), out
     assert kube.get_or_none(RECORD) is None
