@@ -13,6 +13,9 @@ conflicted). So before a phase's `pulumi up`, migrate settles them:
 - an object that is not there: nothing to delete;
 - an object some other manager made: refused, naming it, its managers and the fix; nothing changes.
 
+A name from the state becomes a path segment only as the API server takes names (no `/`, `%`, `.` or `..`): the
+state is the user's file, and a damaged one is refused before any request.
+
 Then the pending creates are dropped from the state, and the update creates those objects afresh. In a migration
 these are the new owner's objects, made in the install phase while its nodes are cordoned and no workload uses it.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from cluster.client import waits
 from cluster.client.kubeclient import Kube, KubeApiError
@@ -87,14 +91,38 @@ def without_pending_creates(deployment: Mapping[str, Any], urns: set[str]) -> di
     return {**deployment, "pending_operations": kept}
 
 
-def object_path(kube: Kube, left: LeftCreating) -> str:
-    """The object's API path, from the API server's discovery of its group and version (plural, namespaced)."""
-    group_version = f"/api/{left.api_version}" if "/" not in left.api_version else f"/apis/{left.api_version}"
-    listed = kube.get(group_version, what=f"the API server's resources of {left.api_version}")
-    for entry in listed.get("resources") or []:
-        if entry.get("kind") == left.kind and "/" not in str(entry.get("name", "")):
-            where = f"/namespaces/{left.namespace}" if entry.get("namespaced") and left.namespace else ""
-            return f"{group_version}{where}/{entry['name']}/{left.name}"
+def _path_segment(value: str, left: LeftCreating) -> str:
+    """`value` as one API path segment, as the API server takes names (not `.` or `..`, no `/` or `%`).
+
+    The state is the user's file: a name in it must not walk the DELETE to another path.
+    """
+    if value in ("", ".", "..") or "/" in value or "%" in value or len(value) > 253:
+        msg = f"{left.urn} names {value[:80]!r}, which is no Kubernetes name: the stack's state is damaged; nothing "
+        raise LeftByOthers(msg + "was changed")
+    return quote(value, safe="")
+
+
+def object_path(kube: Kube, left: LeftCreating, discovered: dict[str, Mapping[str, Any]]) -> str:
+    """The object's API path, from the API server's discovery of its group and version (plural, namespaced).
+
+    `discovered`: the discovery documents read so far, by group and version (one read per group and version).
+    """
+    parts = [_path_segment(part, left) for part in left.api_version.split("/", 1)]
+    group_version = f"/api/{parts[0]}" if len(parts) == 1 else f"/apis/{parts[0]}/{parts[1]}"
+    if group_version not in discovered:
+        discovered[group_version] = kube.get(group_version, what=f"the API server's resources of {left.api_version}")
+    for entry in discovered[group_version].get("resources") or []:
+        if entry.get("kind") != left.kind or "/" in str(entry.get("name", "")):
+            continue
+        if entry.get("namespaced") and not left.namespace:
+            msg = (
+                f"{left.urn} was creating a namespaced {left.kind} without a namespace (the provider's default "
+                f"namespace then holds it): if {left.describe()} is there and no other tool manages it, delete it, "
+                "then run the same command again; nothing was changed"
+            )
+            raise LeftByOthers(msg)
+        where = f"/namespaces/{_path_segment(left.namespace, left)}" if entry.get("namespaced") else ""
+        return f"{group_version}{where}/{_path_segment(str(entry['name']), left)}/{_path_segment(left.name, left)}"
     msg = f"the API server serves no kind {left.kind} in {left.api_version}, which {left.urn} was creating"
     raise LeftByOthers(msg)
 
@@ -141,8 +169,9 @@ def settle(kube: Kube, stack: Any, say: Callable[[str], None]) -> int:
         f"{', '.join(item.describe() for item in left)}"
     )
     found: list[tuple[LeftCreating, str, dict[str, Any] | None]] = []
+    discovered: dict[str, Mapping[str, Any]] = {}
     for item in left:
-        path = object_path(kube, item)
+        path = object_path(kube, item, discovered)
         found.append((item, path, kube.get_or_none(path, what=item.describe())))
     recorded = recorded_managers(document)
     for item, _, live in found:

@@ -133,3 +133,47 @@ def test_a_state_without_pending_creates_is_left_alone() -> None:
     stack = FakeStack({"resources": [], "pending_operations": []})
     assert left_creating.settle(kube, stack, lambda _: None) == 0  # type: ignore[arg-type]
     assert (kube.writes, stack.imported) == ([], [])
+
+
+@pytest.mark.parametrize(
+    ("name", "namespace"), [("../../nodes/gpu-0", "gpu-dra-system"), ("plugin", ".."), ("a%2Fb", "gpu-dra-system")]
+)
+def test_a_name_in_the_state_that_would_walk_the_delete_elsewhere_is_refused_and_nothing_changes(
+    name: str, namespace: str
+) -> None:
+    kube = cluster(((KILLED, "Apply", ""),))
+    document = deployment()
+    document["pending_operations"][0] = pending(DS_URN, "apps/v1", "DaemonSet", name, namespace)
+    stack = FakeStack(document)
+    with pytest.raises(left_creating.LeftByOthers) as refused:
+        left_creating.settle(kube, stack, lambda _: None)  # type: ignore[arg-type]
+    assert (kube.writes, stack.imported) == ([], [])
+    assert str(refused.value).startswith(f"{DS_URN} names ")
+    assert "the stack's state is damaged; nothing was changed" in str(refused.value)
+
+
+def test_a_namespaced_object_pending_without_a_namespace_is_refused_naming_the_fix() -> None:
+    kube = cluster(((KILLED, "Apply", ""),))
+    document = deployment()
+    document["pending_operations"][0] = pending(DS_URN, "apps/v1", "DaemonSet", "plugin")
+    stack = FakeStack(document)
+    with pytest.raises(left_creating.LeftByOthers) as refused:
+        left_creating.settle(kube, stack, lambda _: None)  # type: ignore[arg-type]
+    assert (kube.writes, stack.imported) == ([], [])
+    assert "creating a namespaced DaemonSet without a namespace" in str(refused.value)
+
+
+def test_discovery_is_read_once_per_group_and_version() -> None:
+    kube = cluster(((KILLED, "Apply", ""),))
+    reads: list[str] = []
+    real_get = kube.get
+
+    def get(path: str, **query: Any) -> dict[str, Any]:
+        reads.append(path)
+        return real_get(path, **query)
+
+    kube.get = get  # type: ignore[method-assign]
+    document = deployment()
+    document["pending_operations"].append(pending("urn:second", "apps/v1", "DaemonSet", "other", "gpu-dra-system"))
+    left_creating.settle(kube, FakeStack(document), lambda _: None)  # type: ignore[arg-type]
+    assert reads.count("/apis/apps/v1") == 1
